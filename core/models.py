@@ -1,0 +1,183 @@
+"""Wire and record shapes shared by every layer. Times are float epoch seconds (UTC).
+
+Every model is strict and forbids unknown fields: a shape we did not design is an error,
+never a silently dropped key (R15's "nothing else is accepted" applies to all of them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SubjectKind = Literal["site", "package"]
+PointerState = Literal["pending", "claimed", "done", "expired"]
+Platform = Literal["http", "cli", "slack", "teams"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class ApprovalCard(Strict):
+    """What a person is asked to approve. Shown on every front end; never holds the secret."""
+
+    card_id: str
+    chat: str
+    owner: str
+    platform: str
+    reason: str
+    sites: list[str]
+    urls: list[str]
+    packages: list[str]
+    created_at: float
+    expires_at: float
+
+    def subjects(self) -> list[tuple[SubjectKind, str]]:
+        return [("site", s) for s in self.sites] + [("package", p) for p in self.packages]
+
+
+class CardOffer(Strict):
+    """A card as handed to a front end to post: the card and its one-time secret."""
+
+    card: ApprovalCard
+    secret: str
+
+
+class Answer(Strict):
+    """R15: the only answer shape. `packages`, when given, is a subset of the card's."""
+
+    approved: bool
+    packages: list[str] | None = None
+
+
+class ObjectRef(Strict):
+    key: str
+    size: int
+    sha256: str
+
+
+class Pointer(Strict):
+    """R8: the durable record of the one open request of a chat."""
+
+    chat: str
+    card_id: str
+    secret_hash: str
+    owner: str
+    state: PointerState
+    expires_at: float  # logical expiry: the time shown on the card
+    ttl: float  # physical expiry: when the sweep may delete the row
+    claim_count: int = 0
+    worker: str | None = None
+    lease_until: float | None = None
+    resume_deadline: float | None = None
+    snapshot: ObjectRef
+    card: ApprovalCard
+    card_location: dict[str, str] | None = None
+    answer_key: str | None = None
+    # Server-side only: the SDK's own ids are deterministic and never reach a client.
+    sdk_interrupt_id: str
+    tool_use_id: str
+    turn_id: str
+    created_at: float
+
+
+class Grant(Strict):
+    """R14: one approved site or package for one user in one chat."""
+
+    user: str
+    chat: str
+    kind: SubjectKind
+    name: str
+    card_id: str
+    created_at: float
+    expires_at: float
+
+
+class Refusal(Strict):
+    """A download the egress gate refused during one turn (R3 merges these)."""
+
+    chat: str
+    turn_id: str
+    kind: SubjectKind
+    name: str
+    port: int | None = None
+    url: str | None = None
+    at: float
+
+
+AuditKind = Literal[
+    "card_created",
+    "claim_won",
+    "claim_lost",
+    "answered",
+    "replayed",
+    "expired",
+    "grant",
+    "revoke",
+    "refused",
+    "turn",
+]
+
+
+class AuditEvent(Strict):
+    chat: str
+    at: float
+    kind: AuditKind
+    actor: str
+    card_id: str | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class TurnResult(Strict):
+    """What one turn (or one resume) ended with.
+
+    answered: the agent replied. awaiting_approval: it paused on a card (`offer`).
+    waiting: the chat already has an open request, so no second run was started.
+    """
+
+    status: Literal["answered", "awaiting_approval", "waiting"]
+    text: str = ""
+    offer: CardOffer | None = None
+
+
+ResumeOutcome = Literal[
+    "resumed", "replayed", "in_progress", "expired", "unknown", "forbidden", "invalid", "unauthorized"
+]
+
+
+class ResumeResult(Strict):
+    """The outcome of one click.
+
+    `result_json` is the stored result exactly as written when the resume finished, so a
+    replay can return it byte for byte. `message` is a plain sentence for a refusal.
+    `card` is the card the click was about, when the caller proved it knows the secret.
+    """
+
+    outcome: ResumeOutcome
+    message: str = ""
+    result: TurnResult | None = None
+    result_json: str | None = None
+    answer: Answer | None = None
+    answered_by: str | None = None
+    answered_at: float | None = None
+    owner: str | None = None
+    card: ApprovalCard | None = None
+    card_location: dict[str, str] | None = None
+
+
+def parse_answer(status: object, payload: object) -> Answer:
+    """R15, fail closed: only `status == "resolved"` with exactly `{"approved": true}` (and, optionally,
+    `"packages"`: a list of strings) approves. Cancelled, unknown status, a missing field, an extra
+    field, a non-bool `approved`, or any other shape is a deny."""
+    deny = Answer(approved=False)
+    if status != "resolved" or not isinstance(payload, dict):
+        return deny
+    if set(payload) - {"approved", "packages"} or payload.get("approved") is not True:
+        return deny
+    packages = payload.get("packages")
+    if packages is None:
+        return Answer(approved=True) if "packages" not in payload else deny
+    if not isinstance(packages, list) or not all(isinstance(p, str) for p in packages):
+        return deny
+    return Answer(approved=True, packages=list(packages))

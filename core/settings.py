@@ -1,0 +1,23 @@
+"""Protocol timings and limits. Every default is the issue's; every one is configurable."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+MINUTE = 60.0
+HOUR = 3600.0
+DAY = 86400.0
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    card_expiry: float = 30 * MINUTE
+    grant_ttl: float = 8 * HOUR
+    lease: float = 30.0
+    heartbeat_every: float = 10.0
+    resume_deadline: float = 15 * MINUTE
+    claim_cap: int = 3
+    retention: float = 7 * DAY  # rows and objects outlive their logical expiry by this much
+    max_snapshot_bytes: int = 4 * 1024 * 1024
+    event_dedupe_ttl: float = 1 * DAY

@@ -1,0 +1,142 @@
+"""The one store interface every backend implements, and the errors it raises.
+
+Every method is synchronous and blocking: backends are plain sqlite3 or boto3 calls. The core
+runs them on an executor (`store.aio.StoreIO`), and the lease heartbeat calls `renew` from its
+own thread, so a busy event loop cannot starve it (R11).
+
+Every state change is ONE conditional write; a method that reports `False`/`None` changed
+nothing. No method does a read-modify-write in the client.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from core.models import AuditEvent, Grant, ObjectRef, Pointer, Refusal, SubjectKind
+
+
+class StoreError(Exception):
+    """A backend fault that outlasted its retries. Nothing was changed by the failed call."""
+
+
+class ObjectExists(StoreError):
+    """A write-once object key was written before."""
+
+
+class CorruptObject(StoreError):
+    """An object's bytes do not match the checksum recorded when it was written."""
+
+
+class RowStore(ABC):
+    # --- pointers (R7-R13): one row per chat -------------------------------------------
+    @abstractmethod
+    def put_pointer(self, pointer: Pointer, now: float) -> bool:
+        """Create the chat's open request, only if it has none: the row is absent, done,
+        expired, or past its logical expiry (R7)."""
+
+    @abstractmethod
+    def get_pointer(self, chat: str) -> Pointer | None: ...
+
+    @abstractmethod
+    def get_pointer_by_card(self, card_id: str) -> Pointer | None:
+        """The pointer whose CURRENT card is `card_id` (a strongly consistent read)."""
+
+    @abstractmethod
+    def claim(
+        self,
+        chat: str,
+        card_id: str,
+        secret_hash: str,
+        claim_count_read: int,
+        worker: str,
+        now: float,
+        lease_until: float,
+        resume_deadline: float,
+    ) -> Pointer | None:
+        """R10: hash AND id match AND (pending OR (claimed AND lease < now)) AND expires_at > now
+        AND claim_count = claim_count_read; sets claimed, worker, lease, deadline, count+1.
+        Returns the pointer as written (its claim_count is the fencing token), else None."""
+
+    @abstractmethod
+    def renew(self, chat: str, card_id: str, worker: str, token: int, now: float, lease_until: float) -> bool:
+        """Extend the lease; only while holding it (claimed, same worker and token, lease live)."""
+
+    @abstractmethod
+    def finish(self, chat: str, card_id: str, worker: str, token: int, answer_key: str) -> bool:
+        """R12: holding -> done, with where the final answer is."""
+
+    @abstractmethod
+    def replace(self, chat: str, card_id: str, worker: str, token: int, new: Pointer) -> bool:
+        """R13: holding -> the chained request (new card id, new secret hash, pending, count 0)."""
+
+    @abstractmethod
+    def expire(self, chat: str, card_id: str, now: float, answer_key: str | None = None) -> bool:
+        """Mark expired: id matches AND state is pending or claimed with a lapsed lease.
+        (A live lease is never expired from under its worker.)"""
+
+    @abstractmethod
+    def set_card_location(self, chat: str, card_id: str, location: dict[str, str]) -> bool:
+        """Record where the card was posted, while `card_id` is still the chat's card."""
+
+    # --- grants (R14) ------------------------------------------------------------------
+    @abstractmethod
+    def put_grant(self, grant: Grant, ttl: float) -> None:
+        """Create or refresh the grant (user, chat, kind, name); the sweep deletes it after `ttl`."""
+
+    @abstractmethod
+    def list_grants(self, user: str, chat: str | None, now: float) -> list[Grant]:
+        """Live grants of `user` in `chat` (or in every chat when None), sorted by chat, kind, name."""
+
+    @abstractmethod
+    def delete_grant(self, user: str, chat: str, kind: SubjectKind, name: str) -> bool: ...
+
+    # --- per-turn refusals (written by the egress gate, read by the approval tool) -----
+    @abstractmethod
+    def record_refusal(self, refusal: Refusal, ttl: float) -> bool:
+        """Idempotent per (chat, turn, kind, name): True only for the first record."""
+
+    @abstractmethod
+    def list_refusals(self, chat: str, turn_id: str) -> list[Refusal]: ...
+
+    # --- delivery dedupe (Slack retries, Teams redeliveries) ----------------------------
+    @abstractmethod
+    def claim_event(self, key: str, now: float, ttl: float) -> bool:
+        """True for the first delivery of `key`, False for every later one (until ttl)."""
+
+    # --- audit trail (append-only) -----------------------------------------------------
+    @abstractmethod
+    def append_audit(self, event: AuditEvent, ttl: float) -> None: ...
+
+    @abstractmethod
+    def list_audit(self, chat: str) -> list[AuditEvent]:
+        """In the order they were appended."""
+
+    # --- physical expiry ---------------------------------------------------------------
+    @abstractmethod
+    def sweep(self, now: float) -> int:
+        """Delete every row whose physical expiry (ttl) is before `now`; returns how many."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+
+class ObjectStore(ABC):
+    """Write-once blobs (snapshots, answers), checksummed."""
+
+    @abstractmethod
+    def put(self, key: str, data: bytes) -> ObjectRef:
+        """Write `data` under a new key; return only once the write is confirmed durable.
+        Raises ObjectExists if the key was written before."""
+
+    @abstractmethod
+    def get(self, ref: ObjectRef) -> bytes:
+        """Read and verify against `ref.sha256`; raises CorruptObject on a mismatch,
+        KeyError when absent."""
+
+    @abstractmethod
+    def get_key(self, key: str) -> bytes | None:
+        """Read by key alone (verified against the checksum stored beside it); None when absent."""
+
+    @abstractmethod
+    def sweep(self, older_than: float) -> int:
+        """Delete objects written before `older_than`; returns how many."""

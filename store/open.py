@@ -1,0 +1,40 @@
+"""Opens the backends named by configuration URLs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from core.clock import Clock
+from store.base import ObjectStore, RowStore
+
+
+def open_rows(url: str) -> RowStore:
+    """`sqlite:///relative/path.db`, `sqlite:////absolute/path.db`, or `dynamodb://TABLE?...`."""
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        from store.sqlite_rows import SqliteRows
+
+        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+        if not path:
+            raise ValueError(f"bad sqlite URL {url!r}: use sqlite:///relative.db or sqlite:////abs.db")
+        return SqliteRows(path)
+    if parts.scheme == "dynamodb":
+        from store.dynamodb_rows import open_dynamodb_rows  # type: ignore[import-not-found,unused-ignore]
+
+        return open_dynamodb_rows(url)  # type: ignore[no-any-return,unused-ignore]
+    raise ValueError(f"unknown store URL {url!r}: expected sqlite:///PATH or dynamodb://TABLE")
+
+
+def open_objects(url: str, clock: Clock) -> ObjectStore:
+    """A folder path (or `file:///path`), or `s3://BUCKET/prefix?...`."""
+    parts = urlsplit(url)
+    if parts.scheme in ("", "file"):
+        from store.file_objects import FileObjects
+
+        return FileObjects(Path(parts.path if parts.scheme == "file" else url), clock=clock)
+    if parts.scheme == "s3":
+        from store.s3_objects import open_s3_objects  # type: ignore[import-not-found,unused-ignore]
+
+        return open_s3_objects(url, clock)  # type: ignore[no-any-return,unused-ignore]
+    raise ValueError(f"unknown objects URL {url!r}: expected a folder or s3://BUCKET/prefix")

@@ -1,0 +1,345 @@
+"""The embedded default row store: SQLite in WAL mode, one statement per state change.
+
+Each thread gets its own connection in autocommit mode (isolation_level=None): a deferred
+BEGIN followed by a write fails at once under contention (SQLITE_BUSY_SNAPSHOT), while a single
+conditional UPDATE/INSERT waits on busy_timeout and then applies or matches nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from core.models import AuditEvent, Grant, Pointer, Refusal, SubjectKind
+from store.base import RowStore, StoreError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS pointers (
+  chat TEXT PRIMARY KEY,
+  card_id TEXT NOT NULL,
+  sh TEXT NOT NULL,
+  state TEXT NOT NULL,
+  expires_at REAL NOT NULL,
+  ttl REAL NOT NULL,
+  claim_count INTEGER NOT NULL,
+  worker TEXT,
+  lease_until REAL,
+  resume_deadline REAL,
+  card_location TEXT,
+  answer_key TEXT,
+  doc TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS pointers_card ON pointers(card_id);
+CREATE INDEX IF NOT EXISTS pointers_ttl ON pointers(ttl);
+CREATE TABLE IF NOT EXISTS grants (
+  user TEXT NOT NULL, chat TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
+  card_id TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL, ttl REAL NOT NULL,
+  PRIMARY KEY (user, chat, kind, name)
+);
+CREATE INDEX IF NOT EXISTS grants_ttl ON grants(ttl);
+CREATE TABLE IF NOT EXISTS refusals (
+  chat TEXT NOT NULL, turn_id TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
+  port INTEGER, url TEXT, at REAL NOT NULL, ttl REAL NOT NULL,
+  PRIMARY KEY (chat, turn_id, kind, name)
+);
+CREATE INDEX IF NOT EXISTS refusals_ttl ON refusals(ttl);
+CREATE TABLE IF NOT EXISTS events (key TEXT PRIMARY KEY, ttl REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS events_ttl ON events(ttl);
+CREATE TABLE IF NOT EXISTS audit (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  chat TEXT NOT NULL, at REAL NOT NULL, kind TEXT NOT NULL, actor TEXT NOT NULL,
+  card_id TEXT, detail TEXT NOT NULL, ttl REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_chat ON audit(chat, seq);
+CREATE INDEX IF NOT EXISTS audit_ttl ON audit(ttl);
+"""
+
+_HOLDING = "chat = ? AND card_id = ? AND state = 'claimed' AND worker = ? AND claim_count = ?"
+_SWEEP_BATCH = 500
+
+
+class SqliteRows(RowStore):
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._conn() as c:  # `with` on a connection is a no-op in autocommit mode
+            c.executescript(SCHEMA)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def _exec(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn().execute(sql, args)
+        except sqlite3.OperationalError as e:  # "database is locked" past busy_timeout
+            raise StoreError(f"sqlite: {e}") from e
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # --- pointers ----------------------------------------------------------------------
+    @staticmethod
+    def _to_pointer(row: sqlite3.Row | None) -> Pointer | None:
+        if row is None:
+            return None
+        doc = json.loads(row["doc"])
+        doc.update(
+            card_id=row["card_id"],
+            secret_hash=row["sh"],
+            state=row["state"],
+            expires_at=row["expires_at"],
+            ttl=row["ttl"],
+            claim_count=row["claim_count"],
+            worker=row["worker"],
+            lease_until=row["lease_until"],
+            resume_deadline=row["resume_deadline"],
+            card_location=json.loads(row["card_location"]) if row["card_location"] else None,
+            answer_key=row["answer_key"],
+        )
+        return Pointer.model_validate_json(json.dumps(doc))
+
+    @staticmethod
+    def _columns(p: Pointer) -> tuple[Any, ...]:
+        return (
+            p.chat,
+            p.card_id,
+            p.secret_hash,
+            p.state,
+            p.expires_at,
+            p.ttl,
+            p.claim_count,
+            p.worker,
+            p.lease_until,
+            p.resume_deadline,
+            json.dumps(p.card_location) if p.card_location else None,
+            p.answer_key,
+            p.model_dump_json(),
+        )
+
+    def put_pointer(self, pointer: Pointer, now: float) -> bool:
+        cur = self._exec(
+            """INSERT INTO pointers (chat, card_id, sh, state, expires_at, ttl, claim_count, worker,
+                 lease_until, resume_deadline, card_location, answer_key, doc)
+               VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
+               ON CONFLICT(chat) DO UPDATE SET card_id=excluded.card_id, sh=excluded.sh,
+                 state=excluded.state, expires_at=excluded.expires_at, ttl=excluded.ttl,
+                 claim_count=excluded.claim_count, worker=excluded.worker,
+                 lease_until=excluded.lease_until, resume_deadline=excluded.resume_deadline,
+                 card_location=excluded.card_location, answer_key=excluded.answer_key, doc=excluded.doc
+               WHERE pointers.state IN ('done', 'expired')
+                  OR (pointers.expires_at <= ?
+                      AND NOT (pointers.state = 'claimed' AND pointers.lease_until >= ?))""",
+            (*self._columns(pointer), now, now),
+        )
+        return cur.rowcount == 1
+
+    def get_pointer(self, chat: str) -> Pointer | None:
+        return self._to_pointer(self._exec("SELECT * FROM pointers WHERE chat = ?", (chat,)).fetchone())
+
+    def get_pointer_by_card(self, card_id: str) -> Pointer | None:
+        return self._to_pointer(self._exec("SELECT * FROM pointers WHERE card_id = ?", (card_id,)).fetchone())
+
+    def claim(
+        self,
+        chat: str,
+        card_id: str,
+        secret_hash: str,
+        claim_count_read: int,
+        worker: str,
+        now: float,
+        lease_until: float,
+        resume_deadline: float,
+    ) -> Pointer | None:
+        cur = self._exec(
+            """UPDATE pointers SET state = 'claimed', worker = ?, lease_until = ?, resume_deadline = ?,
+                 claim_count = claim_count + 1
+               WHERE chat = ? AND card_id = ? AND sh = ?
+                 AND (state = 'pending' OR (state = 'claimed' AND lease_until < ?))
+                 AND expires_at > ? AND claim_count = ?
+               RETURNING *""",
+            (worker, lease_until, resume_deadline, chat, card_id, secret_hash, now, now, claim_count_read),
+        )
+        return self._to_pointer(cur.fetchone())
+
+    def renew(self, chat: str, card_id: str, worker: str, token: int, now: float, lease_until: float) -> bool:
+        cur = self._exec(
+            f"UPDATE pointers SET lease_until = ? WHERE {_HOLDING} AND lease_until >= ?",
+            (lease_until, chat, card_id, worker, token, now),
+        )
+        return cur.rowcount == 1
+
+    def finish(self, chat: str, card_id: str, worker: str, token: int, answer_key: str) -> bool:
+        cur = self._exec(
+            f"UPDATE pointers SET state = 'done', answer_key = ?, lease_until = NULL WHERE {_HOLDING}",
+            (answer_key, chat, card_id, worker, token),
+        )
+        return cur.rowcount == 1
+
+    def replace(self, chat: str, card_id: str, worker: str, token: int, new: Pointer) -> bool:
+        if new.chat != chat:
+            raise ValueError("a chained card stays in its chat")
+        cols = self._columns(new)
+        cur = self._exec(
+            f"""UPDATE pointers SET card_id = ?, sh = ?, state = ?, expires_at = ?, ttl = ?,
+                  claim_count = ?, worker = ?, lease_until = ?, resume_deadline = ?, card_location = ?,
+                  answer_key = ?, doc = ?
+                WHERE {_HOLDING}""",
+            (*cols[1:], chat, card_id, worker, token),
+        )
+        return cur.rowcount == 1
+
+    def expire(self, chat: str, card_id: str, now: float, answer_key: str | None = None) -> bool:
+        cur = self._exec(
+            """UPDATE pointers SET state = 'expired', lease_until = NULL,
+                 answer_key = COALESCE(?, answer_key)
+               WHERE chat = ? AND card_id = ?
+                 AND (state = 'pending' OR (state = 'claimed' AND lease_until < ?))""",
+            (answer_key, chat, card_id, now),
+        )
+        return cur.rowcount == 1
+
+    def set_card_location(self, chat: str, card_id: str, location: dict[str, str]) -> bool:
+        cur = self._exec(
+            "UPDATE pointers SET card_location = ? WHERE chat = ? AND card_id = ?",
+            (json.dumps(location), chat, card_id),
+        )
+        return cur.rowcount == 1
+
+    # --- grants ------------------------------------------------------------------------
+    def put_grant(self, grant: Grant, ttl: float) -> None:
+        self._exec(
+            """INSERT INTO grants (user, chat, kind, name, card_id, created_at, expires_at, ttl)
+               VALUES (?,?,?,?,?,?,?,?)
+               ON CONFLICT(user, chat, kind, name) DO UPDATE SET card_id=excluded.card_id,
+                 created_at=excluded.created_at, expires_at=excluded.expires_at, ttl=excluded.ttl""",
+            (
+                grant.user,
+                grant.chat,
+                grant.kind,
+                grant.name,
+                grant.card_id,
+                grant.created_at,
+                grant.expires_at,
+                ttl,
+            ),
+        )
+
+    def list_grants(self, user: str, chat: str | None, now: float) -> list[Grant]:
+        sql = "SELECT * FROM grants WHERE user = ? AND expires_at > ?"
+        args: tuple[Any, ...] = (user, now)
+        if chat is not None:
+            sql += " AND chat = ?"
+            args += (chat,)
+        rows = self._exec(sql + " ORDER BY chat, kind, name", args).fetchall()
+        return [
+            Grant(
+                user=r["user"],
+                chat=r["chat"],
+                kind=r["kind"],
+                name=r["name"],
+                card_id=r["card_id"],
+                created_at=r["created_at"],
+                expires_at=r["expires_at"],
+            )
+            for r in rows
+        ]
+
+    def delete_grant(self, user: str, chat: str, kind: SubjectKind, name: str) -> bool:
+        cur = self._exec(
+            "DELETE FROM grants WHERE user = ? AND chat = ? AND kind = ? AND name = ?", (user, chat, kind, name)
+        )
+        return cur.rowcount == 1
+
+    # --- refusals ----------------------------------------------------------------------
+    def record_refusal(self, refusal: Refusal, ttl: float) -> bool:
+        cur = self._exec(
+            """INSERT INTO refusals (chat, turn_id, kind, name, port, url, at, ttl) VALUES (?,?,?,?,?,?,?,?)
+               ON CONFLICT DO NOTHING""",
+            (
+                refusal.chat,
+                refusal.turn_id,
+                refusal.kind,
+                refusal.name,
+                refusal.port,
+                refusal.url,
+                refusal.at,
+                ttl,
+            ),
+        )
+        return cur.rowcount == 1
+
+    def list_refusals(self, chat: str, turn_id: str) -> list[Refusal]:
+        rows = self._exec(
+            "SELECT * FROM refusals WHERE chat = ? AND turn_id = ? ORDER BY at, kind, name", (chat, turn_id)
+        ).fetchall()
+        return [
+            Refusal(
+                chat=r["chat"],
+                turn_id=r["turn_id"],
+                kind=r["kind"],
+                name=r["name"],
+                port=r["port"],
+                url=r["url"],
+                at=r["at"],
+            )
+            for r in rows
+        ]
+
+    # --- dedupe ------------------------------------------------------------------------
+    def claim_event(self, key: str, now: float, ttl: float) -> bool:
+        cur = self._exec(
+            """INSERT INTO events (key, ttl) VALUES (?, ?)
+               ON CONFLICT(key) DO UPDATE SET ttl = excluded.ttl WHERE events.ttl < ?""",
+            (key, ttl, now),
+        )
+        return cur.rowcount == 1
+
+    # --- audit -------------------------------------------------------------------------
+    def append_audit(self, event: AuditEvent, ttl: float) -> None:
+        self._exec(
+            "INSERT INTO audit (chat, at, kind, actor, card_id, detail, ttl) VALUES (?,?,?,?,?,?,?)",
+            (event.chat, event.at, event.kind, event.actor, event.card_id, json.dumps(event.detail), ttl),
+        )
+
+    def list_audit(self, chat: str) -> list[AuditEvent]:
+        rows = self._exec("SELECT * FROM audit WHERE chat = ? ORDER BY seq", (chat,)).fetchall()
+        return [
+            AuditEvent(
+                chat=r["chat"],
+                at=r["at"],
+                kind=r["kind"],
+                actor=r["actor"],
+                card_id=r["card_id"],
+                detail=json.loads(r["detail"]),
+            )
+            for r in rows
+        ]
+
+    # --- sweep -------------------------------------------------------------------------
+    def sweep(self, now: float) -> int:
+        removed = 0
+        for table in ("pointers", "grants", "refusals", "events", "audit"):
+            while True:
+                cur = self._exec(
+                    f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE ttl < ? LIMIT ?)",
+                    (now, _SWEEP_BATCH),
+                )
+                removed += cur.rowcount
+                if cur.rowcount < _SWEEP_BATCH:
+                    break
+        return removed
