@@ -1,0 +1,461 @@
+"""The egress gate: an asyncio HTTP forward proxy (plain HTTP and CONNECT, no TLS interception).
+
+Every sandbox run gets its own proxy credentials, `run-<token>:x`, and the gate maps the token
+to (user, chat, turn_id). Each request is decided from its host and port, in this order:
+launch-time deny list (wins), launch-time allow list, then the user's grants for that chat,
+asked through the injected backend at request time (a revoke takes effect on the next
+connection). Each plain-HTTP request is answered with `Connection: close`, so a redirect is
+always a new request (and an HTTPS redirect to another host is a new CONNECT) and is decided
+afresh. The gate also serves the package-index view (`core.egress.index`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import secrets
+import socket
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.clock import Clock, SystemClock
+from core.egress.backend import GrantsBackend
+from core.egress.policy import Resolve, Rules, is_public, normalize_host
+from core.egress.wire import Head, WireError, close, encode_head, pipe, read_head, respond
+from core.models import Refusal, SubjectKind
+
+log = logging.getLogger(__name__)
+
+MAX_REFUSALS_PER_RUN = 50  # recorded ones; a looping script must not flood the store
+
+
+class GateConfig(BaseModel):
+    """Launch-time settings (the server fills these from --gate-* flags)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    listen_host: str = "127.0.0.1"
+    port: int = 0
+    unix_socket: str | None = None  # created in a private temp dir when None and unix=True
+    unix: bool = True  # the network-namespace sandbox reaches the gate through this socket
+    allow: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+    resolve: list[str] = Field(default_factory=list)
+    package_index: str | None = None  # upstream PEP 503 simple index, e.g. https://pypi.org/simple/
+    grant_ports: tuple[int, ...] = (80, 443)  # a site grant covers these; other ports need --gate-allow
+    connect_timeout: float = 10.0
+    idle_timeout: float = 120.0
+    head_timeout: float = 30.0
+
+
+@dataclass(frozen=True)
+class Blocked:
+    kind: SubjectKind
+    name: str
+    port: int | None
+    url: str | None
+
+    @property
+    def subject(self) -> str:
+        return self.name if self.kind == "site" else f"package:{self.name}"
+
+
+@dataclass
+class Run:
+    """One sandbox run's identity at the gate and what the gate refused during it."""
+
+    token: str
+    user: str
+    chat: str
+    turn_id: str
+    backend: GrantsBackend
+    refused: list[Blocked] = field(default_factory=list)  # approvable: recorded for R3
+    denied: list[str] = field(default_factory=list)  # operator policy: no approval can change it
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def username(self) -> str:
+        return f"run-{self.token}"
+
+    def blocked_subjects(self) -> list[str]:
+        with self._lock:
+            return list(dict.fromkeys(b.subject for b in self.refused))
+
+    def denied_subjects(self) -> list[str]:
+        with self._lock:
+            return list(dict.fromkeys(self.denied))
+
+    def _note_refused(self, b: Blocked) -> bool:
+        """True when this subject is new for the run (so it is recorded once, not per connection)."""
+        with self._lock:
+            if any(x.kind == b.kind and x.name == b.name for x in self.refused):
+                return False
+            if len(self.refused) >= MAX_REFUSALS_PER_RUN:
+                return False
+            self.refused.append(b)
+            return True
+
+    def _note_denied(self, subject: str) -> None:
+        with self._lock:
+            if subject not in self.denied:
+                self.denied.append(subject)
+
+
+class Gate:
+    def __init__(
+        self, cfg: GateConfig, *, backend: GrantsBackend | None = None, clock: Clock | None = None
+    ) -> None:
+        self.cfg = cfg
+        self.rules = Rules.parse(cfg.allow, cfg.deny)
+        self.resolve = Resolve.parse(cfg.resolve)
+        self.backend = backend
+        self.clock: Clock = clock or SystemClock()
+        self._runs: dict[str, Run] = {}
+        self._runs_lock = threading.Lock()  # tools may open runs from another thread's loop
+        self._servers: list[asyncio.AbstractServer] = []
+        self._tmpdir: str | None = None
+        self.port = 0
+        self.unix_path: str | None = None
+        self._conns: set[asyncio.Task[None]] = set()
+        from core.egress.index import PackageIndex  # the index view needs the Gate type
+
+        self.index = PackageIndex(self, cfg.package_index) if cfg.package_index else None
+
+    # ---- lifecycle ----
+
+    async def start(self) -> Gate:
+        srv = await asyncio.start_server(self._accept, self.cfg.listen_host, self.cfg.port)
+        self._servers.append(srv)
+        self.port = srv.sockets[0].getsockname()[1]
+        if self.cfg.unix:
+            path = self.cfg.unix_socket
+            if path is None:
+                self._tmpdir = tempfile.mkdtemp(prefix="egress-gate-")
+                path = os.path.join(self._tmpdir, "gate.sock")
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            self._servers.append(await asyncio.start_unix_server(self._accept, path))
+            os.chmod(path, 0o666)  # the sandboxed child may run as another user
+            self.unix_path = path
+        log.info("egress gate on %s:%s (unix %s)", self.cfg.listen_host, self.port, self.unix_path)
+        return self
+
+    async def close(self) -> None:
+        for s in self._servers:
+            s.close()
+        for t in list(self._conns):
+            t.cancel()
+        await asyncio.gather(*self._conns, return_exceptions=True)
+        for s in self._servers:
+            with contextlib.suppress(Exception):
+                await s.wait_closed()
+        self._servers.clear()
+        if self.index is not None:
+            await self.index.close()
+        if self.unix_path:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.unix_path)
+        if self._tmpdir:
+            with contextlib.suppress(OSError):
+                os.rmdir(self._tmpdir)
+
+    async def __aenter__(self) -> Gate:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---- runs ----
+
+    def open_run(self, *, user: str, chat: str, turn_id: str, backend: GrantsBackend | None = None) -> Run:
+        b = backend or self.backend
+        if b is None:
+            raise ValueError("the gate has no grants backend for this run")
+        run = Run(secrets.token_urlsafe(18).replace("-", "a").replace("_", "b"), user, chat, turn_id, b)
+        with self._runs_lock:
+            self._runs[run.token] = run
+        return run
+
+    def close_run(self, run: Run) -> None:
+        with self._runs_lock:
+            self._runs.pop(run.token, None)
+
+    @contextlib.contextmanager
+    def run(
+        self, *, user: str, chat: str, turn_id: str, backend: GrantsBackend | None = None
+    ) -> Iterator[Run]:
+        r = self.open_run(user=user, chat=chat, turn_id=turn_id, backend=backend)
+        try:
+            yield r
+        finally:
+            self.close_run(r)
+
+    def proxy_url(self, run: Run, host: str = "127.0.0.1", port: int | None = None) -> str:
+        return f"http://{run.username}:x@{host}:{port or self.port}"
+
+    def index_url(self, run: Run, host: str = "127.0.0.1", port: int | None = None) -> str | None:
+        if self.index is None:
+            return None
+        return f"http://{host}:{port or self.port}/run/{run.token}/simple/"
+
+    def sandbox_env(self, run: Run, host: str = "127.0.0.1", port: int | None = None) -> dict[str, str]:
+        """The environment a sandboxed child needs to go out through the gate."""
+        proxy = self.proxy_url(run, host, port)
+        env = {k: proxy for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY")}
+        env["NO_PROXY"] = env["no_proxy"] = f"{host}"  # the index view is the gate itself: go direct
+        idx = self.index_url(run, host, port)
+        if idx:
+            env["PIP_INDEX_URL"] = idx
+            env["UV_INDEX_URL"] = idx
+        return env
+
+    def _run_for(self, head: Head, header: str = "Proxy-Authorization") -> Run | None:
+        value = head.get(header)
+        if not value or value[:6].lower() != "basic ":
+            return None
+        try:
+            user, _, _ = base64.b64decode(value[6:].strip(), validate=True).decode("utf-8").partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if not user.startswith("run-"):
+            return None
+        return self.run_by_token(user[4:])
+
+    def run_by_token(self, token: str) -> Run | None:
+        with self._runs_lock:
+            run = self._runs.get(token)
+        if run is None:
+            return None
+        # constant-time compare of what we found, so a lookup hit leaks nothing by timing
+        return run if secrets.compare_digest(run.token, token) else None
+
+    # ---- decisions ----
+
+    async def decide(
+        self, run: Run, kind: SubjectKind, name: str, port: int | None, url: str | None
+    ) -> str | None:
+        """None when allowed; otherwise the sentence the client is refused with."""
+        label = name if kind == "site" else f"package {name}"
+        if self.rules.denied(kind, name, port):
+            run._note_denied(name if kind == "site" else f"package:{name}")
+            return f"{label} is denied by the operator's policy; no approval can allow it."
+        if self.rules.allowed(kind, name, port):
+            return None
+        if kind == "site" and port not in self.cfg.grant_ports:
+            run._note_denied(f"{name}:{port}")
+            return f"port {port} of {name} is not open to approvals (only {self.cfg.grant_ports})."
+        try:
+            if await run.backend.is_allowed(user=run.user, chat=run.chat, kind=kind, name=name):
+                return None
+        except Exception:  # fail closed: a store error is a refusal, and is not recorded as one
+            log.exception("grant check failed for %s %s", kind, name)
+            return f"the gate could not check the grants for {label}; try again."
+        b = Blocked(kind, name, port, url)
+        if run._note_refused(b):
+            refusal = Refusal(
+                chat=run.chat,
+                turn_id=run.turn_id,
+                kind=kind,
+                name=name,
+                port=port,
+                url=url,
+                at=self.clock.now(),
+            )
+            try:
+                await run.backend.record_refusal(refusal)
+            except Exception:
+                log.exception("could not record refusal of %s %s", kind, name)
+        return (
+            f"{label} is not approved for this chat. The egress gate refused it; the agent can ask for it "
+            "with request_approval."
+        )
+
+    # ---- connections ----
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:  # tracked so close() can end held tunnels
+            self._conns.add(task)
+            task.add_done_callback(self._conns.discard)
+        await self._serve(reader, writer)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(read_head(reader), self.cfg.head_timeout)
+            if head is None:
+                return
+            method, target, _ = head.first
+            if method == "CONNECT":
+                await self._tunnel(head, reader, writer)
+            elif target.startswith("http://"):
+                u = urlsplit(target)
+                if self._is_self(u.hostname, u.port or 80):
+                    await self._local(head, u.path + (f"?{u.query}" if u.query else ""), writer)
+                else:
+                    await self._forward(head, reader, writer)
+            elif target.startswith("/"):
+                await self._local(head, target, writer)
+            else:
+                raise WireError(400, "the gate speaks plain HTTP and CONNECT only (no TLS to the proxy)")
+        except WireError as e:
+            await respond(
+                writer, e.status, _REASONS.get(e.status, "Error"), e.message + "\n", extra=_gate_hdr()
+            )
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except Exception:
+            log.exception("egress gate connection failed")
+            with contextlib.suppress(Exception):
+                await respond(writer, 502, "Bad Gateway", "egress gate error\n")
+        finally:
+            await close(writer)
+
+    def _is_self(self, host: str | None, port: int) -> bool:
+        return port == self.port and (host or "") in {"127.0.0.1", "localhost", self.cfg.listen_host}
+
+    async def _tunnel(self, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        target = head.first[1]
+        host_s, sep, port_s = target.rpartition(":")
+        if not sep or not port_s.isdigit():
+            raise WireError(400, "CONNECT wants host:port")
+        host, port = self._host(host_s), int(port_s)
+        run = self._run_for(head)
+        if run is None:
+            await respond(
+                writer,
+                407,
+                "Proxy Authentication Required",
+                "this sandbox run has no valid gate credentials\n",
+                extra=[("Proxy-Authenticate", 'Basic realm="egress-gate"')],
+            )
+            return
+        refusal = await self.decide(
+            run, "site", host, port, f"https://{host}:{port}" if port != 443 else f"https://{host}/"
+        )
+        if refusal:
+            await respond(writer, 403, "Forbidden", refusal + "\n", extra=_gate_hdr("site", host))
+            return
+        up_r, up_w = await self._open_upstream(host, port)
+        writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        await writer.drain()
+        try:
+            await asyncio.gather(
+                pipe(reader, up_w, self.cfg.idle_timeout), pipe(up_r, writer, self.cfg.idle_timeout)
+            )
+        finally:
+            await close(up_w)
+
+    async def _forward(self, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        method, target, _ = head.first
+        u = urlsplit(target)
+        if not u.hostname:
+            raise WireError(400, "absolute URL without a host")
+        host, port = self._host(u.hostname), u.port or 80
+        run = self._run_for(head)
+        if run is None:
+            await respond(
+                writer,
+                407,
+                "Proxy Authentication Required",
+                "this sandbox run has no valid gate credentials\n",
+                extra=[("Proxy-Authenticate", 'Basic realm="egress-gate"')],
+            )
+            return
+        refusal = await self.decide(run, "site", host, port, target)
+        if refusal:
+            await respond(writer, 403, "Forbidden", refusal + "\n", extra=_gate_hdr("site", host))
+            return
+        up_r, up_w = await self._open_upstream(host, port)
+        try:
+            headers = [(k, v) for k, v in head.without_hop_by_hop()]
+            if not any(k.lower() == "host" for k, _ in headers):
+                headers.insert(0, ("Host", u.netloc.rpartition("@")[2]))
+            headers.append(("Connection", "close"))  # one request per connection: each is decided
+            path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+            up_w.write(encode_head(f"{method} {path} HTTP/1.1", headers))
+            await up_w.drain()
+            body = asyncio.ensure_future(pipe(reader, up_w, self.cfg.idle_timeout))
+            try:
+                while True:
+                    resp = await asyncio.wait_for(read_head(up_r), self.cfg.idle_timeout)
+                    if resp is None:
+                        raise WireError(502, f"{host} closed the connection without answering")
+                    version, status, reason = resp.first
+                    out = resp.without_hop_by_hop()
+                    if not status.startswith("1"):
+                        out.append(("Connection", "close"))
+                    writer.write(encode_head(f"{version} {status} {reason}", out))
+                    await writer.drain()
+                    if not status.startswith("1") or status == "101":
+                        break
+                await pipe(up_r, writer, self.cfg.idle_timeout)
+            finally:
+                body.cancel()
+                with contextlib.suppress(BaseException):
+                    await body
+        finally:
+            await close(up_w)
+
+    def _host(self, raw: str) -> str:
+        try:
+            return normalize_host(raw)
+        except ValueError as e:
+            raise WireError(400, str(e)) from e
+
+    async def _open_upstream(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        mapped = self.resolve.lookup(host, port)
+        if mapped is not None:
+            addr = mapped
+        else:
+            loop = asyncio.get_running_loop()
+            try:
+                infos = await asyncio.wait_for(
+                    loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), self.cfg.connect_timeout
+                )
+            except (OSError, TimeoutError) as e:
+                raise WireError(502, f"cannot resolve {host}: {e}") from e
+            ips = [str(i[4][0]) for i in infos]
+            if not ips or not all(is_public(ip) for ip in ips):
+                raise WireError(403, f"{host} resolves to a non-public address; the gate does not go there")
+            addr = (ips[0], port)
+        try:
+            return await asyncio.wait_for(asyncio.open_connection(*addr), self.cfg.connect_timeout)
+        except (OSError, TimeoutError) as e:
+            raise WireError(502, f"cannot connect to {host}:{port}: {e}") from e
+
+    async def _local(self, head: Head, path: str, writer: asyncio.StreamWriter) -> None:
+        """Requests addressed to the gate itself: the package-index view."""
+        if self.index is not None and path.startswith("/run/"):
+            await self.index.handle(head, path, writer)
+            return
+        await respond(writer, 404, "Not Found", "egress gate: nothing here\n")
+
+
+def _gate_hdr(kind: str | None = None, name: str | None = None) -> list[tuple[str, str]]:
+    h = [("X-Egress-Gate", "refused" if kind else "error")]
+    if kind and name:
+        h.append(("X-Egress-Gate-Refused", f"{kind}={name}"))
+    return h
+
+
+_REASONS = {
+    400: "Bad Request",
+    403: "Forbidden",
+    404: "Not Found",
+    431: "Request Header Fields Too Large",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
+
+
+async def start_gate(cfg: GateConfig, backend: GrantsBackend | None, *, clock: Clock | None = None) -> Gate:
+    """Start a gate on loopback (and its unix socket). The caller closes it with `await gate.close()`."""
+    return await Gate(cfg, backend=backend, clock=clock).start()

@@ -1,0 +1,216 @@
+"""The package-index view: a PEP 503 "simple" index served by the gate, in front of one upstream.
+
+pip in the sandbox is pointed at `http://127.0.0.1:PORT/run/<run-token>/simple/` (PIP_INDEX_URL).
+The run token in the path says whose run it is (so no client auth behaviour is relied on). For a
+project page the gate decides the package name like a host (deny list, allow list, then the
+user's grants for the chat, at request time); a refused name gets a 403 and is recorded as a
+`package` refusal. A granted project's page is fetched from upstream and every file link is
+rewritten to `/run/<token>/files/<project>/<ref>/<filename>`, where `ref` carries the upstream
+URL and an HMAC over (run, project, URL): the gate serves only files it listed, for that run,
+and decides the name again when the file is fetched (a revoke between the page and the file
+bites). Core-metadata hints (PEP 658/714) are dropped, so pip downloads the file itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import hmac
+import html
+import logging
+import secrets
+from html.parser import HTMLParser
+from typing import TYPE_CHECKING
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+
+from core.egress.policy import normalize_package
+from core.egress.wire import Head, encode_head, respond
+
+if TYPE_CHECKING:
+    from core.egress.gate import Gate, Run
+
+log = logging.getLogger(__name__)
+
+_KEEP_ATTRS = ("data-requires-python", "data-yanked", "data-gpg-sig")
+_HTML = "text/html; charset=utf-8"
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.links: list[tuple[str, dict[str, str | None], str]] = []
+        self._cur: tuple[str, dict[str, str | None]] | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            a = dict(attrs)
+            if a.get("href"):
+                self._cur, self._text = (a["href"] or "", a), []
+
+    def handle_data(self, data: str) -> None:
+        if self._cur is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._cur is not None:
+            self.links.append((self._cur[0], self._cur[1], "".join(self._text).strip()))
+            self._cur = None
+
+
+class PackageIndex:
+    def __init__(self, gate: Gate, upstream: str) -> None:
+        self.gate = gate
+        self.upstream = upstream if upstream.endswith("/") else upstream + "/"
+        self._key = secrets.token_bytes(32)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            # trust_env=False: the gate's own upstream fetch must never loop through a proxy variable
+            self._session = aiohttp.ClientSession(
+                trust_env=False, timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=120)
+            )
+        return self._session
+
+    def _sign(self, run: Run, project: str, url: str) -> str:
+        mac = hmac.new(self._key, f"{run.token}\0{project}\0{url}".encode(), hashlib.sha256).hexdigest()[:40]
+        return base64.urlsafe_b64encode(url.encode()).decode().rstrip("=") + "." + mac
+
+    def _unsign(self, run: Run, project: str, ref: str) -> str | None:
+        b64, _, mac = ref.rpartition(".")
+        try:
+            url = base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).decode()
+        except (ValueError, UnicodeDecodeError):
+            return None
+        good = self._sign(run, project, url).rpartition(".")[2]
+        return url if hmac.compare_digest(good, mac) else None
+
+    async def handle(self, head: Head, path: str, writer: asyncio.StreamWriter) -> None:
+        method = head.first[0]
+        parts = path.split("?", 1)[0].split("/")  # ["", "run", token, view, ...]
+        run = self.gate.run_by_token(parts[2]) if len(parts) > 3 else None
+        if run is None:
+            await respond(writer, 403, "Forbidden", "this sandbox run has no valid gate credentials\n")
+            return
+        if method not in ("GET", "HEAD"):
+            await respond(writer, 405, "Method Not Allowed", "the package index is read-only\n")
+            return
+        view, rest = parts[3], [p for p in parts[4:] if p]
+        if view == "simple" and not rest:
+            await self._root(run, writer)
+        elif view == "simple" and len(rest) == 1:
+            await self._project(run, rest[0], writer)
+        elif view == "files" and len(rest) == 3:
+            await self._file(run, rest[0], rest[1], rest[2], writer, head_only=method == "HEAD")
+        else:
+            await respond(writer, 404, "Not Found", "not part of the package index\n")
+
+    async def _root(self, run: Run, writer: asyncio.StreamWriter) -> None:
+        names = set(self.gate.rules.allowed_packages())
+        lister = getattr(run.backend, "granted_names", None)
+        if lister is not None:
+            with contextlib.suppress(Exception):
+                names |= set(await lister(user=run.user, chat=run.chat, kind="package"))
+        names = {n for n in names if not self.gate.rules.denied("package", n)}
+        body = "".join(f'<a href="{html.escape(n)}/">{html.escape(n)}</a>\n' for n in sorted(names))
+        await respond(
+            writer, 200, "OK", f"<!DOCTYPE html>\n<html><body>\n{body}</body></html>\n", content_type=_HTML
+        )
+
+    async def _project(self, run: Run, raw: str, writer: asyncio.StreamWriter) -> None:
+        name = normalize_package(raw)
+        page_url = urljoin(self.upstream, name + "/")
+        refusal = await self.gate.decide(run, "package", name, None, page_url)
+        if refusal:
+            await respond(
+                writer, 403, "Forbidden", refusal + "\n", extra=[("X-Egress-Gate-Refused", f"package={name}")]
+            )
+            return
+        try:
+            async with self._http().get(
+                page_url, headers={"Accept": "application/vnd.pypi.simple.v1+html, text/html;q=0.1"}
+            ) as r:
+                if r.status == 404:
+                    await respond(writer, 404, "Not Found", f"the upstream index has no {name}\n")
+                    return
+                if r.status != 200:
+                    await respond(writer, 502, "Bad Gateway", f"upstream index answered {r.status}\n")
+                    return
+                text = await r.text()
+                base = str(r.url)
+        except (aiohttp.ClientError, TimeoutError) as e:
+            await respond(writer, 502, "Bad Gateway", f"upstream index unreachable: {e}\n")
+            return
+        parser = _Links()
+        parser.feed(text)
+        rows = []
+        for href, attrs, label in parser.links:
+            absolute = urljoin(base, href)
+            url, _, frag = absolute.partition("#")
+            filename = urlsplit(url).path.rsplit("/", 1)[-1]
+            if not filename:
+                continue
+            new = f"/run/{run.token}/files/{name}/{self._sign(run, name, url)}/{filename}"
+            if frag:
+                new += "#" + frag
+            extra = "".join(
+                f' {k}="{html.escape(v)}"' for k, v in attrs.items() if k in _KEEP_ATTRS and v is not None
+            )
+            rows.append(f'<a href="{html.escape(new)}"{extra}>{html.escape(label or filename)}</a><br/>\n')
+        title = f"<h1>Links for {html.escape(name)}</h1>\n"
+        body = f"<!DOCTYPE html>\n<html><body>\n{title}{''.join(rows)}</body></html>\n"
+        await respond(writer, 200, "OK", body, content_type=_HTML)
+
+    async def _file(
+        self,
+        run: Run,
+        project: str,
+        ref: str,
+        filename: str,
+        writer: asyncio.StreamWriter,
+        *,
+        head_only: bool,
+    ) -> None:
+        url = self._unsign(run, project, ref)
+        if url is None or urlsplit(url).path.rsplit("/", 1)[-1] != filename:
+            await respond(writer, 404, "Not Found", "the gate did not list this file\n")
+            return
+        refusal = await self.gate.decide(run, "package", project, None, url)
+        if refusal:
+            await respond(
+                writer,
+                403,
+                "Forbidden",
+                refusal + "\n",
+                extra=[("X-Egress-Gate-Refused", f"package={project}")],
+            )
+            return
+        try:
+            async with self._http().get(url) as r:
+                if r.status != 200:
+                    await respond(writer, 502, "Bad Gateway", f"upstream file answered {r.status}\n")
+                    return
+                headers = [
+                    ("Content-Type", r.headers.get("Content-Type", "application/octet-stream")),
+                    ("Connection", "close"),
+                ]
+                if r.content_length is not None:
+                    headers.append(("Content-Length", str(r.content_length)))
+                writer.write(encode_head("HTTP/1.1 200 OK", headers))
+                if not head_only:
+                    async for chunk in r.content.iter_chunked(64 * 1024):
+                        writer.write(chunk)
+                        await writer.drain()
+                await writer.drain()
+        except (aiohttp.ClientError, TimeoutError) as e:
+            log.warning("upstream file %s failed: %s", url, e)

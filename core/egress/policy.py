@@ -1,0 +1,122 @@
+"""Launch-time rules and name handling for the egress gate (no I/O here)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+
+from core.models import SubjectKind
+
+_PEP503 = re.compile(r"[-_.]+")
+_HOST = re.compile(r"^[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?$")
+
+
+def normalize_package(name: str) -> str:
+    """PEP 503 normalisation: grants, lists and refusals all use this form."""
+    return _PEP503.sub("-", name).lower()
+
+
+def normalize_host(host: str) -> str:
+    """Lower case, no trailing dot, IPv6 without brackets. Raises ValueError for junk."""
+    h = host.strip().lower().rstrip(".")
+    if h.startswith("[") and h.endswith("]"):
+        h = h[1:-1]
+    try:
+        return str(ipaddress.ip_address(h))
+    except ValueError:
+        pass
+    if not h or len(h) > 253 or not _HOST.match(h):
+        raise ValueError(f"not a host name: {host!r}")
+    return h
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One list entry: `host`, `*.host` (any subdomain, not the apex), optional `:port`;
+    or `package:NAME`."""
+
+    kind: SubjectKind
+    name: str
+    wildcard: bool = False
+    port: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Pattern:
+        t = text.strip()
+        if t.startswith("package:"):
+            return cls("package", normalize_package(t[len("package:") :]))
+        port: int | None = None
+        host = t
+        if t.count(":") == 1 or (t.startswith("[") and "]:" in t):
+            host, _, p = t.rpartition(":")
+            if not p.isdigit() or not 0 < int(p) < 65536:
+                raise ValueError(f"bad port in {text!r}")
+            port = int(p)
+        wildcard = host.startswith("*.")
+        return cls("site", normalize_host(host[2:] if wildcard else host), wildcard, port)
+
+    def matches(self, kind: SubjectKind, name: str, port: int | None) -> bool:
+        if kind != self.kind:
+            return False
+        if self.port is not None and port != self.port:
+            return False
+        if self.wildcard:
+            return name.endswith("." + self.name)
+        return name == self.name
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Operator lists given at launch. The deny list wins over everything."""
+
+    allow: tuple[Pattern, ...] = ()
+    deny: tuple[Pattern, ...] = ()
+
+    @classmethod
+    def parse(cls, allow: list[str], deny: list[str]) -> Rules:
+        return cls(tuple(Pattern.parse(a) for a in allow), tuple(Pattern.parse(d) for d in deny))
+
+    def denied(self, kind: SubjectKind, name: str, port: int | None = None) -> bool:
+        return any(p.matches(kind, name, port) for p in self.deny)
+
+    def allowed(self, kind: SubjectKind, name: str, port: int | None = None) -> bool:
+        return any(p.matches(kind, name, port) for p in self.allow)
+
+    def allowed_packages(self) -> list[str]:
+        return sorted({p.name for p in self.allow if p.kind == "package"})
+
+
+@dataclass(frozen=True)
+class Resolve:
+    """`HOST[:PORT]=IP:PORT`, like curl's --resolve: the gate connects that name to that address.
+    Without a port on the left it applies to every port of HOST."""
+
+    entries: dict[tuple[str, int | None], tuple[str, int]] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, items: list[str]) -> Resolve:
+        out: dict[tuple[str, int | None], tuple[str, int]] = {}
+        for item in items:
+            left, sep, right = item.partition("=")
+            if not sep:
+                raise ValueError(f"--gate-resolve wants HOST[:PORT]=IP:PORT, got {item!r}")
+            pat = Pattern.parse(left)
+            if pat.kind != "site" or pat.wildcard:
+                raise ValueError(f"--gate-resolve wants a plain host on the left, got {left!r}")
+            ip, _, port = right.rpartition(":")
+            ip = ip.strip("[]")
+            ipaddress.ip_address(ip)  # raises ValueError for a name: the right side is an address
+            if not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"bad port in {item!r}")
+            out[(pat.name, pat.port)] = (ip, int(port))
+        return cls(out)
+
+    def lookup(self, host: str, port: int) -> tuple[str, int] | None:
+        return self.entries.get((host, port)) or self.entries.get((host, None))
+
+
+def is_public(ip: str) -> bool:
+    """Addresses a granted name may connect to without an explicit --gate-resolve: global only,
+    so that approving a name cannot open the host's loopback or private network."""
+    return ipaddress.ip_address(ip).is_global
