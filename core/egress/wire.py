@@ -112,8 +112,10 @@ async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, idle:
             await writer.drain()
         if writer.can_write_eof():
             writer.write_eof()
+            return total
     except (ConnectionError, TimeoutError, OSError):
         pass
+    writer.close()  # a reset or a stall on one side ends the other, or it would wait for ever
     return total
 
 

@@ -1,0 +1,120 @@
+"""`run_script`: the Strands tool that runs the agent's script in the sandbox, behind the gate.
+
+Identity (user, chat, turn) comes from the request context the server put in
+`invocation_state` (R4), never from the model's arguments. The result names what the gate
+refused, in a fixed shape the offline model (core/scripted_model.py) reads:
+
+    exit code: 0
+    blocked: other.test, package:requests        <- only when something was refused
+    <one sentence: ask with request_approval, then run the same script again>
+    network: ...                                  <- isolation, always
+    stderr:                                       <- only when there was any
+    ...
+    output:
+    <the script's stdout, to the end>
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from strands import ToolContext, tool
+from strands.sandbox import Sandbox
+from strands.sandbox.errors import SandboxTimeoutError
+
+from core.context import context_of, services_of
+from core.egress.backend import ApprovalsBackend, GrantsBackend
+from core.egress.gate import Gate
+from core.sandbox import GatedLocalSandbox
+
+log = logging.getLogger(__name__)
+
+TOOL_NAME = "run_script"
+LANGUAGES = ("python", "sh")
+
+
+def format_result(
+    *,
+    exit_code: int | None,
+    stdout: str,
+    stderr: str,
+    blocked: list[str],
+    denied: list[str],
+    isolation: str,
+    timeout: float | None = None,
+) -> str:
+    lines = [f"timed out after {timeout:g} s (killed)" if exit_code is None else f"exit code: {exit_code}"]
+    if blocked:
+        lines.append("blocked: " + ", ".join(blocked))
+        lines.append(
+            "The egress gate refused these because nobody has approved them for this chat. "
+            "Call request_approval to ask the user for them, then run the same script again."
+        )
+    if denied:
+        lines.append(
+            "denied by the operator's policy (no approval can allow these; continue without them "
+            "and say so): " + ", ".join(denied)
+        )
+    lines.append(isolation)
+    if stderr.strip():
+        lines += ["stderr:", stderr.rstrip("\n")]
+    lines += ["output:", stdout.rstrip("\n")]
+    return "\n".join(lines)
+
+
+def make_run_script(
+    gate: Gate,
+    sandbox: Sandbox | None = None,
+    *,
+    timeout: float = 60.0,
+    gate_host: str = "127.0.0.1",
+    gate_port: int | None = None,
+    isolation_note: str | None = None,
+) -> Any:
+    """Build the tool bound to one gate and one sandbox (the default: `GatedLocalSandbox`).
+
+    For a Docker or remote sandbox pass it as `sandbox` with `gate_host`/`gate_port` set to where
+    that sandbox reaches the gate, and `isolation_note` saying how its network is confined.
+    """
+    box = sandbox or GatedLocalSandbox(gate_unix_socket=gate.unix_path, gate_port=gate.port, timeout=timeout)
+    iso = getattr(box, "isolation", None)
+    note: str = isolation_note or str(getattr(iso, "note", "network isolation unknown"))
+
+    @tool(name=TOOL_NAME, context=True)
+    async def run_script(code: str, tool_context: ToolContext, language: str = "python") -> str:
+        """Run a script in the sandbox and return its exit code and output. The sandbox reaches the
+        network only through the egress gate: hosts and packages nobody approved for this chat are
+        refused, and the result lists them on a `blocked:` line; call request_approval for them and
+        then run the same script again. Python scripts can use urllib or `pip download`.
+
+        Args:
+            code: the whole script.
+            language: "python" (default) or "sh".
+        """
+        state = tool_context.invocation_state
+        ctx = context_of(state)
+        if ctx is None:  # R4: no server-set identity, no run (fail closed)
+            return "error: run_script has no request context, so it cannot tell whose run this is; not run."
+        if language not in LANGUAGES:
+            return f"error: unsupported language {language!r}; use one of: {', '.join(LANGUAGES)}."
+        services = services_of(state)
+        backend: GrantsBackend | None = ApprovalsBackend(services) if services is not None else gate.backend
+        if backend is None:
+            return "error: run_script has no grants service; not run."
+        with gate.run(user=ctx.user, chat=ctx.chat, turn_id=ctx.turn_id, backend=backend) as run:
+            env = gate.sandbox_env(run, gate_host, gate_port)
+            exit_code: int | None
+            try:
+                res = await box.execute_code(code, language, timeout=timeout, env=env)
+                exit_code, out, err = res.exit_code, res.stdout, res.stderr
+            except SandboxTimeoutError as e:
+                exit_code, out, err = None, e.stdout, e.stderr
+            blocked, denied = run.blocked_subjects(), run.denied_subjects()
+        log.info("run_script chat=%s turn=%s exit=%s blocked=%s", ctx.chat, ctx.turn_id, exit_code, blocked)
+        return format_result(
+            exit_code=exit_code, stdout=out, stderr=err, blocked=blocked, denied=denied,
+            isolation=note, timeout=timeout,
+        )  # fmt: skip
+
+    return run_script
