@@ -138,9 +138,7 @@ def read_block_actions(payload: object) -> BlockActions:
     try:
         return BlockActions.model_validate(payload)
     except ValidationError as e:
-        raise SlackPayloadError(
-            f"not a block_actions payload with one action: {e.error_count()} error(s)"
-        ) from e
+        raise SlackPayloadError(f"not a block_actions payload with one action: {e.error_count()} error(s)") from e
 
 
 def _loads(value: str | None, model: type[BaseModel], what: str) -> Any:
@@ -160,9 +158,7 @@ def _chosen_packages(ba: BlockActions, card_id: str) -> list[str] | None:
     """
     block_id = packages_block_id(card_id)
     groups = (ba.state.values if ba.state else {}).get(block_id)
-    shown = next(
-        (b for b in (ba.message.blocks if ba.message else []) if b.get("block_id") == block_id), None
-    )
+    shown = next((b for b in (ba.message.blocks if ba.message else []) if b.get("block_id") == block_id), None)
     if groups is None and shown is None:
         return None
     chosen: list[str] = []

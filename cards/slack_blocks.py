@@ -45,9 +45,7 @@ MAX_OPTION_TEXT = 75
 MAX_BUTTON_VALUE = 2000
 MAX_LISTED = 25  # items of one kind listed on a card before "…and N more"
 
-USAGE = (
-    "Usage: `/approvals` · `/approvals revoke HOST_OR_PACKAGE` · `/approvals revoke all` · `/approvals help`"
-)
+USAGE = "Usage: `/approvals` · `/approvals revoke HOST_OR_PACKAGE` · `/approvals revoke all` · `/approvals help`"
 HELP = (
     "*/approvals* shows what you approved in this workspace, with a Revoke button each.\n"
     "• `/approvals revoke HOST_OR_PACKAGE` revokes it in all of your chats here.\n"
@@ -163,9 +161,7 @@ def _package_choice(card: ApprovalCard) -> ActionsBlock | None:
     elements = []
     for n, group in enumerate(groups):
         options = [Option(value=p, text=PlainTextObject(text=clip(p, MAX_OPTION_TEXT))) for p in group]
-        elements.append(
-            CheckboxesElement(action_id=f"{ACTION_PACKAGES}.{n}", options=options, initial_options=options)
-        )
+        elements.append(CheckboxesElement(action_id=f"{ACTION_PACKAGES}.{n}", options=options, initial_options=options))
     return ActionsBlock(block_id=packages_block_id(card.card_id), elements=elements)
 
 
@@ -266,9 +262,7 @@ def outcome_message(card: ApprovalCard, answer: Answer, answered_by: str, answer
 
 def expired_message(card: ApprovalCard) -> SlackMessage:
     blocks: list[Block] = [
-        _section(
-            f":alarm_clock: *Expired* ({date_token(card.expires_at)}): {_summary(card)} was not approved."
-        ),
+        _section(f":alarm_clock: *Expired* ({date_token(card.expires_at)}): {_summary(card)} was not approved."),
     ]
     return SlackMessage(text="This approval request expired.", blocks=blocks)
 
@@ -292,9 +286,7 @@ def _plain(text: str) -> SlackMessage:
 
 
 def refusal_forbidden(owner: str | None) -> SlackMessage:
-    who = (
-        f"Only {user_ref(owner)} may answer it." if owner else "Only the person whose turn it is may answer."
-    )
+    who = f"Only {user_ref(owner)} may answer it." if owner else "Only the person whose turn it is may answer."
     return _plain(f":lock: This request is not yours to answer. {who}")
 
 
@@ -350,15 +342,19 @@ def _chat_label(chat: str) -> str:
     return f"<#{escape(parsed.channel)}> · thread {code(parsed.thread_ts)}"
 
 
-def grants_message(grants: Iterable[Grant]) -> SlackMessage:
-    """The user's grants grouped by chat, a Revoke button on each; truncated to fit one message."""
+def grants_message(grants: Iterable[Grant], notice: str | None = None) -> SlackMessage:
+    """The user's grants grouped by chat, a Revoke button on each; truncated to fit one message.
+
+    `notice` (mrkdwn, already escaped) goes first, e.g. what a Revoke click just removed."""
     by_chat: dict[str, list[Grant]] = {}
     for g in sorted(grants, key=lambda g: (g.chat, g.kind, g.name)):
         by_chat.setdefault(g.chat, []).append(g)
+    top: list[Block] = [_section(notice)] if notice else []
     if not by_chat:
-        return _plain("You have approved nothing in this workspace.")
+        empty = "You have approved nothing in this workspace."
+        return SlackMessage(text=empty, blocks=[*top, _section(empty)])
     total = sum(len(v) for v in by_chat.values())
-    blocks: list[Block] = [HeaderBlock(text=PlainTextObject(text="Your approvals"))]
+    blocks: list[Block] = [*top, HeaderBlock(text=PlainTextObject(text="Your approvals"))]
     shown = 0
     budget = MAX_BLOCKS - 2  # room for the header and a closing "…and N more" line
     for chat, items in by_chat.items():
@@ -372,9 +368,7 @@ def grants_message(grants: Iterable[Grant]) -> SlackMessage:
             blocks.append(
                 SectionBlock(
                     text=MarkdownTextObject(
-                        text=clip(
-                            f"{code(g.name)} ({g.kind}) · {date_token(g.expires_at, 'until ')}", MAX_SECTION
-                        )
+                        text=clip(f"{code(g.name)} ({g.kind}) · {date_token(g.expires_at, 'until ')}", MAX_SECTION)
                     ),
                     accessory=ButtonElement(
                         action_id=ACTION_REVOKE,
@@ -385,9 +379,7 @@ def grants_message(grants: Iterable[Grant]) -> SlackMessage:
             )
             shown += 1
     if shown < total:
-        blocks.append(
-            _section(f"…and {total - shown} more. Use `/approvals revoke NAME` or `/approvals revoke all`.")
-        )
+        blocks.append(_section(f"…and {total - shown} more. Use `/approvals revoke NAME` or `/approvals revoke all`."))
     return SlackMessage(text=f"Your approvals: {total}", blocks=blocks)
 
 
