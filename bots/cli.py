@@ -14,6 +14,7 @@ from aiohttp import web
 
 from bots.config import ServerConfig
 from bots.server import build_app, build_approvals
+from bots.slack_app import SlackConfig
 from cards.http_json import grant_body, resume_body, turn_body
 from core.approvals import Approvals
 from core.models import Answer
@@ -142,6 +143,7 @@ def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
     front = "on" if cfg.tokens() else "off (set CHAT_APPROVALS_API_TOKEN or --api-token)"
     print(f"chat-approvals serving on http://{cfg.host}:{cfg.port} — store {cfg.store}, model {cfg.model}", flush=True)
     print(f"  HTTP front end /v1: {front}", flush=True)
+    print(f"  Slack: {SlackConfig.from_env().describe()}", flush=True)
     web.run_app(app, host=cfg.host, port=cfg.port, print=None)
     approvals.store.close()
     return 0

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from bots.config import ServerConfig
 from bots.http_api import mount_http_api
+from bots.slack_app import mount_slack
 from core.agent_factory import AgentFactory, default_factory, user_factory
 from core.approvals import Approvals
 from core.clock import Clock, SystemClock
@@ -64,6 +65,7 @@ def build_app(approvals: Approvals, cfg: ServerConfig, *, sweep: bool = True) ->
         mount_http_api(app, approvals, cfg.tokens())
     else:
         log.info("no API token set: the HTTP front end (/v1) is off")
+    mount_slack(app, approvals)  # SLACK_* env: HTTP at /slack/events or Socket Mode; off when unset
     if sweep:
         app.cleanup_ctx.append(_sweeper(approvals, cfg.sweep_every))
     return app

@@ -85,6 +85,12 @@ class SlackConfig(BaseModel):
     def enabled(self) -> bool:
         return self.http_mode or self.socket_mode
 
+    def describe(self) -> str:
+        modes = [f"HTTP at {self.path}"] * self.http_mode + ["Socket Mode"] * self.socket_mode
+        if not modes:
+            return "off (set SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET, or with SLACK_APP_TOKEN)"
+        return " and ".join(modes) + f", Web API {self.base_url}"
+
     @property
     def base_url(self) -> str:
         # slack_sdk joins with urljoin(base_url, method): without the trailing "/" the calls

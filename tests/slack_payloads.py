@@ -68,9 +68,7 @@ def block_actions(
     return p
 
 
-def slash_command(
-    *, text: str, user: str, channel: str, response_url: str, team: str = TEAM
-) -> dict[str, str]:
+def slash_command(*, text: str, user: str, channel: str, response_url: str, team: str = TEAM) -> dict[str, str]:
     form = (FIXTURES / "slash_command_form.txt").read_text().strip()
     f = {k: v[0] for k, v in parse_qs(form).items()}
     f.update(
@@ -86,22 +84,16 @@ def slash_command(
     return f
 
 
-def message_im(
-    *, text: str, user: str, channel: str, event_id: str, ts: str, team: str = TEAM
-) -> dict[str, Any]:
+def message_im(*, text: str, user: str, channel: str, event_id: str, ts: str, team: str = TEAM) -> dict[str, Any]:
     p: dict[str, Any] = copy.deepcopy(fixture("event_message_im_docs.json"))
     p["team_id"] = team
     p["event"].update(text=text, user=user, channel=channel, ts=ts, event_ts=ts)
     p["event_id"] = event_id
-    p["authorizations"] = [
-        {"team_id": team, "user_id": "U0BOTUSER", "is_bot": True, "is_enterprise_install": False}
-    ]
+    p["authorizations"] = [{"team_id": team, "user_id": "U0BOTUSER", "is_bot": True, "is_enterprise_install": False}]
     return p
 
 
-def app_mention(
-    *, text: str, user: str, channel: str, event_id: str, ts: str, team: str = TEAM
-) -> dict[str, Any]:
+def app_mention(*, text: str, user: str, channel: str, event_id: str, ts: str, team: str = TEAM) -> dict[str, Any]:
     p: dict[str, Any] = copy.deepcopy(fixture("event_app_mention_bolt.json"))
     p["team_id"] = team
     p["event"].update(text=text, user=user, channel=channel, team=team, ts=ts, event_ts=ts)

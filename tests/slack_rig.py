@@ -4,6 +4,7 @@ that sends correctly signed requests to it over real HTTP."""
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -15,8 +16,9 @@ from slack_sdk.models.blocks import Block
 
 from bots.config import ServerConfig
 from bots.server import build_app
-from bots.slack_app import SlackConfig, SlackFrontEnd, mount_slack
+from bots.slack_app import SLACK, SlackFrontEnd
 from cards import slack_blocks as sb
+from core.agent_factory import AgentFactory
 from core.approvals import Approvals
 from core.clock import ManualClock
 from store.aio import StoreIO
@@ -24,14 +26,18 @@ from store.open import open_objects, open_rows
 from tests import slack_payloads as P
 from tests.slack_standin import Call, SlackStandIn
 
+# Bolt reads SLACK_* itself (SLACK_CLIENT_ID + SLACK_CLIENT_SECRET would switch it to OAuth).
+for _k in [k for k in os.environ if k.startswith("SLACK_")]:
+    del os.environ[_k]
+
 OWNER = "U0OWNER"
 OTHER = "U0OTHER"
 DM = "D0DMCHAN1"
 
 
-def open_approvals(folder: Path, clock: ManualClock) -> Approvals:
+def open_approvals(folder: Path, clock: ManualClock, factory: AgentFactory | None = None) -> Approvals:
     store = StoreIO(open_rows(f"sqlite:///{folder}/rows.db"), open_objects(str(folder / "objects"), clock))
-    return Approvals(store, clock=clock)
+    return Approvals(store, clock=clock, agent_factory=factory)
 
 
 def assert_valid_blocks(call: Call) -> list[dict[str, Any]]:
@@ -53,7 +59,10 @@ def buttons(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class SlackRig:
-    def __init__(self, folder: Path | None = None, *, socket_mode: bool = False) -> None:
+    def __init__(
+        self, folder: Path | None = None, *, socket_mode: bool = False, factory: AgentFactory | None = None
+    ) -> None:
+        self.factory = factory
         self._tmp = None if folder else tempfile.TemporaryDirectory()
         self.folder = folder or Path(self._tmp.name)  # type: ignore[union-attr]
         self.clock = ManualClock(time.time())
@@ -69,17 +78,25 @@ class SlackRig:
             self.standin = standin
         else:
             await self.standin.start()
-        self.approvals = open_approvals(self.folder, self.clock)
-        app = build_app(self.approvals, ServerConfig(store=f"sqlite:///{self.folder}/rows.db"), sweep=False)
-        cfg = SlackConfig(
-            bot_token="xoxb-test-token",
-            signing_secret="" if self.socket_mode else P.SIGNING_SECRET,
-            app_token="xapp-1-test" if self.socket_mode else "",
-            api_url=self.standin.api_url,
-        )
-        front = mount_slack(app, self.approvals, cfg)
-        assert front is not None
-        self.front: SlackFrontEnd = front
+        self.approvals = open_approvals(self.folder, self.clock, self.factory)
+        env = {
+            "SLACK_BOT_TOKEN": "xoxb-test-token",
+            "SLACK_SIGNING_SECRET": "" if self.socket_mode else P.SIGNING_SECRET,
+            "SLACK_APP_TOKEN": "xapp-1-test" if self.socket_mode else "",
+            "CHAT_APPROVALS_SLACK_API_URL": self.standin.api_url,
+        }
+        # The server mounts Slack from the environment, as `chat-approvals serve` does.
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            app = build_app(self.approvals, ServerConfig(store=f"sqlite:///{self.folder}/rows.db"), sweep=False)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        self.front: SlackFrontEnd = app[SLACK]
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)

@@ -150,16 +150,12 @@ def test_every_refusal_validates() -> None:
 
 
 def grant(chat: str, name: str, kind: SubjectKind = "site") -> Grant:
-    return Grant(
-        user="U0OWNER", chat=chat, kind=kind, name=name, card_id="c_x", created_at=NOW, expires_at=NOW + 9
-    )
+    return Grant(user="U0OWNER", chat=chat, kind=kind, name=name, card_id="c_x", created_at=NOW, expires_at=NOW + 9)
 
 
 def test_grants_list_grouped_by_chat_with_revoke_buttons() -> None:
     a, b = chat_key("T0APPROV1", "C1", "1.1"), chat_key("T0APPROV1", "C2", "2.2")
-    dicts = validated(
-        sb.grants_message([grant(a, "example.org"), grant(b, "numpy", "package"), grant(a, "b.org")])
-    )
+    dicts = validated(sb.grants_message([grant(a, "example.org"), grant(b, "numpy", "package"), grant(a, "b.org")]))
     text = all_text(dicts)
     assert text.index("<#C1>") < text.index("b.org") < text.index("example.org") < text.index("<#C2>")
     revokes = buttons(dicts)
@@ -254,9 +250,7 @@ def test_r15_package_choice_from_state_and_from_untouched_checkboxes() -> None:
     # the reader unticked p1 in the first group; the second group is untouched
     block = sb.packages_block_id(c.card_id)
     first = [{"value": p} for p in pkgs[:10] if p != "p1"]
-    state = {
-        "values": {block: {f"{sb.ACTION_PACKAGES}.0": {"type": "checkboxes", "selected_options": first}}}
-    }
+    state = {"values": {block: {f"{sb.ACTION_PACKAGES}.0": {"type": "checkboxes", "selected_options": first}}}}
     got = parse_click(click_payload(msg, sb.ACTION_APPROVE, state=state)).answer
     assert got == Answer(approved=True, packages=[p for p in pkgs if p != "p1"])
     # nothing ticked at all: approved, but for no package

@@ -13,6 +13,7 @@ import pytest
 
 from cards import slack_blocks as sb
 from tests import slack_payloads as P
+from tests.agents import policy_factory, results_of
 from tests.slack_rig import DM, OTHER, OWNER, SlackRig, assert_valid_blocks, buttons
 from tests.slack_standin import Call
 
@@ -246,6 +247,39 @@ async def test_r15_wrong_secret_looks_unknown_and_changes_nothing(rig: SlackRig)
     assert await rig.snapshot(card_id_of(card)) == before
     (told,) = ephemerals_to(rig, OWNER)
     assert "unknown" in texts([told])[0]
+
+
+async def test_r15_package_choice_reaches_the_resume() -> None:
+    """Several packages: the card offers a choice; what stays ticked is what is granted."""
+
+    def policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+        if not results_of(messages):
+            ask = {"reason": "need libraries", "packages": ["numpy", "pandas", "scipy"]}
+            return "", [{"name": "request_approval", "input": ask}]
+        return "installed what was allowed", []
+
+    rig = await SlackRig(factory=policy_factory(policy)).start()
+    try:
+        card = await card_for(rig, "set up the environment")
+        groups = [e for b in assert_valid_blocks(card) for e in b.get("elements", []) if e.get("type") == "checkboxes"]
+        assert [o["value"] for o in groups[0]["initial_options"]] == ["numpy", "pandas", "scipy"]
+        payload = rig.click_payload(card)
+        keep = [o for o in groups[0]["options"] if o["value"] != "pandas"]
+        payload["state"] = {
+            "values": {
+                sb.packages_block_id(card_id_of(card)): {
+                    groups[0]["action_id"]: {"type": "checkboxes", "selected_options": keep}
+                }
+            }
+        }
+        await rig.click(payload)
+        await rig.settle()
+        granted = sorted(g.name for g in await rig.approvals.grants(user=OWNER) if g.kind == "package")
+        assert granted == ["numpy", "scipy"]
+        outcome = texts(rig.standin.of("chat.update"))[-1]
+        assert "Approved" in outcome and "Not allowed" in outcome and "pandas" in outcome
+    finally:
+        await rig.stop()
 
 
 # ----------------------------------------------------------------------------- events
