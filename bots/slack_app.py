@@ -47,6 +47,7 @@ from store.base import StoreError
 log = logging.getLogger("chat_approvals.slack")
 
 DEFAULT_API_URL = "https://slack.com/api/"
+COMMAND = "/approvals"  # as in manifest/slack*.yaml
 MENTION = re.compile(r"<@[A-Z0-9]+>")
 UNAVAILABLE = ":warning: The approval store is unavailable right now; nothing was changed. Try again."
 
@@ -273,7 +274,7 @@ class SlackFrontEnd:
             self.spawn(self.revoke_click(body, respond), "revoke")
             await ack()
 
-        @bolt.command("/approvals")
+        @bolt.command(COMMAND)
         async def on_command(ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond) -> None:
             cmd = parse_command(command.get("text"))
             if cmd.verb in ("usage", "help"):
