@@ -34,6 +34,7 @@ from cards import slack_blocks as sb
 from cards.slack_answer import (
     SlackClick,
     SlackPayloadError,
+    message_text,
     parse_click,
     parse_command,
     parse_revoke_click,
@@ -59,7 +60,6 @@ bolt_log.addFilter(_NoTokenNotice())
 
 DEFAULT_API_URL = "https://slack.com/api/"
 COMMAND = "/approvals"  # as in manifest/slack*.yaml
-MENTION = re.compile(r"<@[A-Z0-9]+>")
 UNAVAILABLE = ":warning: The approval store is unavailable right now; nothing was changed. Try again."
 
 
@@ -310,7 +310,7 @@ class SlackFrontEnd:
                 team=str(team),
                 channel=str(channel),
                 user=str(user),
-                text=MENTION.sub("", str(event.get("text") or "")).strip(),
+                text=message_text(str(event.get("text") or "")),
                 thread_ts=str(event.get("thread_ts") or ts),
             ),
             "turn",

@@ -8,6 +8,7 @@ Slack adds fields over time, so the wire models ignore unknown keys but type the
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -241,3 +242,30 @@ def parse_command(text: str | None) -> ApprovalsCommand:
         if subject and all(c.isalnum() or c in "-._:[]@/+=~" for c in subject):
             return ApprovalsCommand("revoke", subject)
     return ApprovalsCommand("usage")
+
+
+# ----------------------------------------------------------------------------- message text
+
+_ANGLE = re.compile(r"<([^<>]*)>")
+
+
+def _unangle(m: re.Match[str]) -> str:
+    inner = m.group(1)
+    target, _, label = inner.partition("|")
+    if target.startswith("@"):  # a user mention (the bot's own, usually): not part of the request
+        return ""
+    if target.startswith("#"):
+        return "#" + label if label else target
+    if target.startswith("!"):
+        return "@" + (label or target[1:].split("^")[0])
+    if target.startswith("mailto:"):
+        return label or target[len("mailto:") :]
+    return target  # a link: the URL itself, even when Slack shows a label
+
+
+def message_text(text: str | None) -> str:
+    """A Slack message's text as the person typed it: links back to URLs, mentions dropped,
+    Slack's three escapes undone (Slack turns `https://x/y` into `<https://x/y>`)."""
+    plain = _ANGLE.sub(_unangle, text or "")
+    plain = plain.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    return " ".join(plain.split())

@@ -11,7 +11,7 @@ import pytest
 from slack_sdk.models.blocks import Block
 
 from cards import slack_blocks as sb
-from cards.slack_answer import SlackPayloadError, parse_click, parse_command, parse_revoke_click
+from cards.slack_answer import SlackPayloadError, message_text, parse_click, parse_command, parse_revoke_click
 from cards.slack_chat import chat_key, in_workspace, parse_chat_key
 from core.models import Answer, ApprovalCard, Grant, SubjectKind
 from tests.slack_payloads import block_actions
@@ -314,3 +314,17 @@ def test_expiry_token_shape() -> None:
     assert re.fullmatch(
         r"<!date\^1800000000\^\{date_short_pretty\} at \{time\}\|2027-01-15 08:00 UTC>", sb.date_token(NOW)
     )
+
+
+@pytest.mark.parametrize(
+    ("raw", "plain"),
+    [
+        ("<@U0BOT> download <https://example.org/a.csv>", "download https://example.org/a.csv"),
+        ("get <https://example.org/a?x=1&amp;y=2|example.org/a>", "get https://example.org/a?x=1&y=2"),
+        ("tell <!here> and <#C123|general>, mail <mailto:a@b.org|a@b.org>", "tell @here and #general, mail a@b.org"),
+        ("1 &lt; 2 &amp;&amp; 3 &gt; 2", "1 < 2 && 3 > 2"),
+        ("", ""),
+    ],
+)
+def test_message_text_undoes_slack_formatting(raw: str, plain: str) -> None:
+    assert message_text(raw) == plain

@@ -33,7 +33,7 @@ def texts(calls: list[Call]) -> list[str]:
     return [json.dumps(c.args.get("blocks")) + str(c.args.get("text")) for c in calls]
 
 
-async def card_for(rig: SlackRig, text: str = f"download {URL}") -> Call:
+async def card_for(rig: SlackRig, text: str = f"download <{URL}>") -> Call:  # as Slack sends links
     status, body = await rig.dm(text)
     assert (status, body) == (200, "")
     await rig.standin.wait_for(lambda s: len(rig.card_calls()) >= 1)
