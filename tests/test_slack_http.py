@@ -371,3 +371,17 @@ async def test_web_api_faults_never_lose_the_result(rig: SlackRig) -> None:
     await rig.settle()
     assert rig.standin.of("chat.update")[-1].result["ok"] is True
     assert "Approved" in texts(rig.standin.of("chat.update"))[-1]
+
+
+async def test_ticking_a_package_checkbox_is_acked_and_changes_nothing(rig: SlackRig) -> None:
+    card = await card_for(rig)
+    before = await rig.snapshot(card_id_of(card))
+    payload = rig.click_payload(card)
+    payload["actions"] = [
+        {"action_id": f"{sb.ACTION_PACKAGES}.0", "block_id": sb.packages_block_id(card_id_of(card)),
+         "type": "checkboxes", "selected_options": [], "action_ts": "1.1"}
+    ]  # fmt: skip
+    assert await rig.click(payload) == (200, "")
+    await rig.settle()
+    assert await rig.snapshot(card_id_of(card)) == before
+    assert not rig.standin.of("chat.update") and not rig.standin.of("chat.postEphemeral")
