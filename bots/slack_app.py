@@ -168,12 +168,19 @@ class SlackFrontEnd:
                     self._auth = dict((await self.client.auth_test()).data)  # type: ignore[arg-type]
         auth = self._auth
         return AuthorizeResult(
-            enterprise_id=auth.get("enterprise_id") or enterprise_id,
-            team_id=auth.get("team_id") or team_id,
+            enterprise_id=enterprise_id or auth.get("enterprise_id"),
+            team_id=team_id or auth.get("team_id"),
             bot_token=self.cfg.bot_token,
             bot_id=auth.get("bot_id"),
             bot_user_id=auth.get("user_id"),
         )
+
+    async def warm_up(self) -> None:
+        """auth.test at startup, so the first request's ack does not wait for a round trip to Slack."""
+        try:
+            await self._authorize(None, None)
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as e:
+            log.warning("slack auth.test failed at startup (will retry on the first request): %s", e)
 
     def spawn(self, work: Coroutine[Any, Any, None], what: str) -> None:
         """Run after the ack; keep a strong reference (the loop holds only weak ones)."""
@@ -484,6 +491,7 @@ def mount_slack(
         app.router.add_post(cfg.path, front.handle_http)
 
     async def lifecycle(_: web.Application) -> Any:
+        await front.warm_up()
         if cfg.socket_mode:
             await front.start_socket_mode()
         yield

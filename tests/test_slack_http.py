@@ -58,6 +58,7 @@ def ephemerals_to(rig: SlackRig, user: str) -> list[Call]:
 
 
 async def test_r9_r12_dm_card_click_resume_update_reply_in_thread(rig: SlackRig) -> None:
+    assert [c.method for c in rig.standin.calls] == ["auth.test"]  # warmed up before the first request
     card = await card_for(rig)
     blocks = assert_valid_blocks(card)
     assert card.args["channel"] == DM and card.args["thread_ts"]
@@ -125,6 +126,7 @@ async def test_r10_twenty_concurrent_signed_clicks_resume_once(rig: SlackRig) ->
     audit = [e.kind for e in await rig.approvals.audit(pointer.chat)]
     assert audit.count("claim_won") == 1, audit
     assert sum("Resuming" in t for t in texts(rig.standin.of("chat.update"))) == 1
+    assert len(rig.standin.of("auth.test")) == 1  # once, at startup, never per request
     replies = [c for c in rig.standin.of("chat.postMessage") if c is not card]
     assert len(replies) == 1, "the turn was resumed exactly once"
     told = ephemerals_to(rig, OWNER)
