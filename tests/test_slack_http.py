@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from strands import tool
 
 from cards import slack_blocks as sb
 from tests import slack_payloads as P
@@ -387,3 +389,40 @@ async def test_ticking_a_package_checkbox_is_acked_and_changes_nothing(rig: Slac
     await rig.settle()
     assert await rig.snapshot(card_id_of(card)) == before
     assert not rig.standin.of("chat.update") and not rig.standin.of("chat.postEphemeral")
+
+
+async def test_click_is_acked_before_the_resumed_agent_finishes() -> None:
+    """The ack does not wait for the agent: the agent is held mid-resume while the click is answered."""
+    gate = threading.Event()
+
+    @tool
+    def slow_step() -> str:
+        """Wait until the test lets the resumed turn go on."""
+        gate.wait(timeout=30)
+        return "stepped"
+
+    def policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+        results = results_of(messages)
+        if not results:
+            return "", [{"name": "request_approval", "input": {"reason": "data", "urls": [URL]}}]
+        if len(results) == 1:
+            return "", [{"name": "slow_step", "input": {}}]
+        return "finished", []
+
+    rig = await SlackRig(factory=policy_factory(policy, tools=[slow_step])).start()
+    try:
+        card = await card_for(rig, "go")
+        assert await rig.click(rig.click_payload(card)) == (200, "")
+        await rig.standin.wait_for(lambda s: bool(s.of("chat.update")))  # "Resuming…", then the agent runs
+        io = rig.approvals.store
+        pointer = await io.run(io.rows.get_pointer_by_card, card_id_of(card))
+        assert pointer is not None and pointer.state == "claimed"  # acked while the agent is still held
+        assert len(rig.standin.of("chat.postMessage")) == 1
+        gate.set()
+        await rig.settle()
+        pointer = await io.run(io.rows.get_pointer_by_card, card_id_of(card))
+        assert pointer is not None and pointer.state == "done"
+        assert "finished" in texts(rig.standin.of("chat.postMessage"))[-1]
+    finally:
+        gate.set()
+        await rig.stop()
