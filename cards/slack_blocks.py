@@ -132,6 +132,18 @@ def _summary(card: ApprovalCard) -> str:
     return " and ".join(parts) or "nothing"
 
 
+def _asks(card: ApprovalCard) -> str:
+    def n(count: int, noun: str) -> str:
+        return f"{count} {noun}{'s' if count != 1 else ''}"
+
+    parts = []
+    if card.sites:
+        parts.append("download from " + n(len(card.sites), "site"))
+    if card.packages:
+        parts.append("install " + n(len(card.packages), "package"))
+    return " and ".join(parts) or "go on"
+
+
 def _plain_summary(card: ApprovalCard) -> str:
     names = [*card.sites, *card.packages]
     return ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
@@ -170,7 +182,7 @@ def card_message(card: ApprovalCard, secret: str) -> SlackMessage:
     blocks: list[Block] = [
         HeaderBlock(text=PlainTextObject(text="Approval needed")),
         _section(
-            f"{user_ref(card.owner)}, the agent wants to download from the internet.\n"
+            f"{user_ref(card.owner)}, the agent asks to {_asks(card)}.\n"
             f"*Why:* {escape(card.reason) or '_no reason given_'}"
         ),
         *_what(card),
