@@ -13,6 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from bots.config import ServerConfig
+from bots.gate import build_gate
 from bots.server import build_app, build_approvals
 from bots.slack_app import SlackConfig
 from cards.http_json import grant_body, resume_body, turn_body
@@ -36,6 +37,12 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--api-token", help="comma-separated bearer tokens for the HTTP front end (/v1)")
+    serve.add_argument("--sandbox", action="store_true", default=None, help="register run_script (egress gate on)")
+    serve.add_argument("--gate-port", type=int, help="egress gate port on 127.0.0.1 (default: any free one)")
+    serve.add_argument("--gate-allow", action="append", help="HOST, *.HOST, HOST:PORT or package:NAME; repeatable")
+    serve.add_argument("--gate-deny", action="append", help="like --gate-allow; wins over allow and grants")
+    serve.add_argument("--gate-resolve", action="append", help="HOST[:PORT]=IP:PORT (like curl --resolve)")
+    serve.add_argument("--package-index", help="upstream PEP 503 index for pip, e.g. https://pypi.org/simple/")
 
     run = sub.add_parser("run", help="one turn from a shell")
     _common(run)
@@ -138,12 +145,14 @@ def cmd_audit(args: argparse.Namespace, cfg: ServerConfig) -> int:
 
 
 def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
-    approvals = build_approvals(cfg)
-    app = build_app(approvals, cfg)
+    gate = build_gate(cfg)
+    approvals = build_approvals(cfg, gate=gate)
+    app = build_app(approvals, cfg, gate=gate)
     front = "on" if cfg.tokens() else "off (set CHAT_APPROVALS_API_TOKEN or --api-token)"
     print(f"chat-approvals serving on http://{cfg.host}:{cfg.port} — store {cfg.store}, model {cfg.model}", flush=True)
     print(f"  HTTP front end /v1: {front}", flush=True)
     print(f"  Slack: {SlackConfig.from_env().describe()}", flush=True)
+    print(f"  sandbox (run_script + egress gate): {'on' if gate else 'off (--sandbox)'}", flush=True)
     web.run_app(app, host=cfg.host, port=cfg.port, print=None)
     approvals.store.close()
     return 0

@@ -20,6 +20,16 @@ class ServerConfig(BaseSettings):
     api_token: str = ""  # comma-separated bearer tokens; empty = the HTTP front end is off
     sweep_every: float = 600.0
 
+    # the sandbox (run_script) and its egress gate: docs/egress-gate.md
+    sandbox: bool = False
+    sandbox_timeout: float = 60.0
+    gate_host: str = "127.0.0.1"
+    gate_port: int = 0
+    gate_allow: list[str] = Field(default_factory=list)
+    gate_deny: list[str] = Field(default_factory=list)
+    gate_resolve: list[str] = Field(default_factory=list)
+    package_index: str = ""
+
     card_expiry: float = Field(default=Settings().card_expiry)
     grant_ttl: float = Field(default=Settings().grant_ttl)
     lease: float = Field(default=Settings().lease)

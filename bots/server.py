@@ -10,11 +10,13 @@ from collections.abc import AsyncIterator, Callable
 from aiohttp import web
 
 from bots.config import ServerConfig
+from bots.gate import mount_gate, sandbox_tools
 from bots.http_api import mount_http_api
 from bots.slack_app import mount_slack
 from core.agent_factory import AgentFactory, default_factory, user_factory
 from core.approvals import Approvals
 from core.clock import Clock, SystemClock
+from core.egress import Gate
 from store.aio import StoreIO
 from store.base import StoreError
 from store.open import open_objects, open_rows
@@ -24,14 +26,16 @@ log = logging.getLogger("chat_approvals")
 CONFIG: web.AppKey[ServerConfig] = web.AppKey("config", ServerConfig)
 
 
-def build_factory(cfg: ServerConfig) -> AgentFactory:
-    return user_factory(cfg.agent) if cfg.agent else default_factory(cfg.model)
+def build_factory(cfg: ServerConfig, gate: Gate | None = None) -> AgentFactory:
+    return user_factory(cfg.agent) if cfg.agent else default_factory(cfg.model, sandbox_tools(gate, cfg))
 
 
-def build_approvals(cfg: ServerConfig, clock: Clock | None = None, factory: AgentFactory | None = None) -> Approvals:
+def build_approvals(
+    cfg: ServerConfig, clock: Clock | None = None, factory: AgentFactory | None = None, gate: Gate | None = None
+) -> Approvals:
     clock = clock or SystemClock()
     store = StoreIO(open_rows(cfg.store), open_objects(cfg.objects, clock))
-    return Approvals(store, settings=cfg.protocol(), clock=clock, agent_factory=factory or build_factory(cfg))
+    return Approvals(store, settings=cfg.protocol(), clock=clock, agent_factory=factory or build_factory(cfg, gate))
 
 
 @web.middleware
@@ -57,7 +61,9 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"ok": True, "store": cfg.store.split("?")[0], "http_api": bool(cfg.tokens())})
 
 
-def build_app(approvals: Approvals, cfg: ServerConfig, *, sweep: bool = True) -> web.Application:
+def build_app(
+    approvals: Approvals, cfg: ServerConfig, *, sweep: bool = True, gate: Gate | None = None
+) -> web.Application:
     app = web.Application(middlewares=[store_faults])
     app[CONFIG] = cfg
     app.router.add_get("/healthz", healthz)
@@ -66,6 +72,8 @@ def build_app(approvals: Approvals, cfg: ServerConfig, *, sweep: bool = True) ->
     else:
         log.info("no API token set: the HTTP front end (/v1) is off")
     mount_slack(app, approvals)  # SLACK_* env: HTTP at /slack/events or Socket Mode; off when unset
+    if gate is not None:
+        mount_gate(app, gate, approvals)  # the sandbox's egress gate starts and stops with the app
     if sweep:
         app.cleanup_ctx.append(_sweeper(approvals, cfg.sweep_every))
     return app

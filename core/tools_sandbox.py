@@ -26,7 +26,7 @@ from strands.sandbox.errors import SandboxTimeoutError
 from core.context import context_of, services_of
 from core.egress.backend import ApprovalsBackend, GrantsBackend
 from core.egress.gate import Gate
-from core.sandbox import GatedLocalSandbox
+from core.sandbox import GatedLocalSandbox, detect_isolation
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +77,22 @@ def make_run_script(
     For a Docker or remote sandbox pass it as `sandbox` with `gate_host`/`gate_port` set to where
     that sandbox reaches the gate, and `isolation_note` saying how its network is confined.
     """
-    box = sandbox or GatedLocalSandbox(gate_unix_socket=gate.unix_path, gate_port=gate.port, timeout=timeout)
-    iso = getattr(box, "isolation", None)
-    note: str = isolation_note or str(getattr(iso, "note", "network isolation unknown"))
+    # Decided once, at start-up (logged there); the sandbox itself is built on first use because
+    # the gate's port and socket exist only once the gate has started.
+    isolation = detect_isolation() if sandbox is None else None
+    if isolation is not None and isolation.mode == "none":
+        log.warning("run_script: %s", isolation.note)
+    boxes: list[Sandbox] = [sandbox] if sandbox is not None else []
+
+    def box_and_note() -> tuple[Sandbox, str]:
+        if not boxes:
+            boxes.append(
+                GatedLocalSandbox(
+                    gate_unix_socket=gate.unix_path, gate_port=gate.port, isolation=isolation, timeout=timeout
+                )
+            )
+        iso = getattr(boxes[0], "isolation", None)
+        return boxes[0], isolation_note or str(getattr(iso, "note", "network isolation unknown"))
 
     @tool(name=TOOL_NAME, context=True)
     async def run_script(code: str, tool_context: ToolContext, language: str = "python") -> str:
@@ -102,6 +115,9 @@ def make_run_script(
         backend: GrantsBackend | None = ApprovalsBackend(services) if services is not None else gate.backend
         if backend is None:
             return "error: run_script has no grants service; not run."
+        if gate.port == 0:
+            return "error: the egress gate is not running, so the sandbox has no way out; not run."
+        box, note = box_and_note()
         with gate.run(user=ctx.user, chat=ctx.chat, turn_id=ctx.turn_id, backend=backend) as run:
             env = gate.sandbox_env(run, gate_host, gate_port)
             exit_code: int | None

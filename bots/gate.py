@@ -1,0 +1,56 @@
+"""Server wiring for the sandbox and its egress gate (core/egress, core/sandbox).
+
+The gate object is made before the agent factory (the run_script tool closes over it), learns
+the facade once that exists, and starts and stops with the aiohttp app.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+
+from aiohttp import web
+
+from bots.config import ServerConfig
+from core.approvals import Approvals
+from core.clock import Clock
+from core.egress import ApprovalsBackend, Gate, GateConfig
+from core.tools_sandbox import make_run_script
+
+log = logging.getLogger("chat_approvals.gate")
+
+
+def gate_config(cfg: ServerConfig) -> GateConfig:
+    return GateConfig(
+        listen_host=cfg.gate_host,
+        port=cfg.gate_port,
+        allow=cfg.gate_allow,
+        deny=cfg.gate_deny,
+        resolve=cfg.gate_resolve,
+        package_index=cfg.package_index or None,
+    )
+
+
+def build_gate(cfg: ServerConfig, clock: Clock | None = None) -> Gate | None:
+    """None when the sandbox is off. Bad --gate-* values raise ValueError (the CLI prints it)."""
+    return Gate(gate_config(cfg), clock=clock) if cfg.sandbox else None
+
+
+def sandbox_tools(gate: Gate | None, cfg: ServerConfig) -> list[object]:
+    return [make_run_script(gate, timeout=cfg.sandbox_timeout)] if gate is not None else []
+
+
+def mount_gate(app: web.Application, gate: Gate, approvals: Approvals) -> None:
+    gate.backend = ApprovalsBackend(approvals)
+    app.cleanup_ctx.append(_lifecycle(gate))
+
+
+def _lifecycle(gate: Gate) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        await gate.start()
+        log.info("egress gate on %s:%d; package index %s", gate.cfg.listen_host, gate.port,
+                 gate.cfg.package_index or "off")  # fmt: skip
+        yield
+        await gate.close()
+
+    return ctx

@@ -1,0 +1,87 @@
+"""End to end through the HTTP front end with the offline model and the real sandbox and gate:
+the script is blocked -> the card names the refused host -> approve -> the second run downloads
+-> the reply quotes it; deny -> the model continues without the data and says so."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from bots.config import ServerConfig
+from bots.server import build_app
+from core.agent_factory import default_factory
+from core.approvals import Approvals
+from core.clock import ManualClock
+from core.egress import Gate, GateConfig
+from core.settings import Settings
+from core.tools_sandbox import make_run_script
+from store.aio import StoreIO
+from tests.conftest import TOKEN, Api
+from tests.gate_support import origin_app, start_site
+
+URL = "http://files.test/hello"
+
+
+@dataclass
+class Rig:
+    api: Api
+    approvals: Approvals
+    store: StoreIO
+
+
+@pytest.fixture
+async def rig(store: StoreIO, clock: ManualClock) -> AsyncIterator[Rig]:
+    origin, port = await start_site(origin_app("http"))
+    gate = Gate(GateConfig(resolve=[f"files.test=127.0.0.1:{port}", f"other.test=127.0.0.1:{port}"]), clock=clock)
+    factory = default_factory("scripted", [make_run_script(gate, timeout=30)])
+    approvals = Approvals(store, settings=Settings(), clock=clock, agent_factory=factory)
+    app = build_app(approvals, ServerConfig(api_token=TOKEN), sweep=False, gate=gate)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    try:
+        assert gate.port != 0  # started with the app
+        async with aiohttp.ClientSession() as session:
+            yield Rig(Api(session, base), approvals, store)
+    finally:
+        await runner.cleanup()
+        await origin.cleanup()
+    assert gate.port != 0 and gate._servers == []  # and stopped with it
+
+
+async def test_r3_blocked_card_names_host_approve_second_run_downloads(rig: Rig) -> None:
+    code, body = await rig.api.turn("chat-e2e", "alice", f"please fetch {URL}")
+    assert code == 200 and body["status"] == "awaiting_approval", body
+    card = body["card"]
+    assert card["sites"] == ["files.test"] and card["urls"] == [URL]  # from the gate's refusal (R3)
+    [ref] = rig.store.rows.list_refusals("chat-e2e", rig.store.rows.get_pointer("chat-e2e").turn_id)  # type: ignore[union-attr]
+    assert (ref.kind, ref.name, ref.port, ref.url) == ("site", "files.test", 80, URL)
+    code, res = await rig.api.resume(card["card_id"], "alice", card["secret"])
+    assert code == 200 and res["outcome"] == "resumed", res
+    assert res["result"]["status"] == "answered"
+    assert res["result"]["text"] == (f"Downloaded {URL}:\n{URL}: 32 bytes; first line: hello from files.test over http")
+    # the grant stays for the chat: a new turn downloads at once, no card
+    code, body = await rig.api.turn("chat-e2e", "alice", f"again {URL}")
+    assert body["status"] == "answered" and "first line: hello from files.test" in body["text"]
+    # revoked: the next run is refused again and asks again
+    code, gone = await rig.api.delete("/v1/chats/chat-e2e/grants/files.test?user=alice")
+    assert code == 200 and [g["name"] for g in gone["revoked"]] == ["files.test"]
+    code, body = await rig.api.turn("chat-e2e", "alice", f"once more {URL}")
+    assert body["status"] == "awaiting_approval" and body["card"]["sites"] == ["files.test"]
+
+
+async def test_r16_deny_model_continues_without_the_data_and_says_so(rig: Rig) -> None:
+    code, body = await rig.api.turn("chat-deny", "bob", f"get {URL}")
+    card = body["card"]
+    code, res = await rig.api.resume(card["card_id"], "bob", card["secret"], approved=False)
+    assert code == 200 and res["outcome"] == "resumed", res
+    text = res["result"]["text"]
+    assert text.startswith(f"I continued without the data from {URL}: it was not approved.")
+    assert "files.test" in text and "hello from files.test" not in text
+    assert rig.store.rows.list_grants("bob", "chat-deny", 0) == []
