@@ -240,3 +240,35 @@ def test_isolation_off_says_so() -> None:
         gate_unix_socket=None, gate_port=1, isolation=Isolation("netns", ("unshare",), "x")
     )
     assert box.isolation.mode == "none" and "no unix socket" in box.isolation.note
+
+
+async def test_pip_inside_the_namespace_goes_through_the_package_view() -> None:
+    """`pip download` in the sandbox sees only the gate's index; a name nobody granted is
+    reported on the `blocked:` line as package:NAME and recorded for the turn."""
+    need_netns()
+    from tests.gate_support import index_app
+
+    idx, idx_port = await start_site(index_app({"demo-pkg": ("1.0", [])}))
+    gate = await Gate(GateConfig(package_index=f"http://127.0.0.1:{idx_port}/simple/"), clock=ManualClock()).start()
+    services = FakeGrants()
+    code = (
+        "import subprocess, sys, os\n"
+        "p = subprocess.run([sys.executable, '-m', 'pip', 'download', '--no-deps', '-d', 'dl', 'demo-pkg'],"
+        " capture_output=True, text=True)\n"
+        "print('pip exit', p.returncode)\n"
+        "print(sorted(os.listdir('dl')) if os.path.isdir('dl') else [])\n"
+    )
+    try:
+        tool = make_run_script(gate, timeout=90)
+        text = await agent_turn(tool, ToolThenText(code), invocation_state(ctx(), services))
+        lines = text.splitlines()
+        assert "blocked: package:demo-pkg" in lines
+        assert lines[lines.index("output:") + 1 :] == ["pip exit 1", "[]"]
+        assert [(r.kind, r.name) for r in services.refusals] == [("package", "demo-pkg")]
+        services.grant(USER, CHAT, "package", "demo-pkg")
+        text = await agent_turn(tool, ToolThenText(code), invocation_state(ctx(), services))
+        lines = text.splitlines()
+        assert lines[lines.index("output:") + 1 :] == ["pip exit 0", "['demo_pkg-1.0-py3-none-any.whl']"]
+    finally:
+        await gate.close()
+        await idx.cleanup()

@@ -106,7 +106,10 @@ class Resolve:
                 raise ValueError(f"--gate-resolve wants a plain host on the left, got {left!r}")
             ip, _, port = right.rpartition(":")
             ip = ip.strip("[]")
-            ipaddress.ip_address(ip)  # raises ValueError for a name: the right side is an address
+            try:
+                ipaddress.ip_address(ip)  # the right side is an address, never a name to look up
+            except ValueError:
+                raise ValueError(f"--gate-resolve {item!r}: {ip!r} is not an IP address") from None
             if not port.isdigit() or not 0 < int(port) < 65536:
                 raise ValueError(f"bad port in {item!r}")
             out[(pat.name, pat.port)] = (ip, int(port))

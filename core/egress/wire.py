@@ -8,7 +8,7 @@ import contextlib
 from dataclasses import dataclass
 
 MAX_HEAD = 64 * 1024
-CHUNK = 64 * 1024
+CHUNK = 64 * 1024  # the StreamReader's default 64 KiB limit bounds each connection's buffer
 
 # RFC 9110 7.6.1 connection-specific fields, plus the proxy's own. Transfer-Encoding stays:
 # bodies are copied as they are, framing included.
@@ -64,6 +64,8 @@ async def read_head(reader: asyncio.StreamReader) -> Head | None:
         raise WireError(400, "incomplete request head") from e
     except asyncio.LimitOverrunError as e:
         raise WireError(431, "request head too large") from e
+    if len(raw) > MAX_HEAD:
+        raise WireError(431, "request head too large")
     lines = raw.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ", 2)
     if len(parts) != 3:

@@ -1,0 +1,85 @@
+"""`chat-approvals serve --sandbox` as a real process: the flags reach the gate, the start-up
+output says whether the sandbox is isolated, and a turn goes blocked -> card -> approve ->
+downloaded over the HTTP front end."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+
+from core.sandbox import detect_isolation
+from tests.gate_support import origin_app, start_site
+from tests.test_slack_serve import ROOT, free_port, stop
+
+TOKEN = "serve-token"
+
+
+async def wait_healthy(proc: subprocess.Popen[bytes], port: int) -> None:
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + 60  # a real process: bounded wait for it to listen
+    async with aiohttp.ClientSession() as s:
+        while True:
+            try:
+                async with s.get(f"http://127.0.0.1:{port}/healthz") as r:
+                    if r.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "serve did not start"
+            await asyncio.sleep(0.1)
+
+
+async def test_serve_with_sandbox_flags_end_to_end(tmp_path: Path) -> None:
+    origin, origin_port = await start_site(origin_app("http"))
+    port = free_port()
+    log = tmp_path / "serve.log"
+    cmd = [sys.executable, "-m", "bots.cli", "serve", "--port", str(port), "--api-token", TOKEN,
+           "--store", f"sqlite:///{tmp_path}/rows.db", "--objects", str(tmp_path / "objects"),
+           "--sandbox", "--gate-resolve", f"files.test=127.0.0.1:{origin_port}",
+           "--gate-deny", "evil.test"]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        await wait_healthy(proc, port)
+        h = {"Authorization": f"Bearer {TOKEN}"}
+        async with aiohttp.ClientSession(headers=h) as s:
+            base = f"http://127.0.0.1:{port}/v1"
+            url = "http://files.test/hello"
+            async with s.post(f"{base}/turns", json={"chat": "c1", "user": "u1", "text": f"fetch {url}"}) as r:
+                body = await r.json()
+            assert body["status"] == "awaiting_approval" and body["card"]["sites"] == ["files.test"], body
+            card = body["card"]
+            answer = {"user": "u1", "secret": card["secret"],
+                      "responses": [{"interruptId": card["card_id"], "status": "resolved",
+                                     "payload": {"approved": True}}]}  # fmt: skip
+            async with s.post(f"{base}/interrupts/{card['card_id']}/resume", json=answer) as r:
+                res = await r.json()
+        assert res["outcome"] == "resumed"
+        assert (
+            res["result"]["text"] == f"Downloaded {url}:\n{url}: 32 bytes; first line: hello from files.test over http"
+        )
+    finally:
+        await stop(proc)
+        await origin.cleanup()
+    text = log.read_text()
+    assert "sandbox (run_script + egress gate): on" in text
+    assert detect_isolation().note in text  # said at start-up, isolated or not
+    assert "egress gate on 127.0.0.1:" in text
+
+
+def test_serve_rejects_a_bad_gate_flag_plainly(tmp_path: Path) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "bots.cli", "serve", "--store", f"sqlite:///{tmp_path}/r.db",
+         "--objects", str(tmp_path / "o"), "--sandbox", "--gate-resolve", "files.test=not-an-ip:80"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 2
+    assert (
+        p.stderr.strip() == "chat-approvals: --gate-resolve 'files.test=not-an-ip:80': 'not-an-ip' is not an IP address"
+    )
+    assert not (tmp_path / "r.db").exists()  # refused before anything was opened
