@@ -103,7 +103,8 @@ async def request_approval(
     if not ctx.can_ask_human:
         return _result(tool_context, "error", wording.unattended_deny(open_sites, open_packages))  # R6
 
-    refused_urls = [r.url for r in refused if r.url]
+    # only URLs of sites still asked for: a refusal earlier in the turn may be approved by now (R13)
+    refused_urls = [r.url for r in refused if r.url and r.kind == "site" and r.name in open_sites]
     card_urls = unique([u for u, h in zip(named_urls, url_hosts, strict=True) if h in open_sites] + refused_urls)
     draft: dict[str, Any] = {
         "reason": reason.strip(),

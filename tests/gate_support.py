@@ -81,9 +81,7 @@ def make_cert(dirpath: Path) -> tuple[Path, Path]:
     cert_path, key_path = dirpath / "cert.pem", dirpath / "key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
     return cert_path, key_path
 
@@ -102,16 +100,18 @@ def origin_app(scheme: str) -> web.Application:
         n = int(request.query.get("n", "1000"))
         return web.Response(body=b"x" * n)
 
+    async def echo(request: web.Request) -> web.Response:
+        return web.Response(body=b"got " + await request.read())
+
     app = web.Application()
+    app.router.add_post("/echo", echo)
     app.router.add_get("/hello", hello)
     app.router.add_get("/redirect", redirect)
     app.router.add_get("/blob", blob)
     return app
 
 
-async def start_site(
-    app: web.Application, ssl_ctx: ssl.SSLContext | None = None
-) -> tuple[web.AppRunner, int]:
+async def start_site(app: web.Application, ssl_ctx: ssl.SSLContext | None = None) -> tuple[web.AppRunner, int]:
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_ctx)

@@ -134,9 +134,7 @@ async def test_curl_redirect_to_unapproved_host_is_refused(env: Env) -> None:
     assert out.endswith("403") and "other.test is not approved" in out
     rc, _, err = await curl(env, run, "https://files.test/redirect?to=other.test", "-L")
     assert rc != 0 and "403" in err
-    assert [(r.name, r.port, r.url) for r in env.grants.refusals] == [
-        ("other.test", 80, "http://other.test/hello")
-    ]
+    assert [(r.name, r.port, r.url) for r in env.grants.refusals] == [("other.test", 80, "http://other.test/hello")]
     # and a redirect to an approved host is followed: each hop is decided, none is waved through
     env.grants.grant(USER, CHAT, "site", "other.test")
     rc, out, _ = await curl(env, run, "https://files.test/redirect?to=other.test", "-L")
@@ -195,6 +193,17 @@ async def test_urllib_follows_redirect_only_to_approved_host(env: Env) -> None:
         await asyncio.to_thread(urllib_get, env, run, "http://files.test/redirect?to=cdn.test")
     assert e.value.code == 403 and e.value.headers["X-Egress-Gate-Refused"] == "site=cdn.test"
     assert [r.name for r in env.grants.refusals] == ["cdn.test"]
+
+
+async def test_request_bodies_pass_through_forward_and_tunnel(env: Env) -> None:
+    env.grants.grant(USER, CHAT, "site", "files.test")
+    run = env.run()
+    _, out, _ = await curl(env, run, "http://files.test/echo", "--data-binary", "a" * 100_000)
+    assert out == "got " + "a" * 100_000 + "\n200"
+    _, out, _ = await curl(env, run, "https://files.test/echo", "-H", "Transfer-Encoding: chunked", "--data", "xyz")
+    assert out == "got xyz\n200"
+    _, out, _ = await curl(env, run, "http://files.test/echo", "-H", "Transfer-Encoding: chunked", "--data", "q" * 9000)
+    assert out == "got " + "q" * 9000 + "\n200"  # a chunked body through the plain-HTTP forward
 
 
 # ---- launch-time lists and safety ----

@@ -95,9 +95,7 @@ async def test_time_limit_kills_the_script(gate_and_origin: tuple[Gate, FakeGran
     gate, _, _ = gate_and_origin
     box = GatedLocalSandbox(gate_unix_socket=gate.unix_path, gate_port=gate.port, isolation=ISO)
     with pytest.raises(SandboxTimeoutError) as e:
-        await box.execute_code(
-            "import time\nprint('started', flush=True)\ntime.sleep(60)\n", "python", timeout=1.5
-        )
+        await box.execute_code("import time\nprint('started', flush=True)\ntime.sleep(60)\n", "python", timeout=1.5)
     assert e.value.stdout == "started\n"
 
 
@@ -106,9 +104,7 @@ async def test_output_limit_and_fresh_folder_and_clean_env(
 ) -> None:
     gate, _, _ = gate_and_origin
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-server-secret")
-    box = GatedLocalSandbox(
-        gate_unix_socket=gate.unix_path, gate_port=gate.port, isolation=ISO, output_limit=1000
-    )
+    box = GatedLocalSandbox(gate_unix_socket=gate.unix_path, gate_port=gate.port, isolation=ISO, output_limit=1000)
     code = (
         "import os, json\n"
         "print(json.dumps({'cwd': os.getcwd(), 'files': sorted(os.listdir('.')), 'home': os.environ['HOME'],"
@@ -137,9 +133,7 @@ def test_format_result_contract() -> None:
     assert lines[0] == "exit code: 0" and lines[1] == "blocked: other.test, package:foo"
     assert "request_approval" in lines[2]
     assert lines[lines.index("output:") + 1 :] == ["a 5 hi"]
-    assert "blocked:" not in format_result(
-        exit_code=1, stdout="", stderr="", blocked=[], denied=[], isolation="x"
-    )
+    assert "blocked:" not in format_result(exit_code=1, stdout="", stderr="", blocked=[], denied=[], isolation="x")
 
 
 class ToolThenText(Model):
@@ -159,9 +153,7 @@ class ToolThenText(Model):
         raise NotImplementedError
         yield
 
-    async def stream(
-        self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **kw: Any
-    ) -> Any:
+    async def stream(self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **kw: Any) -> Any:
         last = messages[-1]["content"]
         results = [b["toolResult"] for b in last if "toolResult" in b]
         yield {"messageStart": {"role": "assistant"}}
@@ -236,9 +228,7 @@ async def test_r4_tool_without_context_refuses_and_ignores_model_identity(
 def test_isolation_off_says_so() -> None:
     iso = detect_isolation(allow=False)
     assert iso.mode == "none" and "NOT isolated" in iso.note
-    box = GatedLocalSandbox(
-        gate_unix_socket=None, gate_port=1, isolation=Isolation("netns", ("unshare",), "x")
-    )
+    box = GatedLocalSandbox(gate_unix_socket=None, gate_port=1, isolation=Isolation("netns", ("unshare",), "x"))
     assert box.isolation.mode == "none" and "no unix socket" in box.isolation.note
 
 

@@ -85,3 +85,27 @@ async def test_r16_deny_model_continues_without_the_data_and_says_so(rig: Rig) -
     assert text.startswith(f"I continued without the data from {URL}: it was not approved.")
     assert "files.test" in text and "hello from files.test" not in text
     assert rig.store.rows.list_grants("bob", "chat-deny", 0) == []
+
+
+async def test_r13_download_then_download_chains_a_second_card_for_the_second_host(rig: Rig) -> None:
+    other = "http://other.test/hello"
+    code, body = await rig.api.turn("chat-chain", "carol", f"download {URL} then {other}")
+    first = body["card"]
+    assert first["sites"] == ["files.test"]
+    code, res = await rig.api.resume(first["card_id"], "carol", first["secret"])
+    assert res["outcome"] == "resumed" and res["result"]["status"] == "awaiting_approval", res
+    second = res["result"]["card"]
+    assert second["sites"] == ["other.test"] and second["urls"] == [other]  # files.test is approved already
+    code, res = await rig.api.resume(second["card_id"], "carol", second["secret"])
+    assert res["outcome"] == "resumed" and res["result"]["status"] == "answered", res
+    assert res["result"]["text"] == (
+        f"Downloaded {URL}:\n{URL}: 32 bytes; first line: hello from files.test over http\n"
+        f"Downloaded {other}:\n{other}: 32 bytes; first line: hello from other.test over http"
+    )
+
+
+async def test_r6_unattended_run_is_blocked_and_continues_without(rig: Rig) -> None:
+    code, body = await rig.api.turn("chat-cron", "dave", f"get {URL}", unattended=True)
+    assert code == 200 and body["status"] == "answered", body
+    assert body["text"].startswith(f"I continued without the data from {URL}: it was not approved.")
+    assert "files.test" in body["text"] and rig.store.rows.get_pointer("chat-cron") is None  # no card

@@ -110,9 +110,7 @@ class Run:
 
 
 class Gate:
-    def __init__(
-        self, cfg: GateConfig, *, backend: GrantsBackend | None = None, clock: Clock | None = None
-    ) -> None:
+    def __init__(self, cfg: GateConfig, *, backend: GrantsBackend | None = None, clock: Clock | None = None) -> None:
         self.cfg = cfg
         self.rules = Rules.parse(cfg.allow, cfg.deny)
         self.resolve = Resolve.parse(cfg.resolve)
@@ -189,9 +187,7 @@ class Gate:
             self._runs.pop(run.token, None)
 
     @contextlib.contextmanager
-    def run(
-        self, *, user: str, chat: str, turn_id: str, backend: GrantsBackend | None = None
-    ) -> Iterator[Run]:
+    def run(self, *, user: str, chat: str, turn_id: str, backend: GrantsBackend | None = None) -> Iterator[Run]:
         r = self.open_run(user=user, chat=chat, turn_id=turn_id, backend=backend)
         try:
             yield r
@@ -239,9 +235,7 @@ class Gate:
 
     # ---- decisions ----
 
-    async def decide(
-        self, run: Run, kind: SubjectKind, name: str, port: int | None, url: str | None
-    ) -> str | None:
+    async def decide(self, run: Run, kind: SubjectKind, name: str, port: int | None, url: str | None) -> str | None:
         """None when allowed; otherwise the sentence the client is refused with."""
         label = name if kind == "site" else f"package {name}"
         if self.rules.denied(kind, name, port):
@@ -306,9 +300,7 @@ class Gate:
             else:
                 raise WireError(400, "the gate speaks plain HTTP and CONNECT only (no TLS to the proxy)")
         except WireError as e:
-            await respond(
-                writer, e.status, _REASONS.get(e.status, "Error"), e.message + "\n", extra=_gate_hdr()
-            )
+            await respond(writer, e.status, _REASONS.get(e.status, "Error"), e.message + "\n", extra=_gate_hdr())
         except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
             pass
         except Exception:
@@ -347,9 +339,7 @@ class Gate:
         writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
         await writer.drain()
         try:
-            await asyncio.gather(
-                pipe(reader, up_w, self.cfg.idle_timeout), pipe(up_r, writer, self.cfg.idle_timeout)
-            )
+            await asyncio.gather(pipe(reader, up_w, self.cfg.idle_timeout), pipe(up_r, writer, self.cfg.idle_timeout))
         finally:
             await close(up_w)
 

@@ -123,9 +123,7 @@ class PackageIndex:
                 names |= set(await lister(user=run.user, chat=run.chat, kind="package"))
         names = {n for n in names if not self.gate.rules.denied("package", n)}
         body = "".join(f'<a href="{html.escape(n)}/">{html.escape(n)}</a>\n' for n in sorted(names))
-        await respond(
-            writer, 200, "OK", f"<!DOCTYPE html>\n<html><body>\n{body}</body></html>\n", content_type=_HTML
-        )
+        await respond(writer, 200, "OK", f"<!DOCTYPE html>\n<html><body>\n{body}</body></html>\n", content_type=_HTML)
 
     async def _project(self, run: Run, raw: str, writer: asyncio.StreamWriter) -> None:
         name = normalize_package(raw)
@@ -163,9 +161,7 @@ class PackageIndex:
             new = f"/run/{run.token}/files/{name}/{self._sign(run, name, url)}/{filename}"
             if frag:
                 new += "#" + frag
-            extra = "".join(
-                f' {k}="{html.escape(v)}"' for k, v in attrs.items() if k in _KEEP_ATTRS and v is not None
-            )
+            extra = "".join(f' {k}="{html.escape(v)}"' for k, v in attrs.items() if k in _KEEP_ATTRS and v is not None)
             rows.append(f'<a href="{html.escape(new)}"{extra}>{html.escape(label or filename)}</a><br/>\n')
         title = f"<h1>Links for {html.escape(name)}</h1>\n"
         body = f"<!DOCTYPE html>\n<html><body>\n{title}{''.join(rows)}</body></html>\n"

@@ -48,9 +48,7 @@ class Head:
         return None
 
     def without_hop_by_hop(self) -> list[tuple[str, str]]:
-        listed = {
-            t.strip().lower() for k, v in self.headers if k.lower() == "connection" for t in v.split(",")
-        }
+        listed = {t.strip().lower() for k, v in self.headers if k.lower() == "connection" for t in v.split(",")}
         return [(k, v) for k, v in self.headers if k.lower() not in HOP_BY_HOP and k.lower() not in listed]
 
 
