@@ -18,7 +18,7 @@ import pytest
 
 from core.clock import ManualClock
 from core.ids import hash_secret, mint_card_id
-from core.models import ApprovalCard, AuditEvent, Grant, ObjectRef, Pointer, Refusal
+from core.models import ApprovalCard, AuditEvent, Grant, ObjectRef, Pointer, Refusal, SubjectKind
 from store.base import CorruptObject, ObjectExists, ObjectStore, RowStore
 
 T0 = 1_800_000_000.0
@@ -97,8 +97,8 @@ def claim(
     )
 
 
-def pending(b: StoreBackend, chat: str = "http:chat-1", **kw: object) -> Pointer:
-    p = make_pointer(chat, **kw)  # type: ignore[arg-type]
+def pending(b: StoreBackend, chat: str = "http:chat-1", *, expiry: float = EXPIRY) -> Pointer:
+    p = make_pointer(chat, expiry=expiry)
     assert b.rows.put_pointer(p, T0)
     return p
 
@@ -440,7 +440,7 @@ def test_r13_set_card_location_refused_on_a_replaced_card(store: StoreBackend) -
 
 
 def _grant(
-    user: str, chat: str, kind: str, name: str, *, expires: float = T0 + 3600, card: str = "c_1"
+    user: str, chat: str, kind: SubjectKind, name: str, *, expires: float = T0 + 3600, card: str = "c_1"
 ) -> Grant:
     return Grant(
         user=user,
@@ -449,7 +449,7 @@ def _grant(
         name=name,
         card_id=card,
         created_at=T0,
-        expires_at=expires,  # type: ignore[arg-type]
+        expires_at=expires,
     )
 
 
@@ -509,10 +509,10 @@ def test_r14_delete_grant(store: StoreBackend) -> None:
 # --- refusals (R3) --------------------------------------------------------------------------
 
 
-def _refusal(name: str, *, turn: str = "turn-1", at: float = T0, kind: str = "site") -> Refusal:
+def _refusal(name: str, *, turn: str = "turn-1", at: float = T0, kind: SubjectKind = "site") -> Refusal:
     return Refusal(
         chat="http:a", turn_id=turn, kind=kind, name=name, port=443, url=f"https://{name}/x", at=at
-    )  # type: ignore[arg-type]
+    )
 
 
 def test_r3_refusals_are_idempotent_per_turn_and_listed_in_order(store: StoreBackend) -> None:
