@@ -40,9 +40,7 @@ class S3Objects(ObjectStore):
         self.bucket = target.name
         self.prefix = (target.path or DEFAULT_PREFIX).strip("/") + "/"
         self.clock = clock or SystemClock()
-        self.client = (
-            client if client is not None else make_client("s3", target, s3={"addressing_style": "path"})
-        )
+        self.client = client if client is not None else make_client("s3", target, s3={"addressing_style": "path"})
 
     def _full(self, key: str) -> str:
         if not key or key.startswith("/") or any(p in ("", ".", "..") for p in key.split("/")):
@@ -50,9 +48,7 @@ class S3Objects(ObjectStore):
         return self.prefix + key
 
     def _call(self, what: str, fn: Any, **kwargs: Any) -> dict[str, Any]:
-        result: dict[str, Any] = call_with_retries(
-            self.target, f"{what} s3://{self.bucket}", lambda: fn(**kwargs)
-        )
+        result: dict[str, Any] = call_with_retries(self.target, f"{what} s3://{self.bucket}", lambda: fn(**kwargs))
         return result
 
     def put(self, key: str, data: bytes) -> ObjectRef:
@@ -90,9 +86,7 @@ class S3Objects(ObjectStore):
 
     def _head(self, full: str) -> dict[str, Any] | None:
         try:
-            return self._call(
-                "HEAD", self.client.head_object, Bucket=self.bucket, Key=full, ChecksumMode="ENABLED"
-            )
+            return self._call("HEAD", self.client.head_object, Bucket=self.bucket, Key=full, ChecksumMode="ENABLED")
         except ClientError as e:
             if error_code(e) in _MISSING:
                 return None
@@ -161,22 +155,36 @@ def open_s3_objects(url: str, clock: Clock) -> S3Objects:
     return S3Objects(parse_target(url, "s3"), clock)
 
 
+def _bucket_exists(s3: Any, bucket: str) -> bool:
+    try:
+        s3.head_bucket(Bucket=bucket)
+        return True
+    except ClientError as e:
+        if error_code(e) in (*_MISSING, "NoSuchBucket"):
+            return False
+        raise
+
+
 def create_bucket(url: str, retention_days: int) -> str:
     """Create the bucket (idempotently) with a lifecycle rule expiring the store's prefix."""
     store = open_s3_objects(url, SystemClock())
     s3, bucket, done = store.client, store.bucket, []
     try:
-        try:
+        # head first: in us-east-1, re-creating a bucket you own answers 200 as if it were new
+        if _bucket_exists(s3, bucket):
+            done.append(f"bucket {bucket} exists")
+        else:
             kwargs: dict[str, Any] = {"Bucket": bucket}
             region = s3.meta.region_name
             if region and region != "us-east-1":
                 kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}
-            s3.create_bucket(**kwargs)
-            done.append(f"created bucket {bucket}")
-        except ClientError as e:
-            if error_code(e) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
-                raise
-            done.append(f"bucket {bucket} exists")
+            try:
+                s3.create_bucket(**kwargs)
+                done.append(f"created bucket {bucket}")
+            except ClientError as e:
+                if error_code(e) != "BucketAlreadyOwnedByYou":
+                    raise
+                done.append(f"bucket {bucket} exists")
         s3.put_bucket_lifecycle_configuration(
             Bucket=bucket,
             LifecycleConfiguration={
@@ -195,3 +203,17 @@ def create_bucket(url: str, retention_days: int) -> str:
     finally:
         s3.close()
     return "; ".join(done)
+
+
+def check_bucket(url: str) -> str:
+    """Without --create-bucket: only check the bucket is there and reachable."""
+    store = open_s3_objects(url, SystemClock())
+    try:
+        store.client.head_bucket(Bucket=store.bucket)
+    except ClientError as e:
+        raise ValueError(
+            f"bucket {store.bucket} is not reachable ({error_code(e)}); create it, or pass --create-bucket"
+        ) from e
+    finally:
+        store.client.close()
+    return f"bucket {store.bucket} exists (lifecycle not changed; --create-bucket sets it)"
