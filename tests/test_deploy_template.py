@@ -44,7 +44,7 @@ def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
         return {suffix: loader.construct_scalar(node)}
     if isinstance(node, yaml.SequenceNode):
         return {suffix: loader.construct_sequence(node)}
-    return {suffix: loader.construct_mapping(node)}  # type: ignore[arg-type]
+    return {suffix: loader.construct_mapping(node)}
 
 
 _CfnLoader.add_multi_constructor("!", _tag)
