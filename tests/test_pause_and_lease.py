@@ -84,7 +84,7 @@ def test_r11_heartbeat_renews_until_the_deadline_then_stops(store: StoreIO, cloc
         return True
 
     start = clock.now()
-    hb = Heartbeat(renew, clock, every=10, lease=30, deadline=start + 25)
+    hb = Heartbeat(renew, clock, lease=30, deadline=start + 25)
     assert hb.tick() and renewals[-1] == (start, start + 25)  # never past the deadline
     clock.advance(10)
     assert hb.tick() and renewals[-1] == (start + 10, start + 25)
@@ -93,7 +93,7 @@ def test_r11_heartbeat_renews_until_the_deadline_then_stops(store: StoreIO, cloc
 
 
 def test_r11_heartbeat_stops_once_the_lease_is_lost(clock: ManualClock) -> None:
-    hb = Heartbeat(lambda now, until: False, clock, every=10, lease=30, deadline=clock.now() + 900)
+    hb = Heartbeat(lambda now, until: False, clock, lease=30, deadline=clock.now() + 900)
     assert hb.tick() is False and hb.lost
     assert hb.tick() is False
 
