@@ -61,15 +61,11 @@ class AwsTarget:
 def parse_target(url: str, scheme: str) -> AwsTarget:
     parts = urlsplit(url)
     if parts.scheme != scheme or not parts.netloc:
-        raise ValueError(
-            f"bad {scheme} URL {url!r}: expected {scheme}://NAME[/prefix]?region=R[&endpoint_url=URL]"
-        )
+        raise ValueError(f"bad {scheme} URL {url!r}: expected {scheme}://NAME[/prefix]?region=R[&endpoint_url=URL]")
     query = parse_qs(parts.query, keep_blank_values=False, strict_parsing=False)
     unknown = set(query) - _OPTIONS
     if unknown:
-        raise ValueError(
-            f"bad {scheme} URL {url!r}: unknown option(s) {sorted(unknown)}; allowed {sorted(_OPTIONS)}"
-        )
+        raise ValueError(f"bad {scheme} URL {url!r}: unknown option(s) {sorted(unknown)}; allowed {sorted(_OPTIONS)}")
 
     def one(key: str) -> str | None:
         vals = query.get(key)
@@ -129,8 +125,6 @@ def call_with_retries(target: AwsTarget, what: str, fn: Callable[[], T]) -> T:
             if not is_retryable(e):
                 raise
             if attempt + 1 == target.max_attempts:
-                raise StoreError(
-                    f"{target.scheme} {what}: gave up after {target.max_attempts} attempts: {e}"
-                ) from e
+                raise StoreError(f"{target.scheme} {what}: gave up after {target.max_attempts} attempts: {e}") from e
             time.sleep(random.uniform(0, min(1.0, target.backoff_base * 2**attempt)))
     raise AssertionError("unreachable")

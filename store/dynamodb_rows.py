@@ -118,10 +118,19 @@ class DynamoRows(RowStore):
 
     # --- plumbing ---------------------------------------------------------------------
     def _call(self, op: str, **kwargs: Any) -> dict[str, Any]:
+        """One API call with retries. A failed condition is the caller's to read; any other
+        error is a StoreError that says what to do about it."""
         fn = getattr(self.client, op)
-        result: dict[str, Any] = call_with_retries(
-            self.target, f"{op} on {self.table}", lambda: fn(TableName=self.table, **kwargs)
-        )
+        try:
+            result: dict[str, Any] = call_with_retries(
+                self.target, f"{op} on {self.table}", lambda: fn(TableName=self.table, **kwargs)
+            )
+        except ClientError as e:
+            code = error_code(e)
+            if code == "ConditionalCheckFailedException":
+                raise
+            hint = " (create it with `chat-approvals store init`)" if code == "ResourceNotFoundException" else ""
+            raise StoreError(f"dynamodb {op} on table {self.table}: {code}{hint}: {e}") from e
         return result
 
     def _get(self, pk: str, sk: str) -> Item | None:
@@ -160,9 +169,7 @@ class DynamoRows(RowStore):
     def _query(self, **kwargs: Any) -> Iterator[Item]:
         start: dict[str, Any] | None = None
         while True:
-            page = self._call(
-                "query", ConsistentRead=True, **kwargs, **({"ExclusiveStartKey": start} if start else {})
-            )
+            page = self._call("query", ConsistentRead=True, **kwargs, **({"ExclusiveStartKey": start} if start else {}))
             yield from page.get("Items", [])
             start = page.get("LastEvaluatedKey")
             if not start:
@@ -229,9 +236,7 @@ class DynamoRows(RowStore):
         }
         cond = "attribute_not_exists(#pk) OR #chat = :chat"
         if (
-            self._write(
-                "put_item", "", "", None, cond, Item=item, ExpressionAttributeValues={":chat": _s(chat)}
-            )
+            self._write("put_item", "", "", None, cond, Item=item, ExpressionAttributeValues={":chat": _s(chat)})
             is None
         ):
             raise ValueError(f"card id {card_id!r} already belongs to another chat")
@@ -260,9 +265,7 @@ class DynamoRows(RowStore):
         p = self.get_pointer(chat)
         return p if p is not None and p.card_id == card_id else None
 
-    def _update(
-        self, chat: str, condition: str, update: str, values: dict[str, Any]
-    ) -> dict[str, Any] | None:
+    def _update(self, chat: str, condition: str, update: str, values: dict[str, Any]) -> dict[str, Any] | None:
         nonce = _nonce()
         values = {**values, ":op": _s(nonce)}
         update = update.replace("SET ", "SET #op = :op, ", 1)
@@ -325,9 +328,7 @@ class DynamoRows(RowStore):
 
     def finish(self, chat: str, card_id: str, worker: str, token: int, answer_key: str) -> bool:
         values = {**self._holding(card_id, worker, token), ":done": _s("done"), ":ak": _s(answer_key)}
-        r = self._update(
-            chat, self._HOLDING, "SET #state = :done, #answer_key = :ak REMOVE #lease_until", values
-        )
+        r = self._update(chat, self._HOLDING, "SET #state = :done, #answer_key = :ak REMOVE #lease_until", values)
         return r is not None
 
     def replace(self, chat: str, card_id: str, worker: str, token: int, new: Pointer) -> bool:
@@ -460,9 +461,7 @@ class DynamoRows(RowStore):
         pk = _key("event", key)
         item: Item = {"pk": _s(pk), "sk": _s(EVENT_SK), "ttl": _ttl(ttl), "ttl_at": _n(ttl), "op": _s(nonce)}
         cond = "attribute_not_exists(#pk) OR #ttl_at < :now"  # past its ttl though not yet swept
-        r = self._write(
-            "put_item", pk, EVENT_SK, nonce, cond, Item=item, ExpressionAttributeValues={":now": _n(now)}
-        )
+        r = self._write("put_item", pk, EVENT_SK, nonce, cond, Item=item, ExpressionAttributeValues={":now": _n(now)})
         return r is not None
 
     # --- audit ------------------------------------------------------------------------
@@ -563,9 +562,7 @@ def create_table(url: str) -> str:
             if error_code(e) != "ResourceInUseException":
                 raise
             done.append(f"table {target.name} exists")
-        client.get_waiter("table_exists").wait(
-            TableName=target.name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
-        )
+        client.get_waiter("table_exists").wait(TableName=target.name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
         done.append(_enable_ttl(client, target.name))
     finally:
         client.close()
@@ -575,10 +572,7 @@ def create_table(url: str) -> str:
 def _enable_ttl(client: Any, table: str) -> str:
     try:
         desc = client.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
-        if (
-            desc.get("TimeToLiveStatus") in ("ENABLED", "ENABLING")
-            and desc.get("AttributeName") == TTL_ATTRIBUTE
-        ):
+        if desc.get("TimeToLiveStatus") in ("ENABLED", "ENABLING") and desc.get("AttributeName") == TTL_ATTRIBUTE:
             return f"TTL on {TTL_ATTRIBUTE!r} already enabled"
         client.update_time_to_live(
             TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}

@@ -48,7 +48,14 @@ class S3Objects(ObjectStore):
         return self.prefix + key
 
     def _call(self, what: str, fn: Any, **kwargs: Any) -> dict[str, Any]:
-        result: dict[str, Any] = call_with_retries(self.target, f"{what} s3://{self.bucket}", lambda: fn(**kwargs))
+        """One API call with retries. Misses and failed preconditions are the caller's to read;
+        any other error is a StoreError."""
+        try:
+            result: dict[str, Any] = call_with_retries(self.target, f"{what} s3://{self.bucket}", lambda: fn(**kwargs))
+        except ClientError as e:
+            if error_code(e) in (*_MISSING, "PreconditionFailed", "412"):
+                raise
+            raise StoreError(f"s3 {what} s3://{self.bucket}: {error_code(e)}: {e}") from e
         return result
 
     def put(self, key: str, data: bytes) -> ObjectRef:

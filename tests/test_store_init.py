@@ -74,3 +74,14 @@ def test_store_init_on_dynalite_says_it_has_no_ttl_api(capsys: pytest.CaptureFix
 def test_store_urls_with_unknown_options_are_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = _run(capsys, "store", "init", "--store", "dynamodb://t?regoin=x", "--objects", "var/x")
     assert code == 2 and "unknown option" in out
+
+
+def test_a_missing_table_is_a_store_error_that_says_to_run_store_init() -> None:
+    from store.base import StoreError
+    from store.dynamodb_rows import open_dynamodb_rows
+
+    moto = require_env(MOTO)[MOTO]
+    rows = open_dynamodb_rows(f"dynamodb://absent{secrets.token_hex(4)}?region={REGION}&endpoint_url={moto}")
+    with pytest.raises(StoreError, match="store init"):
+        rows.get_pointer("http:a")
+    rows.close()
