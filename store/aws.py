@@ -9,6 +9,7 @@ dynamodb_rows.py), and tests can inject throttling and count the attempts.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -85,7 +86,14 @@ def parse_target(url: str, scheme: str) -> AwsTarget:
     )
 
 
+_SESSION: Any = None
+_SESSION_LOCK = threading.Lock()
+
+
 def make_client(service: str, target: AwsTarget, **config: Any) -> Any:
+    """A client from one shared session (its loaded service models are reused; creating clients
+    from a session is not thread-safe, hence the lock; the clients themselves are)."""
+    global _SESSION
     import boto3
 
     cfg = Config(
@@ -95,8 +103,10 @@ def make_client(service: str, target: AwsTarget, **config: Any) -> Any:
         max_pool_connections=64,
         **config,
     )
-    session = boto3.session.Session()
-    return session.client(service, region_name=target.region, endpoint_url=target.endpoint_url, config=cfg)
+    with _SESSION_LOCK:
+        if _SESSION is None:
+            _SESSION = boto3.session.Session()
+        return _SESSION.client(service, region_name=target.region, endpoint_url=target.endpoint_url, config=cfg)
 
 
 def error_code(e: ClientError) -> str:

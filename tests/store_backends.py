@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,32 +41,40 @@ def require_env(*names: str) -> dict[str, str]:
     return {n: os.environ[n] for n in names}
 
 
+_S3_CLIENTS: dict[str, Any] = {}
+_BUCKETS: set[tuple[str, str]] = set()
+
+
+def _s3(endpoint: str) -> Any:
+    """One plain S3 client per endpoint for the tests' own set-up and tampering."""
+    if endpoint not in _S3_CLIENTS:
+        import boto3
+        from botocore.config import Config
+
+        _S3_CLIENTS[endpoint] = boto3.client(
+            "s3", region_name=REGION, endpoint_url=endpoint, config=Config(s3={"addressing_style": "path"})
+        )
+    return _S3_CLIENTS[endpoint]
+
+
 def ensure_bucket(endpoint: str, bucket: str = BUCKET) -> None:
-    import boto3
-    from botocore.config import Config
     from botocore.exceptions import ClientError
 
-    s3 = boto3.client(
-        "s3", region_name=REGION, endpoint_url=endpoint, config=Config(s3={"addressing_style": "path"})
-    )
+    if (endpoint, bucket) in _BUCKETS:
+        return
     try:
-        s3.create_bucket(Bucket=bucket)
+        _s3(endpoint).create_bucket(Bucket=bucket)
     except ClientError as e:
         if e.response["Error"]["Code"] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
             raise
+    _BUCKETS.add((endpoint, bucket))
 
 
-def s3_corrupter(endpoint: str, bucket: str, prefix: str):  # type: ignore[no-untyped-def]
+def s3_corrupter(endpoint: str, bucket: str, prefix: str) -> Callable[[str], None]:
     """Overwrites an object's bytes keeping its metadata, as bit rot or a stray writer would."""
-    import boto3
-    from botocore.config import Config
-
-    s3 = boto3.client(
-        "s3", region_name=REGION, endpoint_url=endpoint, config=Config(s3={"addressing_style": "path"})
-    )
 
     def corrupt(key: str) -> None:
-        full = f"{prefix}{key}"
+        s3, full = _s3(endpoint), f"{prefix}{key}"
         head = s3.head_object(Bucket=bucket, Key=full)
         s3.put_object(Bucket=bucket, Key=full, Body=b"tampered bytes", Metadata=head["Metadata"])
 
@@ -105,9 +114,7 @@ def open_backend(name: str, tmp_path: Path) -> Iterator[StoreBackend]:
     ddb_rows = open_dynamodb_rows(rows_url)
     s3_objects = open_s3_objects(f"s3://{BUCKET}/{prefix}?region={REGION}&endpoint_url={s3_endpoint}", clock)
     try:
-        yield StoreBackend(
-            name, ddb_rows, s3_objects, clock, s3_corrupter(s3_endpoint, BUCKET, s3_objects.prefix)
-        )
+        yield StoreBackend(name, ddb_rows, s3_objects, clock, s3_corrupter(s3_endpoint, BUCKET, s3_objects.prefix))
     finally:
         ddb_rows.close()
         delete_table(rows_url)
