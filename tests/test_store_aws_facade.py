@@ -93,3 +93,25 @@ async def test_r10_claim_fault_outlasting_retries_is_a_store_error_and_the_card_
     )
     assert res.outcome == "resumed"
     flaky.close()
+
+
+async def test_r10_twenty_concurrent_clicks_with_throttled_claims_resume_once(aws: StoreBackend) -> None:
+    import asyncio
+
+    a = _approvals(aws.rows, aws.objects, aws)
+    turn = await a.run_turn(chat="http:throttle", user="alice", text=TEXT, platform="http")
+    assert turn.offer is not None
+    card, secret = turn.offer.card, turn.offer.secret
+    faults = Faults(aws.rows.client, "UpdateItem").throttle(10)  # type: ignore[attr-defined]
+    results = await asyncio.gather(
+        *[
+            a.resume(card_id=card.card_id, user="alice", secret=secret, answer=Answer(approved=True), platform="http")
+            for _ in range(20)
+        ]
+    )
+    outcomes = [r.outcome for r in results]
+    assert faults.injected == 10
+    assert outcomes.count("resumed") == 1, outcomes
+    assert set(outcomes) <= {"resumed", "in_progress", "replayed"}, outcomes
+    p = aws.rows.get_pointer("http:throttle")
+    assert p is not None and p.state == "done" and p.claim_count == 1
