@@ -1,0 +1,96 @@
+"""Builds the agent each turn and each resume runs on.
+
+Every process must register the same tools under the same names: a snapshot carries no tools,
+and a resume that misses one fails silently as "Unknown tool". `prepare` therefore adds the
+approval tool and the batch hook to whatever agent a factory returns, and checks the result.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from strands import Agent
+from strands.hooks import BeforeToolCallEvent
+from strands.models.model import Model
+
+from core.approval_tool import request_approval
+from core.batch_rule import APPROVAL_TOOL, enforce_batch_rule
+from core.scripted_model import ScriptedModel
+
+AgentFactory = Callable[[], Agent]
+
+SYSTEM_PROMPT = (
+    "You help with data tasks. Downloads need the user's approval: when a site or package you need is "
+    f"blocked or not yet approved, call {APPROVAL_TOOL} on its own, with the URLs or packages and a short "
+    "reason. If the user does not approve, continue without that data and say so."
+)
+
+_PROVIDERS = {
+    "bedrock": ("strands.models.bedrock", "BedrockModel"),
+    "anthropic": ("strands.models.anthropic", "AnthropicModel"),
+    "openai": ("strands.models.openai", "OpenAIModel"),
+    "ollama": ("strands.models.ollama", "OllamaModel"),
+    "litellm": ("strands.models.litellm", "LiteLLMModel"),
+}
+
+
+def build_model(spec: str) -> Model:
+    """`scripted`, or `provider:model_id` through Strands' own model classes."""
+    if spec == "scripted":
+        return ScriptedModel()
+    provider, sep, model_id = spec.partition(":")
+    if not sep or not model_id or provider not in _PROVIDERS:
+        raise ValueError(f"bad --model {spec!r}: use scripted or one of {', '.join(_PROVIDERS)} as provider:model_id")
+    module, cls = _PROVIDERS[provider]
+    model_cls = getattr(importlib.import_module(module), cls)
+    kwargs: dict[str, Any] = {"model_id": model_id}
+    if provider == "anthropic":
+        kwargs["max_tokens"] = 4096
+    if provider == "ollama":
+        return model_cls(None, model_id=model_id)
+    return model_cls(**kwargs)
+
+
+def prepare(agent: Agent) -> Agent:
+    if APPROVAL_TOOL not in agent.tool_names:
+        agent.tool_registry.process_tools([request_approval])
+    agent.hooks.add_callback(BeforeToolCallEvent, enforce_batch_rule)
+    if APPROVAL_TOOL not in agent.tool_names:
+        raise RuntimeError("the approval tool could not be registered on the agent")
+    return agent
+
+
+def default_factory(model: str = "scripted", extra_tools: Sequence[Any] = ()) -> AgentFactory:
+    build_model(model)  # fail at start-up, not at the first turn
+
+    def make() -> Agent:
+        return prepare(
+            Agent(
+                model=build_model(model),
+                tools=[request_approval, *extra_tools],
+                system_prompt=SYSTEM_PROMPT,
+                callback_handler=None,
+            )
+        )
+
+    return make
+
+
+def user_factory(target: str) -> AgentFactory:
+    """`module:function`: the function returns a Strands Agent; we add the approval tool and hook."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"bad --agent {target!r}: use module:function")
+    fn = getattr(importlib.import_module(module_name), attr)
+    if not callable(fn):
+        raise ValueError(f"--agent {target!r} is not callable")
+
+    def make() -> Agent:
+        agent = fn()
+        if not isinstance(agent, Agent):
+            raise TypeError(f"--agent {target!r} returned {type(agent).__name__}, not a strands Agent")
+        return prepare(agent)
+
+    return make

@@ -1,0 +1,87 @@
+"""The facade every front end calls. Front ends never touch the store or the agent directly."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+
+from core.agent_factory import AgentFactory, default_factory
+from core.clock import Clock, SystemClock
+from core.grants import GrantBook
+from core.models import Answer, AuditEvent, Grant, Refusal, ResumeResult, SubjectKind, TurnResult
+from core.pause import Pauser
+from core.resume import OnClaimed, ResumeService
+from core.settings import Settings
+from core.turns import TurnRunner
+from store.aio import StoreIO
+
+
+class Approvals:
+    def __init__(
+        self,
+        store: StoreIO,
+        *,
+        settings: Settings | None = None,
+        clock: Clock | None = None,
+        agent_factory: AgentFactory | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings or Settings()
+        self.clock = clock or SystemClock()
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        factory = agent_factory or default_factory()
+        self.pauser = Pauser(store, self.settings, self.clock)
+        self.grant_book = GrantBook(self)
+        self.turns = TurnRunner(self, factory, self.pauser)
+        self.resumes = ResumeService(self, factory, self.pauser, self.worker_id)
+
+    async def run_turn(self, *, chat: str, user: str, text: str, platform: str, unattended: bool = False) -> TurnResult:
+        return await self.turns.run(chat=chat, user=user, text=text, platform=platform, unattended=unattended)
+
+    async def record_card_location(self, *, chat: str, card_id: str, location: dict[str, str]) -> bool:
+        return await self.store.run(self.store.rows.set_card_location, chat, card_id, location)
+
+    async def resume(
+        self,
+        *,
+        card_id: str,
+        user: str,
+        secret: str,
+        answer: Answer | None,
+        platform: str,
+        on_claimed: OnClaimed | None = None,
+    ) -> ResumeResult:
+        return await self.resumes.resume(
+            card_id=card_id, user=user, secret=secret, answer=answer, platform=platform, on_claimed=on_claimed
+        )
+
+    async def grants(self, *, user: str, chat: str | None = None) -> list[Grant]:
+        return await self.grant_book.live(user, chat)
+
+    async def revoke(self, *, user: str, chat: str | None, subject: str) -> list[Grant]:
+        return await self.grant_book.revoke(user, chat, subject)
+
+    async def is_allowed(self, *, user: str, chat: str, kind: SubjectKind, name: str) -> bool:
+        return await self.grant_book.is_allowed(user, chat, kind, name)
+
+    async def audit(self, chat: str) -> list[AuditEvent]:
+        return await self.store.run(self.store.rows.list_audit, chat)
+
+    async def first_delivery(self, key: str) -> bool:
+        now = self.clock.now()
+        return await self.store.run(self.store.rows.claim_event, key, now, now + self.settings.event_dedupe_ttl)
+
+    async def record_refusal(self, refusal: Refusal) -> bool:
+        ttl = refusal.at + self.settings.card_expiry + self.settings.resume_deadline + self.settings.retention
+        return await self.store.run(self.store.rows.record_refusal, refusal, ttl)
+
+    async def refusals(self, chat: str, turn_id: str) -> list[Refusal]:
+        return await self.store.run(self.store.rows.list_refusals, chat, turn_id)
+
+    async def sweep(self) -> int:
+        now = self.clock.now()
+        rows = await self.store.run(self.store.rows.sweep, now)
+        horizon = now - (self.settings.card_expiry + self.settings.resume_deadline + self.settings.retention)
+        return rows + await self.store.run(self.store.objects.sweep, horizon)

@@ -1,0 +1,148 @@
+"""R7 and R13: turning a paused run into a durable, posted card.
+
+Order: snapshot (confirmed PUT) -> pointer (conditional) -> card. If the snapshot cannot be
+written or is too large, or the pointer's condition fails, no card is offered and the turn
+ends with an ordinary message: the worst case is a missing offer, never a broken one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from strands import Agent
+from strands.agent.agent_result import AgentResult
+from strands.types.session import encode_bytes_values
+
+from core import wording
+from core.approval_tool import INTERRUPT_NAME
+from core.clock import Clock
+from core.context import RequestContext
+from core.ids import hash_secret, mint_card_id, mint_secret
+from core.models import ApprovalCard, AuditEvent, CardOffer, Pointer, TurnResult
+from core.settings import Settings
+from store.aio import StoreIO
+
+log = logging.getLogger(__name__)
+
+
+class ClaimLost(Exception):
+    """The worker no longer holds the claim: its result must not be written."""
+
+
+@dataclass(frozen=True)
+class Holding:
+    """The claim a chained card is written under (R13): fails if the claim was lost."""
+
+    card_id: str
+    worker: str
+    token: int
+
+
+def final_text(result: AgentResult) -> str:
+    content = (result.message or {}).get("content", [])
+    return "\n".join(b["text"] for b in content if isinstance(b, dict) and "text" in b).strip()
+
+
+def snapshot_bytes(agent: Agent, app_data: dict[str, Any]) -> bytes:
+    snap = agent.take_snapshot(preset="session", app_data=app_data)
+    return json.dumps(encode_bytes_values(snap.to_dict()), separators=(",", ":")).encode()
+
+
+class Pauser:
+    def __init__(self, store: StoreIO, settings: Settings, clock: Clock) -> None:
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+
+    async def offer(
+        self, agent: Agent, result: AgentResult, ctx: RequestContext, holding: Holding | None = None
+    ) -> TurnResult:
+        interrupts = list(result.interrupts or [])
+        ours = [i for i in interrupts if i.name == INTERRUPT_NAME]
+        if len(interrupts) != 1 or len(ours) != 1 or not isinstance(ours[0].reason, dict):
+            # The batch rule allows one approval per step; anything else is not ours to offer.
+            log.warning("paused on interrupts we cannot offer: %s", [i.name for i in interrupts])
+            return TurnResult(status="answered", text=wording.SNAPSHOT_FAILED)
+        draft = ours[0].reason
+        now = self.clock.now()
+        card = ApprovalCard(
+            card_id=mint_card_id(),
+            chat=ctx.chat,
+            owner=ctx.user,
+            platform=ctx.platform,
+            reason=str(draft.get("reason", "")),
+            sites=[str(s) for s in draft.get("sites", [])],
+            urls=[str(u) for u in draft.get("urls", [])],
+            packages=[str(p) for p in draft.get("packages", [])],
+            created_at=now,
+            expires_at=now + self.settings.card_expiry,
+        )
+        secret = mint_secret()
+        try:
+            data = snapshot_bytes(agent, {"turn_id": ctx.turn_id, "chat": ctx.chat, "card_id": card.card_id})
+        except (TypeError, ValueError) as e:
+            log.warning("snapshot failed: %s", e)
+            return TurnResult(status="answered", text=wording.SNAPSHOT_FAILED)
+        if len(data) > self.settings.max_snapshot_bytes:
+            log.warning("snapshot too large: %d bytes", len(data))
+            return TurnResult(status="answered", text=wording.SNAPSHOT_FAILED)
+        try:
+            ref = await self.store.run(self.store.objects.put, f"snapshots/{card.card_id}.json", data)
+        except Exception as e:  # any fault of the object store: no pointer, no card
+            log.warning("snapshot PUT failed: %s", e)
+            return TurnResult(status="answered", text=wording.SNAPSHOT_FAILED)
+        pointer = Pointer(
+            chat=ctx.chat,
+            card_id=card.card_id,
+            secret_hash=hash_secret(secret),
+            owner=ctx.user,
+            state="pending",
+            expires_at=card.expires_at,
+            ttl=card.expires_at + self.settings.resume_deadline + self.settings.retention,
+            snapshot=ref,
+            card=card,
+            sdk_interrupt_id=ours[0].id,
+            tool_use_id=str(draft.get("tool_use_id", "")),
+            turn_id=ctx.turn_id,
+            created_at=now,
+        )
+        try:
+            if holding is None:
+                written = await self.store.run(self.store.rows.put_pointer, pointer, now)
+            else:
+                written = await self.store.run(
+                    self.store.rows.replace, ctx.chat, holding.card_id, holding.worker, holding.token, pointer
+                )
+        except Exception as e:
+            log.warning("pointer write failed: %s", e)
+            written = False
+        if not written:
+            if holding is not None:
+                raise ClaimLost(holding.card_id)
+            return TurnResult(status="answered", text=wording.CANNOT_OFFER)
+        await self.audit(
+            AuditEvent(
+                chat=ctx.chat,
+                at=now,
+                kind="card_created",
+                actor=ctx.user,
+                card_id=card.card_id,
+                detail={
+                    "sites": card.sites,
+                    "packages": card.packages,
+                    "chained_from": holding.card_id if holding else None,
+                },
+            )
+        )
+        return TurnResult(
+            status="awaiting_approval", text=final_text(result), offer=CardOffer(card=card, secret=secret)
+        )
+
+    async def audit(self, event: AuditEvent) -> None:
+        try:
+            await self.store.run(self.store.rows.append_audit, event, event.at + self.settings.retention)
+        except Exception as e:  # the audit trail never blocks the protocol
+            log.warning("audit append failed: %s", e)

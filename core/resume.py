@@ -1,0 +1,259 @@
+"""The resume service: R9-R13, the same for every front end.
+
+parse (done by the caller) -> load pointer -> id -> secret hash (constant time) -> owner ->
+done? replay -> past expiry? expire -> claim (one conditional write) -> grants -> resume the
+stored run with the heartbeat renewing the lease -> done (answer stored) or chained card.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from strands.types._snapshot import Snapshot
+from strands.types.interrupt import InterruptResponseContent
+from strands.types.session import decode_bytes_values
+
+from core.agent_factory import AgentFactory
+from core.context import RequestContext, invocation_state
+from core.ids import secret_matches
+from core.lease import Heartbeat
+from core.models import Answer, ApprovalCard, AuditEvent, Pointer, ResumeResult, TurnResult
+from core.pause import ClaimLost, Holding, Pauser, final_text
+from core.turns import approved_sets
+
+if TYPE_CHECKING:
+    from core.approvals import Approvals
+
+log = logging.getLogger(__name__)
+
+OnClaimed = Callable[[Pointer], Awaitable[None]]
+
+UNKNOWN = "Unknown approval card: it may have been replaced, or the link is wrong."
+IN_PROGRESS = "This approval is already being resumed."
+EXPIRED = "This approval card has expired; ask the agent again."
+CAP_REACHED = "This approval was denied and expired: resuming it failed too many times."
+INVALID = "Invalid answer: send exactly one response entry with a well-formed payload."
+INVALID_PACKAGES = "Invalid answer: the packages chosen are not all on the card."
+
+
+def forbidden_message(owner: str) -> str:
+    return f"Only {owner}, whose turn this is, may answer this approval."
+
+
+def answer_doc(p: Pointer, user: str, answer: Answer, at: float, result: TurnResult) -> bytes:
+    """The stored answer. `result_json` is kept as a string so a replay returns it byte for byte."""
+    return json.dumps(
+        {
+            "card_id": p.card_id,
+            "secret_hash": p.secret_hash,
+            "owner": p.owner,
+            "card": p.card.model_dump(),
+            "answer": answer.model_dump(),
+            "answered_by": user,
+            "answered_at": at,
+            "result_json": result.model_dump_json(),
+        }
+    ).encode()
+
+
+class ResumeService:
+    def __init__(self, approvals: Approvals, factory: AgentFactory, pauser: Pauser, worker_id: str) -> None:
+        self.approvals = approvals
+        self.factory = factory
+        self.pauser = pauser
+        self.worker = worker_id
+
+    async def resume(
+        self,
+        *,
+        card_id: str,
+        user: str,
+        secret: str,
+        answer: Answer | None,
+        platform: str,
+        on_claimed: OnClaimed | None = None,
+    ) -> ResumeResult:
+        store, clock, settings = self.approvals.store, self.approvals.clock, self.approvals.settings
+        if answer is None:
+            return ResumeResult(outcome="invalid", message=INVALID)
+        p = await store.run(store.rows.get_pointer_by_card, card_id)
+        if p is None:
+            return await self._answered_elsewhere(card_id, user, secret)
+        if not secret_matches(secret, p.secret_hash):
+            return ResumeResult(outcome="unknown", message=UNKNOWN)  # same as an unknown id
+        if user != p.owner:
+            return ResumeResult(outcome="forbidden", message=forbidden_message(p.owner), owner=p.owner, card=p.card)
+        if p.state == "done":
+            return await self._replay(p, p.answer_key)
+        if p.state == "expired":
+            return self._expired(p, EXPIRED)
+        if answer.packages is not None and not set(answer.packages) <= set(p.card.packages):
+            return ResumeResult(outcome="invalid", message=INVALID_PACKAGES, card=p.card)
+        now = clock.now()
+        if p.state == "claimed" and p.lease_until is not None and p.lease_until >= now:
+            return self._in_progress(p)
+        if p.expires_at <= now:
+            if await store.run(store.rows.expire, p.chat, p.card_id, now):
+                await self._audit(p, "expired", user, now, {"why": "past expiry"})
+            return self._expired(p, EXPIRED)
+        if p.claim_count >= settings.claim_cap:
+            return await self._give_up(p, user, now)
+
+        claimed = await store.run(
+            store.rows.claim,
+            p.chat,
+            p.card_id,
+            p.secret_hash,
+            p.claim_count,
+            self.worker,
+            now,
+            now + settings.lease,
+            now + settings.resume_deadline,
+        )
+        if claimed is None:
+            await self._audit(p, "claim_lost", user, now, {"worker": self.worker})
+            latest = await store.run(store.rows.get_pointer_by_card, card_id)
+            if latest is not None and latest.state == "done":
+                return await self._replay(latest, latest.answer_key)
+            return self._in_progress(p)
+        await self._audit(p, "claim_won", user, now, {"worker": self.worker, "claim": claimed.claim_count})
+        if on_claimed is not None:
+            try:
+                await on_claimed(claimed)
+            except Exception as e:  # a front end's display fault must not strand the claim
+                log.warning("on_claimed failed: %s", e)
+        return await self._run_claimed(claimed, user, answer, now)
+
+    # --- the winner's path -------------------------------------------------------------
+    async def _run_claimed(self, p: Pointer, user: str, answer: Answer, now: float) -> ResumeResult:
+        store, clock, settings = self.approvals.store, self.approvals.clock, self.approvals.settings
+        token = p.claim_count
+        deadline = p.resume_deadline or (now + settings.resume_deadline)
+
+        def renew(at: float, until: float) -> bool:
+            return store.rows.renew(p.chat, p.card_id, self.worker, token, at, until)
+
+        heartbeat = Heartbeat(renew, clock, settings.heartbeat_every, settings.lease, deadline).start()
+        try:
+            await self.approvals.grant_book.apply(p, user, answer, now)
+            await self._audit(p, "answered", user, now, {"approved": answer.approved, "packages": answer.packages})
+            raw = await store.run(store.objects.get, p.snapshot)
+            agent = self.factory()
+            agent.load_snapshot(Snapshot.from_dict(decode_bytes_values(json.loads(raw))))
+            grants = await store.run(store.rows.list_grants, p.owner, p.chat, clock.now())
+            sites, packages = approved_sets(grants)
+            ctx = RequestContext(
+                user=p.owner,
+                chat=p.chat,
+                platform=p.card.platform,
+                turn_id=p.turn_id,
+                can_ask_human=True,
+                approved_sites=sites,
+                approved_packages=packages,
+                resume_card=p.card,
+                resume_tool_use_id=p.tool_use_id,
+            )
+            response: dict[str, Any] = answer.model_dump(exclude_none=True)  # never null (null re-raises)
+            reply: list[InterruptResponseContent] = [
+                {"interruptResponse": {"interruptId": p.sdk_interrupt_id, "response": response}}
+            ]
+            result = await agent.invoke_async(
+                reply,
+                invocation_state=invocation_state(ctx, self.approvals),
+            )
+            if result.stop_reason == "interrupt":
+                holding = Holding(card_id=p.card_id, worker=self.worker, token=token)
+                turn = await self.pauser.offer(agent, result, ctx, holding=holding)
+            else:
+                turn = TurnResult(status="answered", text=final_text(result))
+        except ClaimLost:
+            return self._in_progress(p)
+        finally:
+            heartbeat.stop()
+
+        done_at = clock.now()
+        doc = answer_doc(p, user, answer, done_at, turn)
+        if turn.status == "awaiting_approval":
+            # The chain already replaced the pointer (R13): keep the old card's answer for replays.
+            key = f"answers/{p.card_id}.json"
+            await store.run(store.objects.put, key, doc)
+        else:
+            key = f"answers/{p.card_id}/{token}.json"
+            await store.run(store.objects.put, key, doc)
+            if not await store.run(store.rows.finish, p.chat, p.card_id, self.worker, token, key):
+                return self._in_progress(p)  # the lease lapsed and another worker took over
+        return ResumeResult(
+            outcome="resumed",
+            result=turn,
+            result_json=turn.model_dump_json(),
+            answer=answer,
+            answered_by=user,
+            answered_at=done_at,
+            owner=p.owner,
+            card=p.card,
+            card_location=p.card_location,
+        )
+
+    async def _give_up(self, p: Pointer, user: str, now: float) -> ResumeResult:
+        """R11: a card that keeps killing its workers is denied and expired."""
+        store = self.approvals.store
+        denied = Answer(approved=False)
+        if await store.run(store.rows.expire, p.chat, p.card_id, now):
+            await self.approvals.grant_book.apply(p, "system", denied, now)
+            await self._audit(p, "expired", "system", now, {"why": "claim cap", "claims": p.claim_count})
+        return self._expired(p, CAP_REACHED, answer=denied)
+
+    # --- refusals and replays ----------------------------------------------------------
+    async def _replay(self, p: Pointer, key: str | None) -> ResumeResult:
+        store = self.approvals.store
+        raw = await store.run(store.objects.get_key, key) if key else None
+        if raw is None:
+            return self._expired(p, EXPIRED)
+        doc = json.loads(raw)
+        await self._audit(p, "replayed", doc["answered_by"], self.approvals.clock.now(), {})
+        return self._from_doc(doc, p.card_location)
+
+    def _from_doc(self, doc: dict[str, Any], location: dict[str, str] | None) -> ResumeResult:
+        result_json = doc["result_json"]
+        return ResumeResult(
+            outcome="replayed",
+            result=TurnResult.model_validate_json(result_json),
+            result_json=result_json,
+            answer=Answer.model_validate_json(json.dumps(doc["answer"])),
+            answered_by=doc["answered_by"],
+            answered_at=doc["answered_at"],
+            owner=doc["owner"],
+            card=ApprovalCard.model_validate_json(json.dumps(doc["card"])),
+            card_location=location,
+        )
+
+    async def _answered_elsewhere(self, card_id: str, user: str, secret: str) -> ResumeResult:
+        """A card that is no longer the chat's current one: replaced by a chained card."""
+        store = self.approvals.store
+        raw = await store.run(store.objects.get_key, f"answers/{card_id}.json")
+        if raw is None:
+            return ResumeResult(outcome="unknown", message=UNKNOWN)
+        doc = json.loads(raw)
+        if not secret_matches(secret, doc["secret_hash"]):
+            return ResumeResult(outcome="unknown", message=UNKNOWN)
+        if user != doc["owner"]:
+            return ResumeResult(outcome="forbidden", message=forbidden_message(doc["owner"]), owner=doc["owner"])
+        return self._from_doc(doc, None)
+
+    @staticmethod
+    def _in_progress(p: Pointer) -> ResumeResult:
+        return ResumeResult(outcome="in_progress", message=IN_PROGRESS, owner=p.owner, card=p.card)
+
+    @staticmethod
+    def _expired(p: Pointer, message: str, answer: Answer | None = None) -> ResumeResult:
+        return ResumeResult(
+            outcome="expired", message=message, owner=p.owner, card=p.card, card_location=p.card_location, answer=answer
+        )
+
+    async def _audit(self, p: Pointer, kind: Any, actor: str, at: float, detail: dict[str, Any]) -> None:
+        await self.pauser.audit(
+            AuditEvent(chat=p.chat, at=at, kind=kind, actor=actor, card_id=p.card_id, detail=detail)
+        )

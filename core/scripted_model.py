@@ -1,0 +1,177 @@
+"""The offline model ("scripted"): a deterministic Strands `Model`, so the main job and the tests
+run with no network.
+
+Its replies depend only on the conversation, never on memory, which is what lets a turn paused
+in one process resume in another. Behaviour, for the last user message of the conversation:
+- no URLs: a plain reply;
+- URLs: one step asking approval for their hosts; `download URL1 then URL2`: one step per URL,
+  each its own approval (a chained card when the first is approved and the second is asked);
+- when the `run_script` tool is registered, each step first runs a download script, asks for
+  approval only for what the sandbox reports blocked, and after an approval runs it again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+from strands.models.model import Model
+
+from core.batch_rule import APPROVAL_TOOL
+
+RUN_SCRIPT = "run_script"
+_URL = re.compile(r"https?://[^\s<>\"')\]]+")
+_CHAIN = re.compile(r"^\s*download\s+(\S+)\s+then\s+(\S+)\s*$", re.IGNORECASE)
+
+
+def steps_of(prompt: str) -> list[list[str]]:
+    chained = _CHAIN.match(prompt)
+    if chained and all(_URL.fullmatch(u) for u in chained.groups()):
+        return [[chained.group(1)], [chained.group(2)]]
+    urls = list(dict.fromkeys(_URL.findall(prompt)))
+    return [urls] if urls else []
+
+
+def download_script(urls: list[str]) -> str:
+    """The script the model writes: fetch each URL, print its size and first line."""
+    return (
+        "import urllib.request\n"
+        f"for url in {urls!r}:\n"
+        "    try:\n"
+        "        with urllib.request.urlopen(url, timeout=20) as r:\n"
+        "            body = r.read()\n"
+        "        first = body.split(b'\\n', 1)[0].decode('utf-8', 'replace')[:120]\n"
+        "        print(f'{url}: {len(body)} bytes; first line: {first}')\n"
+        "    except Exception as e:\n"
+        "        print(f'{url}: failed: {e}')\n"
+    )
+
+
+def _text_of(block: dict[str, Any]) -> str:
+    return "\n".join(c.get("text", "") for c in block.get("content", []) if isinstance(c, dict))
+
+
+class ScriptedModel(Model):
+    def __init__(self) -> None:
+        self.config: dict[str, Any] = {"model_id": "scripted"}
+        self._lock = threading.Lock()
+        self.calls = 0
+
+    def update_config(self, **model_config: Any) -> None:
+        self.config.update(model_config)
+
+    def get_config(self) -> Any:
+        return self.config
+
+    def structured_output(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("the scripted model has no structured output")
+
+    # --- the policy ------------------------------------------------------------------
+    def decide(self, messages: list[dict[str, Any]], tool_names: set[str]) -> tuple[str, list[dict[str, Any]]]:
+        """(text, tool uses) for the next assistant message."""
+        start = max(
+            (i for i, m in enumerate(messages) if m["role"] == "user" and any("text" in b for b in m["content"])),
+            default=-1,
+        )
+        if start < 0:
+            return "Hello. Tell me what to download.", []
+        prompt = " ".join(b["text"] for b in messages[start]["content"] if "text" in b)
+        steps = steps_of(prompt)
+        if not steps:
+            return f"No download is needed for that. You said: {prompt.strip()[:200]}", []
+
+        # The turn so far: every tool call after the prompt with its result, in order.
+        names: dict[str, tuple[str, dict[str, Any]]] = {}
+        results: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+        for m in messages[start + 1 :]:
+            for b in m["content"]:
+                if "toolUse" in b:
+                    names[b["toolUse"]["toolUseId"]] = (b["toolUse"]["name"], b["toolUse"].get("input", {}))
+                if "toolResult" in b:
+                    name, inp = names.get(b["toolResult"]["toolUseId"], ("?", {}))
+                    results.append((name, inp, b["toolResult"]))
+
+        sandbox = RUN_SCRIPT in tool_names
+        report: list[str] = []
+        cursor = 0
+        for urls in steps:
+            line, cursor, ask = self._step(urls, results, cursor, sandbox)
+            if ask is not None:
+                return "", [ask]
+            report.append(line)
+        return "\n".join(report), []
+
+    def _step(
+        self, urls: list[str], results: list[tuple[str, dict[str, Any], dict[str, Any]]], cursor: int, sandbox: bool
+    ) -> tuple[str, int, dict[str, Any] | None]:
+        reason = "to download " + ", ".join(urls)
+        approval = {"name": APPROVAL_TOOL, "input": {"reason": reason, "urls": urls}}
+        run = {"name": RUN_SCRIPT, "input": {"code": download_script(urls), "language": "python"}}
+        pending = results[cursor:]
+
+        def take(n: int) -> int:
+            return cursor + n
+
+        if not sandbox:
+            if not pending:
+                return "", cursor, approval
+            name, _, res = pending[0]
+            if name != APPROVAL_TOOL:
+                return f"Something unexpected ran: {name}.", take(1), None
+            if res.get("status") == "success":
+                return f"Approved: I may now fetch {', '.join(urls)}.", take(1), None
+            return self._without(urls, _text_of(res)), take(1), None
+
+        # With a sandbox: run -> (blocked? ask -> run again) -> report the output.
+        if not pending:
+            return "", cursor, run
+        first = _text_of(pending[0][2])
+        if "\nblocked: " not in "\n" + first:
+            return self._output(urls, first), take(1), None
+        if len(pending) < 2:
+            return "", cursor, {"name": APPROVAL_TOOL, "input": {"reason": reason}}
+        verdict = pending[1][2]
+        if verdict.get("status") != "success":
+            return self._without(urls, _text_of(verdict)), take(2), None
+        if len(pending) < 3:
+            return "", cursor, run
+        return self._output(urls, _text_of(pending[2][2])), take(3), None
+
+    @staticmethod
+    def _without(urls: list[str], why: str) -> str:
+        return f"I continued without the data from {', '.join(urls)}: it was not approved. ({why})"
+
+    @staticmethod
+    def _output(urls: list[str], result: str) -> str:
+        out = result.split("output:", 1)[1].strip() if "output:" in result else result.strip()
+        return f"Downloaded {', '.join(urls)}:\n{out}"
+
+    # --- the Model contract ----------------------------------------------------------
+    async def stream(
+        self,
+        messages: Any,
+        tool_specs: Any = None,
+        system_prompt: str | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[Any]:
+        with self._lock:
+            self.calls += 1
+        tool_names = {s["name"] for s in (tool_specs or [])}
+        text, uses = self.decide(list(messages), tool_names)
+        yield {"messageStart": {"role": "assistant"}}
+        if text:
+            yield {"contentBlockStart": {"start": {}}}
+            yield {"contentBlockDelta": {"delta": {"text": text}}}
+            yield {"contentBlockStop": {}}
+        for i, use in enumerate(uses):
+            tool_use_id = f"tooluse_{len(messages)}_{i}"  # unique in the conversation, deterministic
+            yield {"contentBlockStart": {"start": {"toolUse": {"toolUseId": tool_use_id, "name": use["name"]}}}}
+            yield {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps(use["input"])}}}}
+            yield {"contentBlockStop": {}}
+        yield {"messageStop": {"stopReason": "tool_use" if uses else "end_turn"}}
+        yield {
+            "metadata": {"usage": {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0}, "metrics": {"latencyMs": 0}}
+        }

@@ -1,0 +1,57 @@
+"""Every text the approval path hands the model. Part of the design (R6, R16): a deny names what
+was blocked and gives the model a legitimate path. Same situation, same text."""
+
+from __future__ import annotations
+
+from core.subjects import describe
+
+NOTHING_NAMED = (
+    "Nothing to approve: no URLs or packages were named and the sandbox refused nothing in this turn. "
+    "Name the URLs or packages you need, or run the step first so that the blocked sites are recorded."
+)
+NO_CONTEXT = (
+    "Download approval is not available in this run (no request context was set by the server). "
+    "Continue without that data and say so."
+)
+WAITING = "Waiting for your approval: answer the open approval card in this chat first."
+SNAPSHOT_FAILED = (
+    "I needed an approval to continue but could not save the paused turn, so no approval card was "
+    "offered. Please ask again."
+)
+CANNOT_OFFER = "I needed an approval to continue but another approval is already open in this chat."
+
+
+def unattended_deny(sites: list[str], packages: list[str]) -> str:
+    return (
+        "Access denied: download approval cannot be asked in this run (nobody can answer); the "
+        f"launch-time lists apply. Blocked: {describe(sites, packages)}. "
+        "Continue without that data and say so."
+    )
+
+
+def user_denied(sites: list[str], packages: list[str]) -> str:
+    return (
+        f"Access denied: the user did not approve {describe(sites, packages)}. "
+        "Do not try to reach them another way. Continue without that data and say so."
+    )
+
+
+def user_approved(sites: list[str], packages: list[str], refused_packages: list[str]) -> str:
+    text = (
+        f"Approved: {describe(sites, packages)} may be downloaded for the rest of this chat. "
+        "Run the step again to download."
+    )
+    if refused_packages:
+        text += f" Not approved: {describe([], refused_packages)}; continue without those and say so."
+    return text
+
+
+def already_approved(sites: list[str], packages: list[str]) -> str:
+    return (
+        f"Already approved in this chat: {describe(sites, packages)}. Run the step again; if it is still "
+        "refused, the launch-time deny list blocks it: continue without that data and say so."
+    )
+
+
+def invalid_input(reason: str) -> str:
+    return f"Invalid approval request: {reason}. Pass full http(s) URLs and valid package names."
