@@ -1,0 +1,171 @@
+"""`chat-approvals`: serve, or work on the configured store from a shell."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from bots.config import ServerConfig
+from bots.server import build_app, build_approvals
+from cards.http_json import grant_body, resume_body, turn_body
+from core.approvals import Approvals
+from core.models import Answer
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", help="rows: sqlite:///PATH (default sqlite:///var/approvals.db) or dynamodb://TABLE?...")
+    p.add_argument("--objects", help="objects: a folder (default var/objects) or s3://BUCKET/prefix?...")
+    p.add_argument("--model", help="scripted (offline, default) or provider:model_id")
+    p.add_argument("--agent", help="module:function returning a Strands Agent")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="chat-approvals", description=__doc__)
+    sub = top.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the server")
+    _common(serve)
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--api-token", help="comma-separated bearer tokens for the HTTP front end (/v1)")
+
+    run = sub.add_parser("run", help="one turn from a shell")
+    _common(run)
+    run.add_argument("--chat", required=True)
+    run.add_argument("--user", required=True)
+    run.add_argument("--unattended", action="store_true")
+    run.add_argument("text")
+
+    resume = sub.add_parser("resume", help="answer a card from a shell")
+    _common(resume)
+    resume.add_argument("card_id")
+    resume.add_argument("--user", required=True)
+    resume.add_argument("--secret", required=True)
+    choice = resume.add_mutually_exclusive_group(required=True)
+    choice.add_argument("--approve", action="store_true")
+    choice.add_argument("--deny", action="store_true")
+    resume.add_argument("--packages", nargs="*", help="with --approve: only these of the card's packages")
+
+    grants = sub.add_parser("grants", help="list or revoke grants")
+    gsub = grants.add_subparsers(dest="action", required=True)
+    glist = gsub.add_parser("list")
+    _common(glist)
+    glist.add_argument("--user", required=True)
+    glist.add_argument("--chat")
+    grevoke = gsub.add_parser("revoke")
+    _common(grevoke)
+    grevoke.add_argument("--user", required=True)
+    grevoke.add_argument("--chat", help="default: every chat of the user")
+    grevoke.add_argument("subject", help="a host, a package, or all")
+
+    audit = sub.add_parser("audit", help="the audit trail of a chat")
+    _common(audit)
+    audit.add_argument("chat")
+    return top
+
+
+def config_from(args: argparse.Namespace) -> ServerConfig:
+    given = {k: v for k, v in vars(args).items() if v is not None and k in ServerConfig.model_fields}
+    return ServerConfig(**given)
+
+
+def _print(body: Any) -> None:
+    print(json.dumps(body, indent=2, sort_keys=True))
+
+
+async def _with_approvals(cfg: ServerConfig, work: Callable[[Approvals], Awaitable[int]]) -> int:
+    approvals = build_approvals(cfg)
+    try:
+        return await work(approvals)
+    finally:
+        approvals.store.close()
+
+
+def cmd_run(args: argparse.Namespace, cfg: ServerConfig) -> int:
+    async def work(a: Approvals) -> int:
+        turn = await a.run_turn(
+            chat=args.chat, user=args.user, text=args.text, platform="cli", unattended=args.unattended
+        )
+        _print(turn_body(turn))
+        if turn.offer is not None:
+            print(
+                f"\nanswer with: chat-approvals resume {turn.offer.card.card_id} --user {args.user} "
+                f"--secret {turn.offer.secret} --approve",
+                file=sys.stderr,
+            )
+        return 0
+
+    return asyncio.run(_with_approvals(cfg, work))
+
+
+def cmd_resume(args: argparse.Namespace, cfg: ServerConfig) -> int:
+    answer = Answer(approved=bool(args.approve), packages=args.packages if args.approve else None)
+
+    async def work(a: Approvals) -> int:
+        res = await a.resume(card_id=args.card_id, user=args.user, secret=args.secret, answer=answer, platform="cli")
+        _print(json.loads(resume_body(res)))
+        return 0 if res.outcome in ("resumed", "replayed") else 1
+
+    return asyncio.run(_with_approvals(cfg, work))
+
+
+def cmd_grants(args: argparse.Namespace, cfg: ServerConfig) -> int:
+    async def work(a: Approvals) -> int:
+        if args.action == "list":
+            _print({"grants": [grant_body(g) for g in await a.grants(user=args.user, chat=args.chat)]})
+            return 0
+        removed = await a.revoke(user=args.user, chat=args.chat, subject=args.subject)
+        _print({"revoked": [grant_body(g) for g in removed]})
+        return 0 if removed else 1
+
+    return asyncio.run(_with_approvals(cfg, work))
+
+
+def cmd_audit(args: argparse.Namespace, cfg: ServerConfig) -> int:
+    async def work(a: Approvals) -> int:
+        _print({"events": [json.loads(e.model_dump_json()) for e in await a.audit(args.chat)]})
+        return 0
+
+    return asyncio.run(_with_approvals(cfg, work))
+
+
+def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
+    approvals = build_approvals(cfg)
+    app = build_app(approvals, cfg)
+    front = "on" if cfg.tokens() else "off (set CHAT_APPROVALS_API_TOKEN or --api-token)"
+    print(f"chat-approvals serving on http://{cfg.host}:{cfg.port} — store {cfg.store}, model {cfg.model}", flush=True)
+    print(f"  HTTP front end /v1: {front}", flush=True)
+    web.run_app(app, host=cfg.host, port=cfg.port, print=None)
+    approvals.store.close()
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, ServerConfig], int]] = {
+    "serve": cmd_serve,
+    "run": cmd_run,
+    "resume": cmd_resume,
+    "grants": cmd_grants,
+    "audit": cmd_audit,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = parser().parse_args(argv)
+    try:
+        cfg = config_from(args)
+        return COMMANDS[args.command](args, cfg)
+    except ValueError as e:  # bad configuration: say so plainly
+        print(f"chat-approvals: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

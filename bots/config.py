@@ -1,0 +1,43 @@
+"""Server configuration: CLI flags over `CHAT_APPROVALS_*` environment variables over defaults."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from core.settings import Settings
+
+
+class ServerConfig(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CHAT_APPROVALS_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 3978
+    store: str = "sqlite:///var/approvals.db"
+    objects: str = "var/objects"
+    model: str = "scripted"
+    agent: str | None = None
+    api_token: str = ""  # comma-separated bearer tokens; empty = the HTTP front end is off
+    sweep_every: float = 600.0
+
+    card_expiry: float = Field(default=Settings().card_expiry)
+    grant_ttl: float = Field(default=Settings().grant_ttl)
+    lease: float = Field(default=Settings().lease)
+    heartbeat_every: float = Field(default=Settings().heartbeat_every)
+    resume_deadline: float = Field(default=Settings().resume_deadline)
+    claim_cap: int = Field(default=Settings().claim_cap)
+    retention: float = Field(default=Settings().retention)
+
+    def tokens(self) -> list[str]:
+        return [t.strip() for t in self.api_token.split(",") if t.strip()]
+
+    def protocol(self) -> Settings:
+        return Settings(
+            card_expiry=self.card_expiry,
+            grant_ttl=self.grant_ttl,
+            lease=self.lease,
+            heartbeat_every=self.heartbeat_every,
+            resume_deadline=self.resume_deadline,
+            claim_cap=self.claim_cap,
+            retention=self.retention,
+        )

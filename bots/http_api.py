@@ -1,0 +1,100 @@
+"""The plain JSON front end (/v1): the reference client of the resume service.
+
+The caller is a trusted backend that states the user; it proves itself with a bearer token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+from aiohttp import web
+
+from cards.http_json import HTTP_STATUS, BadRequest, grant_body, parse_resume, parse_turn, resume_body, turn_body
+from core.approvals import Approvals
+
+APPROVALS: web.AppKey[Approvals] = web.AppKey("approvals", Approvals)
+TOKENS: web.AppKey[list[str]] = web.AppKey("tokens", list)
+
+
+def _json(status: int, body: dict[str, Any]) -> web.Response:
+    return web.json_response(body, status=status)
+
+
+def _invalid(message: str) -> web.Response:
+    return _json(422, {"outcome": "invalid", "status": "invalid", "message": message})
+
+
+@web.middleware
+async def bearer_auth(request: web.Request, handler: Any) -> web.StreamResponse:
+    if request.path.startswith("/v1/"):
+        header = request.headers.get("Authorization", "")
+        given = header[7:].strip() if header.startswith("Bearer ") else ""
+        ok = any(hmac.compare_digest(given.encode(), t.encode()) for t in request.app[TOKENS])
+        if not given or not ok:
+            return _json(401, {"outcome": "unauthorized", "status": "unauthorized", "message": "bad bearer token"})
+    resp: web.StreamResponse = await handler(request)
+    return resp
+
+
+async def post_turn(request: web.Request) -> web.Response:
+    try:
+        req = parse_turn(await request.read())
+    except BadRequest as e:
+        return _invalid(str(e))
+    turn = await request.app[APPROVALS].run_turn(
+        chat=req.chat, user=req.user, text=req.text, platform="http", unattended=req.unattended
+    )
+    return _json(200, turn_body(turn))
+
+
+async def post_resume(request: web.Request) -> web.Response:
+    card_id = request.match_info["card_id"]
+    try:
+        req = parse_resume(card_id, await request.read())
+    except BadRequest as e:
+        return _invalid(str(e))
+    res = await request.app[APPROVALS].resume(
+        card_id=card_id, user=req.user, secret=req.secret, answer=req.answer, platform="http"
+    )
+    return web.Response(text=resume_body(res), status=HTTP_STATUS[res.outcome], content_type="application/json")
+
+
+def _user(request: web.Request) -> str | None:
+    user = request.query.get("user", "").strip()
+    return user or None
+
+
+async def get_grants(request: web.Request) -> web.Response:
+    user = _user(request)
+    if user is None:
+        return _invalid("the user query parameter is required")
+    grants = await request.app[APPROVALS].grants(user=user, chat=request.match_info["chat"])
+    return _json(200, {"grants": [grant_body(g) for g in grants]})
+
+
+async def delete_grant(request: web.Request) -> web.Response:
+    user = _user(request)
+    if user is None:
+        return _invalid("the user query parameter is required")
+    removed = await request.app[APPROVALS].revoke(
+        user=user, chat=request.match_info["chat"], subject=request.match_info["subject"]
+    )
+    return _json(200 if removed else 404, {"revoked": [grant_body(g) for g in removed]})
+
+
+async def get_audit(request: web.Request) -> web.Response:
+    events = await request.app[APPROVALS].audit(request.match_info["chat"])
+    return _json(200, {"events": [json.loads(e.model_dump_json()) for e in events]})
+
+
+def mount_http_api(app: web.Application, approvals: Approvals, tokens: list[str]) -> None:
+    app[APPROVALS] = approvals
+    app[TOKENS] = tokens
+    app.middlewares.append(bearer_auth)
+    app.router.add_post("/v1/turns", post_turn)
+    app.router.add_post("/v1/interrupts/{card_id}/resume", post_resume)
+    app.router.add_get("/v1/chats/{chat}/grants", get_grants)
+    app.router.add_delete("/v1/chats/{chat}/grants/{subject}", delete_grant)
+    app.router.add_get("/v1/chats/{chat}/audit", get_audit)
