@@ -108,9 +108,7 @@ def test_refusal_cards_are_read_only(kind: adaptive.RefusalKind) -> None:
 
 def test_grants_card_has_a_revoke_button_each() -> None:
     grants = [
-        Grant(
-            user="u", chat="c", kind="site", name="example.com", card_id="c1", created_at=1.0, expires_at=2.0
-        ),
+        Grant(user="u", chat="c", kind="site", name="example.com", card_id="c1", created_at=1.0, expires_at=2.0),
         Grant(user="u", chat="c", kind="package", name="numpy", card_id="c1", created_at=1.0, expires_at=2.0),
     ]
     card = adaptive.grants_card(grants)
@@ -156,9 +154,7 @@ def test_parse_package_choice() -> None:
     )
     assert isinstance(click, adaptive.ApprovalClick)
     assert click.answer == Answer(approved=True, packages=["numpy", "pandas"])
-    none_chosen = adaptive.parse_invoke(
-        execute_value("approve", {"card_id": "c", "secret": "s", "packages": ""})
-    )
+    none_chosen = adaptive.parse_invoke(execute_value("approve", {"card_id": "c", "secret": "s", "packages": ""}))
     assert isinstance(none_chosen, adaptive.ApprovalClick)
     assert none_chosen.answer == Answer(approved=True, packages=[])
 
@@ -174,9 +170,9 @@ def test_parse_the_captured_invoke_shape_with_our_data() -> None:
 
 
 def test_parse_revoke() -> None:
-    assert adaptive.parse_invoke(
-        execute_value("revoke", {"subject": " example.com "})
-    ) == adaptive.RevokeClick("example.com")
+    assert adaptive.parse_invoke(execute_value("revoke", {"subject": " example.com "})) == adaptive.RevokeClick(
+        "example.com"
+    )
 
 
 @pytest.mark.parametrize(
