@@ -341,3 +341,70 @@ async def test_r14_another_user_cannot_revoke_the_owners_grants(bot: Bot, connec
     card = invoke_card(*await bot.click("revoke", {"subject": "all"}, **{"from": OTHER}))
     assert "Nothing to revoke" in card_text(card)
     assert len(await bot.approvals.grants(user=OWNER_AAD, chat=CHAT)) == 1
+
+
+async def test_proactive_update_from_another_os_process(
+    tmp_path: Path, clock: ManualClock, connector: tuple[MockConnector, str]
+) -> None:
+    """The same as above with a real second OS process: this test's bot posts the card and stops;
+    `python -m tests.teams.bot_process` takes the click and replaces the card from the stored reference."""
+    import asyncio
+    import sys
+
+    import aiohttp
+
+    mock, url = connector
+    folder = tmp_path / "shared-store"
+    async with Bot(folder, clock, url) as a:
+        data = card_data(await ask(a, mock))
+        location = (await a.pointer(data["card_id"])).card_location  # type: ignore[union-attr]
+        invoke = a.activity("playground-invoke-adaptiveCard-action.json")
+    assert location is not None
+    invoke["value"] = {"action": {"type": "Action.Execute", "verb": "approve", "data": data}}
+    root = Path(__file__).resolve().parents[2]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.teams.bot_process", str(folder), str(clock.now()), "0",
+        cwd=root, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = ""
+        while not line.startswith("PORT "):
+            raw = await asyncio.wait_for(proc.stdout.readline(), timeout=60)
+            assert raw, "the second process exited before listening"
+            line = raw.decode().strip()
+        port = int(line.split()[1])
+        async with aiohttp.ClientSession() as http:
+            resp = await http.post(f"http://127.0.0.1:{port}/api/messages", json=invoke)
+            assert resp.status == 200
+            resolved = (await resp.json())["value"]
+        assert_valid_card(resolved)
+        assert "Resuming the agent's turn" in card_text(resolved)
+        for _ in range(200):  # bounded wait for the other process's resume to reach the connector
+            if mock.puts() and mock.texts()[-1:] and "example.com" in mock.texts()[-1]:
+                break
+            await asyncio.sleep(0.05)
+        puts = mock.puts()
+        assert len(puts) == 1 and puts[0]["path"].endswith(f"/activities/{location['activity_id']}")
+        assert "Approved by Alex Wilber" in card_text(puts[0]["body"]["attachments"][0]["content"])
+        assert "example.com" in mock.texts()[-1]
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+        await asyncio.wait_for(proc.wait(), timeout=30)
+
+
+async def test_r10_racing_clicks_resume_once(bot: Bot, connector: tuple[MockConnector, str]) -> None:
+    import asyncio
+
+    mock, _ = connector
+    data = card_data(await ask(bot, mock))
+    posts = len(mock.posts())
+    results = await asyncio.gather(*(bot.click("approve", data) for _ in range(5)))
+    cards = [invoke_card(*r) for r in results]
+    winners = [c for c in cards if "Approved by Alex Wilber" in card_text(c)]
+    others = [c for c in cards if "Already being answered" in card_text(c) or "Already answered" in card_text(c)]
+    assert len(winners) == 1 and len(others) == 4
+    assert len(mock.posts()) == posts + 1  # one agent reply
+    kinds = [e.kind for e in await bot.approvals.audit(CHAT)]
+    assert kinds.count("claim_won") == 1
