@@ -1,13 +1,15 @@
-"""R11: the winner's lease heartbeat, on its own thread so a busy event loop cannot starve it.
+"""R11: the winner's lease heartbeat, on its own executor so a busy event loop cannot starve it.
 
-It renews every `every` seconds and stops for good at the resume deadline, so a stuck worker
-cannot hold a lease past it. `tick()` is one renewal, callable directly by tests that move the
-clock instead of sleeping.
+One keeper thread per process renews every lease this process holds, every `every` seconds,
+and each heartbeat stops for good at its resume deadline, so a stuck worker cannot hold a lease
+past it. `Heartbeat.tick()` is one renewal, callable directly by tests that move the clock
+instead of sleeping.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from core.clock import Clock
@@ -18,24 +20,21 @@ class Heartbeat:
         self,
         renew: Callable[[float, float], bool],
         clock: Clock,
-        every: float,
         lease: float,
         deadline: float,
     ) -> None:
         self._renew = renew
         self._clock = clock
-        self._every = every
         self._lease = lease
         self._deadline = deadline
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.lost = False
         self.renewals = 0
 
     def tick(self) -> bool:
         """One renewal; False once the lease is lost or the deadline has passed."""
         now = self._clock.now()
-        if self.lost or now >= self._deadline:
+        if self.finished or now >= self._deadline:
             return False
         try:
             ok = self._renew(now, min(now + self._lease, self._deadline))
@@ -47,17 +46,42 @@ class Heartbeat:
             self.lost = True
         return ok
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._every):
-            if not self.tick():
-                return
-
-    def start(self) -> Heartbeat:
-        self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
-        self._thread.start()
-        return self
-
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+
+    @property
+    def finished(self) -> bool:
+        return self._stop.is_set() or self.lost
+
+
+class LeaseKeeper:
+    """The small executor: one daemon thread renewing every registered heartbeat."""
+
+    def __init__(self, every: float) -> None:
+        self._every = every
+        self._beats: set[Heartbeat] = set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, beat: Heartbeat) -> Heartbeat:
+        with self._lock:
+            self._beats.add(beat)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
+                self._thread.start()
+        return beat
+
+    def release(self, beat: Heartbeat) -> None:
+        beat.stop()
+        with self._lock:
+            self._beats.discard(beat)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self._every)
+            with self._lock:
+                beats = list(self._beats)
+            for beat in beats:
+                if not beat.finished and not beat.tick():
+                    with self._lock:
+                        self._beats.discard(beat)

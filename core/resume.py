@@ -19,7 +19,7 @@ from strands.types.session import decode_bytes_values
 from core.agent_factory import AgentFactory
 from core.context import RequestContext, invocation_state
 from core.ids import secret_matches
-from core.lease import Heartbeat
+from core.lease import Heartbeat, LeaseKeeper
 from core.models import Answer, ApprovalCard, AuditEvent, Pointer, ResumeResult, TurnResult
 from core.pause import ClaimLost, Holding, Pauser, final_text
 from core.turns import approved_sets
@@ -65,6 +65,7 @@ class ResumeService:
         self.factory = factory
         self.pauser = pauser
         self.worker = worker_id
+        self.keeper = LeaseKeeper(approvals.settings.heartbeat_every)
 
     async def resume(
         self,
@@ -136,7 +137,7 @@ class ResumeService:
         def renew(at: float, until: float) -> bool:
             return store.rows.renew(p.chat, p.card_id, self.worker, token, at, until)
 
-        heartbeat = Heartbeat(renew, clock, settings.heartbeat_every, settings.lease, deadline).start()
+        heartbeat = self.keeper.hold(Heartbeat(renew, clock, settings.lease, deadline))
         try:
             await self.approvals.grant_book.apply(p, user, answer, now)
             await self._audit(p, "answered", user, now, {"approved": answer.approved, "packages": answer.packages})
@@ -172,7 +173,7 @@ class ResumeService:
         except ClaimLost:
             return self._in_progress(p)
         finally:
-            heartbeat.stop()
+            self.keeper.release(heartbeat)
 
         done_at = clock.now()
         doc = answer_doc(p, user, answer, done_at, turn)

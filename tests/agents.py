@@ -1,0 +1,118 @@
+"""Test agents: deterministic models that drive the approval tool in ways the scripted model does not.
+
+`work_agent` is importable as `--agent tests.agents:work_agent`, so server processes in the
+multi-process tests use it too: after an approval it calls `do_work`, which appends a line to
+the file named by CHAT_APPROVALS_TEST_WORK_LOG, so a test can count post-approval work across
+processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from strands import Agent, tool
+
+from core.agent_factory import AgentFactory, prepare
+from core.approval_tool import request_approval
+from core.scripted_model import ScriptedModel
+
+WORK_LOG_ENV = "CHAT_APPROVALS_TEST_WORK_LOG"
+BLOCK_ENV = "CHAT_APPROVALS_TEST_BLOCK_FILE"
+
+Policy = Callable[[list[dict[str, Any]]], tuple[str, list[dict[str, Any]]]]
+
+
+class PolicyModel(ScriptedModel):
+    """A model whose next message is `policy(messages)`: (text, [{"name", "input"}, ...])."""
+
+    def __init__(self, policy: Policy) -> None:
+        super().__init__()
+        self.policy = policy
+
+    def decide(self, messages: list[dict[str, Any]], tool_names: set[str]) -> tuple[str, list[dict[str, Any]]]:
+        return self.policy(messages)
+
+
+def results_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [b["toolResult"] for m in messages for b in m["content"] if "toolResult" in b]
+
+
+def text_of(result: dict[str, Any]) -> str:
+    return " ".join(c.get("text", "") for c in result.get("content", []))
+
+
+class Counter:
+    """Counts model calls and tool bodies across every agent a factory builds (in one process)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.model_calls = 0
+        self.tool_runs: dict[str, int] = {}
+        self.models: list[ScriptedModel] = []
+
+    def bump(self, name: str) -> None:
+        with self.lock:
+            self.tool_runs[name] = self.tool_runs.get(name, 0) + 1
+
+    def calls(self) -> int:
+        return sum(m.calls for m in self.models)
+
+
+def policy_factory(policy: Policy, counter: Counter | None = None, tools: list[Any] | None = None) -> AgentFactory:
+    def make() -> Agent:
+        model = PolicyModel(policy)
+        if counter is not None:
+            counter.models.append(model)
+        return prepare(Agent(model=model, tools=[request_approval, *(tools or [])], callback_handler=None))
+
+    return make
+
+
+def scripted_factory(counter: Counter) -> AgentFactory:
+    def make() -> Agent:
+        model = ScriptedModel()
+        counter.models.append(model)
+        return prepare(Agent(model=model, tools=[request_approval], callback_handler=None))
+
+    return make
+
+
+@tool
+def do_work(label: str) -> str:
+    """Record one unit of post-approval work.
+
+    Args:
+        label: what was done
+    """
+    path = os.environ.get(WORK_LOG_ENV)
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps({"label": label, "pid": os.getpid()}) + "\n")
+    block = os.environ.get(BLOCK_ENV)
+    if block:  # hold the resume open until the test removes the file (bounded)
+        import time
+
+        for _ in range(600):
+            if not os.path.exists(block):
+                break
+            time.sleep(0.05)
+    return f"did {label}"
+
+
+def work_policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    results = results_of(messages)
+    if not results:
+        return "", [{"name": "request_approval", "input": {"reason": "fetch data", "urls": ["https://data.example/x"]}}]
+    if len(results) == 1:
+        if results[0]["status"] != "success":
+            return "continued without the data", []
+        return "", [{"name": "do_work", "input": {"label": "download"}}]
+    return "work done: " + text_of(results[-1]), []
+
+
+def work_agent() -> Agent:
+    return Agent(model=PolicyModel(work_policy), tools=[do_work], callback_handler=None)
