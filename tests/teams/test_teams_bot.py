@@ -408,3 +408,33 @@ async def test_r10_racing_clicks_resume_once(bot: Bot, connector: tuple[MockConn
     assert len(mock.posts()) == posts + 1  # one agent reply
     kinds = [e.kind for e in await bot.approvals.audit(CHAT)]
     assert kinds.count("claim_won") == 1
+
+
+async def test_group_chat_click_also_replaces_the_card_for_everyone(
+    bot: Bot, connector: tuple[MockConnector, str]
+) -> None:
+    """In a personal chat the invoke answer alone replaces the card; where others share the
+    conversation the bot also updates the message itself, so nobody else sees live buttons."""
+    mock, _ = connector
+    group = {
+        "conversationType": "groupChat",
+        "tenantId": "00000000-0000-0000-0000-0000000000001",
+        "id": "19:g@thread.v2",
+    }
+    status, _ = await bot.say(f"fetch {URL}", conversation=group)
+    assert status == 201
+    card = mock.posts()[-1]["body"]["attachments"][0]["content"]
+    data = card_data(card)
+    p = await bot.pointer(data["card_id"])
+    assert p is not None and p.chat == "teams:00000000-0000-0000-0000-0000000000001:19:g@thread.v2"
+    invoke_card(*await bot.click("approve", data, conversation=group))
+    puts = mock.puts()
+    assert len(puts) == 1 and puts[0]["path"].endswith(f"/activities/{p.card_location['activity_id']}")  # type: ignore[index]
+    assert "Approved by Alex Wilber" in card_text(puts[0]["body"]["attachments"][0]["content"])
+    all_cards_valid(mock)
+
+
+async def test_personal_chat_click_needs_no_message_update(bot: Bot, connector: tuple[MockConnector, str]) -> None:
+    mock, _ = connector
+    invoke_card(*await bot.click("approve", card_data(await ask(bot, mock))))
+    assert mock.puts() == []
