@@ -3,7 +3,8 @@ aiohttp server. A thin adapter: activity -> `cards.adaptive` parser -> `Approval
 `cards.adaptive` renderer -> Teams. It never touches the store or the agent.
 
 - A message runs one agent turn; a pause posts the approval card and records where it is (the
-  conversation reference), so whichever process finishes the resume can update it.
+  conversation reference), so whichever process finishes the resume can update it. A turn longer
+  than `message_budget` is answered at once (typing) and its end is posted from that reference.
 - An `adaptiveCard/action` invoke (Action.Execute) is answered within Teams' limits with the card
   that replaces the clicked one: the outcome when the resume finishes inside `invoke_budget`,
   else the resolved ("resuming…") state, and the outcome later from the stored reference.
@@ -16,7 +17,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -54,6 +55,7 @@ class TeamsConfig(BaseModel):
 
     auth: TeamsAuth = TeamsAuth()
     invoke_budget: float = 2.0  # seconds the click waits for the resume before answering "resuming…"
+    message_budget: float = 5.0  # seconds a message waits for its turn before the reply goes out proactively
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TeamsConfig:
@@ -75,8 +77,12 @@ class TeamsConfig(BaseModel):
             app_type=app_type,  # type: ignore[arg-type]
         )
         auth.check()
-        budget = get("INVOKE_BUDGET")
-        return cls(auth=auth, invoke_budget=float(budget) if budget else 2.0)
+        budget, message = get("INVOKE_BUDGET"), get("MESSAGE_BUDGET")
+        return cls(
+            auth=auth,
+            invoke_budget=float(budget) if budget else 2.0,
+            message_budget=float(message) if message else 5.0,
+        )
 
 
 # --------------------------------------------------------------------------- identity
@@ -156,10 +162,25 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         if command is not None:
             await self._command(turn_context, command, chat, user)
             return
-        result = await self.approvals.run_turn(chat=chat, user=user, text=text, platform=PLATFORM)
         location = teams_compat.reference_to_location(act, "")
         location["owner_name"] = name_of(act)
-        await self._deliver(turn_context, chat, result, location)
+        task = asyncio.ensure_future(self.approvals.run_turn(chat=chat, user=user, text=text, platform=PLATFORM))
+        await asyncio.wait({task}, timeout=self.cfg.message_budget)
+        if task.done():
+            await self._deliver(turn_context, chat, task.result(), location)
+            return
+        # Teams redelivers a message it got no answer to within ~15 s: answer now, post the end later.
+        with contextlib.suppress(Exception):
+            await turn_context.send_activity(Activity(type=ActivityTypes.typing))
+        self._spawn(self._deliver_later(task, chat, location))
+
+    async def _deliver_later(self, task: asyncio.Future[TurnResult], chat: str, location: dict[str, str]) -> None:
+        result = await task
+
+        async def work(turn: TurnContext) -> None:
+            await self._deliver(turn, chat, result, location)
+
+        await teams_compat.continue_conversation(self.adapter, location, work, app_id=self.cfg.auth.app_id)
 
     async def _command(self, ctx: TurnContext, command: Command, chat: str, user: str) -> None:
         if command.name == "help":
@@ -317,7 +338,10 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             else:
                 log.info("teams: late resume ended %s: %s", r.outcome, r.message)
 
-        bg = asyncio.ensure_future(finish())
+        self._spawn(finish())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        bg = asyncio.ensure_future(work)
         self._background.add(bg)
         bg.add_done_callback(self._done)
 

@@ -85,9 +85,17 @@ class MockConnector:
 class Bot:
     """One bot process: its own facade, adapter and server over a shared store folder."""
 
-    def __init__(self, folder: Path, clock: ManualClock, connector_url: str, *, invoke_budget: float = 5.0) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        clock: ManualClock,
+        connector_url: str,
+        *,
+        invoke_budget: float = 5.0,
+        message_budget: float = 5.0,
+    ) -> None:
         self.folder, self.clock, self.connector_url = folder, clock, connector_url
-        self.invoke_budget = invoke_budget
+        self.invoke_budget, self.message_budget = invoke_budget, message_budget
         self.notes: list[str] = []
 
     async def __aenter__(self) -> Bot:
@@ -95,7 +103,12 @@ class Bot:
         store = StoreIO(SqliteRows(self.folder / "rows.db"), FileObjects(self.folder / "objects", clock=self.clock))
         self.approvals = Approvals(store, clock=self.clock)
         cfg = ServerConfig(host="127.0.0.1", store=f"sqlite:///{self.folder}/rows.db", objects=str(self.folder))
-        self.app = build_app(self.approvals, cfg, sweep=False, teams=TeamsConfig(invoke_budget=self.invoke_budget))
+        self.app = build_app(
+            self.approvals,
+            cfg,
+            sweep=False,
+            teams=TeamsConfig(invoke_budget=self.invoke_budget, message_budget=self.message_budget),
+        )
         self.client = TestClient(TestServer(self.app, host="127.0.0.1"))
         await self.client.start_server()
         return self

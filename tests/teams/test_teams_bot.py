@@ -438,3 +438,27 @@ async def test_personal_chat_click_needs_no_message_update(bot: Bot, connector: 
     mock, _ = connector
     invoke_card(*await bot.click("approve", card_data(await ask(bot, mock))))
     assert mock.puts() == []
+
+
+async def test_slow_turn_answers_at_once_and_posts_the_card_proactively(
+    tmp_path: Path, clock: ManualClock, connector: tuple[MockConnector, str]
+) -> None:
+    """A turn longer than message_budget: the message is answered at once (typing), and the card is
+    posted to the conversation from the stored reference when the turn pauses; it stays clickable."""
+    mock, url = connector
+    async with Bot(tmp_path / "s", clock, url, message_budget=0.0) as b:
+        status, _ = await b.say(f"fetch {URL}")
+        assert status == 201
+        await b.drain()
+        typing = [c for c in mock.posts() if c["body"].get("type") == "typing"]
+        assert len(typing) == 1
+        card_post = mock.posts()[-1]
+        # sent from a continuation of the stored reference, not as the answer to the message's request
+        assert card_post["path"].startswith("/_connector/v3/conversations/f62ca891-03b2-45a6-b15b-0e20fc6f66b1/")
+        card = card_post["body"]["attachments"][0]["content"]
+        assert_valid_card(card)
+        data = card_data(card)
+        p = await b.pointer(data["card_id"])
+        assert p is not None and p.card_location is not None
+        assert p.card_location["activity_id"] == str(mock._next)
+        assert "Approved by" in card_text(invoke_card(*await b.click("approve", data)))
