@@ -40,17 +40,20 @@ def require_playground() -> dict[str, str]:
 
 
 @pytest.mark.e2e
-async def test_e2e_approve_in_playground_then_revoke(tmp_path: Path) -> None:
+@pytest.mark.parametrize("invoke_budget", [2.0, 0.0], ids=["in-invoke", "late-proactive"])
+async def test_e2e_approve_in_playground_then_revoke(tmp_path: Path, invoke_budget: float) -> None:
+    """in-invoke: the click's answer is the outcome card. late-proactive: the click is answered with
+    "resuming…" at once and the outcome replaces the card later, from the stored reference."""
     env = require_playground()
     clock = SystemClock()
     store = StoreIO(SqliteRows(tmp_path / "rows.db"), FileObjects(tmp_path / "objects", clock=clock))
     approvals = Approvals(store, clock=clock)
     cfg = ServerConfig(host="127.0.0.1", port=int(env["TEAMS_E2E_BOT_PORT"]))
-    app = build_app(approvals, cfg, sweep=False, teams=TeamsConfig())
+    app = build_app(approvals, cfg, sweep=False, teams=TeamsConfig(invoke_budget=invoke_budget))
     runner = web.AppRunner(app)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", cfg.port).start()
-    shots = ROOT / "artifacts" / "teams"
+    shots = ROOT / "artifacts" / "teams" / ("late" if invoke_budget == 0 else "in-invoke")
     token = secrets.token_hex(4)
     try:
         proc = await asyncio.create_subprocess_exec(
