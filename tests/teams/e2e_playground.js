@@ -51,44 +51,63 @@ function check(name, cond, detail = '') {
     await page.waitForTimeout(1500); // the Playground starts the conversation when the UI connects
     await shot('01-playground.png');
 
-    // 1. A message naming a URL -> the approval card
-    await send(`please fetch ${TARGET}`);
-    const card = page.locator('.ac-adaptiveCard', { hasText: 'Approval needed' }).filter({ hasText: TARGET });
-    await card.first().waitFor({ timeout: WAIT });
-    await shot('02-approval-card.png');
-    check('approval card shows the URL with Approve and Deny',
-      (await card.getByRole('button', { name: 'Approve' }).count()) === 1 &&
-      (await card.getByRole('button', { name: 'Deny' }).count()) === 1);
+    async function approveAndRevoke() {
+      // 1. A message naming a URL -> the approval card
+      await send(`please fetch ${TARGET}`);
+      const card = page.locator('.ac-adaptiveCard', { hasText: 'Approval needed' }).filter({ hasText: TARGET });
+      await card.first().waitFor({ timeout: WAIT });
+      await shot('02-approval-card.png');
+      check('approval card shows the URL with Approve and Deny',
+        (await card.getByRole('button', { name: 'Approve' }).count()) === 1 &&
+        (await card.getByRole('button', { name: 'Deny' }).count()) === 1);
 
-    // 2. Approve -> the card is replaced, the agent's reply appears
-    await card.getByRole('button', { name: 'Approve' }).click();
-    const outcome = page.locator('.ac-adaptiveCard', { hasText: 'Approved by' }).filter({ hasText: TARGET });
-    await outcome.first().waitFor({ timeout: WAIT });
-    check('card replaced by its outcome', (await card.count()) === 0, `still ${await card.count()} question card(s)`);
-    let replied = false;
-    for (let i = 0; i < 60 && !replied; i++) {
-      // the agent's reply is a plain message (outside any card) that names the approved site
-      replied = await page.evaluate((tok) => Array.from(document.querySelectorAll('p, span, div, a'))
-        .some((el) => !el.closest('.ac-adaptiveCard') && (el.textContent || '').includes(`data-${tok}`)
-          && /^Approved: /.test((el.closest('p, div') || el).textContent || '')), TOKEN);
-      if (!replied) await page.waitForTimeout(500);
+      // 2. Approve -> the card is replaced, the agent's reply appears
+      await card.getByRole('button', { name: 'Approve' }).click();
+      const outcome = page.locator('.ac-adaptiveCard', { hasText: 'Approved by' }).filter({ hasText: TARGET });
+      await outcome.first().waitFor({ timeout: WAIT });
+      check('card replaced by its outcome', (await card.count()) === 0, `still ${await card.count()} question card(s)`);
+      let replied = false;
+      for (let i = 0; i < 60 && !replied; i++) {
+        // the agent's reply is a plain message (outside any card) that names the approved site
+        replied = await page.evaluate((tok) => Array.from(document.querySelectorAll('p, span, div, a'))
+          .some((el) => !el.closest('.ac-adaptiveCard') && (el.textContent || '').includes(`data-${tok}`)
+            && /^Approved: /.test((el.closest('p, div') || el).textContent || '')), TOKEN);
+        if (!replied) await page.waitForTimeout(500);
+      }
+      await shot('03-approved-and-reply.png');
+      check("the agent's reply is shown", replied);
+
+      // 3. `approvals` -> the grants card; Revoke -> the grant is gone
+      await send('approvals');
+      const grants = page.locator('.ac-adaptiveCard', { hasText: 'Your approvals' }).filter({ hasText: 'example.com' }).last();
+      await grants.waitFor({ timeout: WAIT });
+      await shot('04-approvals.png');
+      const revoke = grants.getByRole('button', { name: 'Revoke', exact: true });
+      check('grants card lists example.com with a Revoke button', (await revoke.count()) === 1, `revoke buttons: ${await revoke.count()}`);
+      await revoke.first().click();
+      const revoked = page.locator('.ac-adaptiveCard', { hasText: 'Revoked: example.com.' }).last();
+      await revoked.waitFor({ timeout: WAIT });
+      await shot('05-revoked.png');
+      check('after Revoke the card says the grant is gone',
+        (await revoked.getByText('You have no approvals in this chat.').count()) === 1);
     }
-    await shot('03-approved-and-reply.png');
-    check("the agent's reply is shown", replied);
 
-    // 3. `approvals` -> the grants card; Revoke -> the grant is gone
-    await send('approvals');
-    const grants = page.locator('.ac-adaptiveCard', { hasText: 'Your approvals' }).filter({ hasText: 'example.com' }).last();
-    await grants.waitFor({ timeout: WAIT });
-    await shot('04-approvals.png');
-    const revoke = grants.getByRole('button', { name: 'Revoke', exact: true });
-    check('grants card lists example.com with a Revoke button', (await revoke.count()) === 1, `revoke buttons: ${await revoke.count()}`);
-    await revoke.first().click();
-    const revoked = page.locator('.ac-adaptiveCard', { hasText: 'Revoked: example.com.' }).last();
-    await revoked.waitFor({ timeout: WAIT });
-    await shot('05-revoked.png');
-    check('after Revoke the card says the grant is gone',
-      (await revoked.getByText('You have no approvals in this chat.').count()) === 1);
+    if (process.env.E2E_FLOW === 'packages') {
+      // A card asking for two packages: untick one, Approve; the client merges the choice into the data.
+      await send(`analyse the table ${TOKEN}`);
+      const pcard = page.locator('.ac-adaptiveCard', { hasText: 'Packages to allow' }).last();
+      await pcard.waitFor({ timeout: WAIT });
+      check('package card offers each package', (await pcard.getByRole('checkbox').count()) === 2);
+      await pcard.getByRole('checkbox', { name: 'numpy' }).uncheck();
+      await shot('02-package-choice.png');
+      await pcard.getByRole('button', { name: 'Approve' }).click();
+      const done = page.locator('.ac-adaptiveCard', { hasText: 'Approved (packages: pandas) by Alex Wilber' });
+      await done.first().waitFor({ timeout: WAIT });
+      await shot('03-packages-approved.png');
+      check('outcome names only the chosen package', (await done.count()) >= 1);
+    } else {
+      await approveAndRevoke();
+    }
   } catch (e) {
     failed++;
     console.log(`FAIL exception ${e.stack || e}`);

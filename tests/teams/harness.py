@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from bots.config import ServerConfig
 from bots.server import build_app
 from bots.teams_bot import TEAMS, TeamsConfig
+from core.agent_factory import AgentFactory
 from core.approvals import Approvals
 from core.clock import ManualClock
 from core.models import Pointer
@@ -93,7 +94,9 @@ class Bot:
         *,
         invoke_budget: float = 5.0,
         message_budget: float = 5.0,
+        agent_factory: AgentFactory | None = None,
     ) -> None:
+        self.agent_factory = agent_factory
         self.folder, self.clock, self.connector_url = folder, clock, connector_url
         self.invoke_budget, self.message_budget = invoke_budget, message_budget
         self.notes: list[str] = []
@@ -101,7 +104,7 @@ class Bot:
     async def __aenter__(self) -> Bot:
         self.folder.mkdir(parents=True, exist_ok=True)
         store = StoreIO(SqliteRows(self.folder / "rows.db"), FileObjects(self.folder / "objects", clock=self.clock))
-        self.approvals = Approvals(store, clock=self.clock)
+        self.approvals = Approvals(store, clock=self.clock, agent_factory=self.agent_factory)
         cfg = ServerConfig(host="127.0.0.1", store=f"sqlite:///{self.folder}/rows.db", objects=str(self.folder))
         self.app = build_app(
             self.approvals,

@@ -10,11 +10,7 @@ from typing import Any
 import jsonschema
 
 ROOT = Path(__file__).resolve().parents[2]
-_CANDIDATES = [
-    ROOT / "tests" / "data" / "schemas",
-    ROOT.parent / "shared" / "schemas",
-    Path("/work/shared/schemas"),
-]
+_CANDIDATES = [ROOT / "tests" / "data" / "schemas", ROOT.parent / "shared" / "schemas"]
 
 
 def schema_path(name: str) -> Path:

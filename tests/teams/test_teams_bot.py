@@ -462,3 +462,31 @@ async def test_slow_turn_answers_at_once_and_posts_the_card_proactively(
         assert p is not None and p.card_location is not None
         assert p.card_location["activity_id"] == str(mock._next)
         assert "Approved by" in card_text(invoke_card(*await b.click("approve", data)))
+
+
+def packages_policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """Asks for two packages, then reports what the approval tool answered."""
+    from tests.agents import results_of, text_of
+
+    results = results_of(messages)
+    if not results:
+        ask = {"reason": "analyse the table", "packages": ["numpy", "pandas"]}
+        return "", [{"name": "request_approval", "input": ask}]
+    return "tool said: " + text_of(results[-1]), []
+
+
+async def test_r15_package_choice_approves_only_the_chosen_subset(
+    tmp_path: Path, clock: ManualClock, connector: tuple[MockConnector, str]
+) -> None:
+    from tests.agents import policy_factory
+
+    mock, url = connector
+    async with Bot(tmp_path / "s", clock, url, agent_factory=policy_factory(packages_policy)) as b:
+        card = await ask(b, mock, "analyse it")
+        choice = next(el for el in card["body"] if el.get("type") == "Input.ChoiceSet")
+        assert [c["value"] for c in choice["choices"]] == ["numpy", "pandas"]
+        # Teams merges the multi-select's value (comma-separated) into the Execute data
+        done = invoke_card(*await b.click("approve", {**card_data(card), "packages": "pandas"}))
+        assert "Approved (packages: pandas) by Alex Wilber" in card_text(done)
+        grants = await b.approvals.grants(user=OWNER_AAD, chat=CHAT)
+        assert [(g.kind, g.name) for g in grants] == [("package", "pandas")]
