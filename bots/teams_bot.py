@@ -237,8 +237,10 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             return self._card(adaptive.revoked_card(revoked, remaining))
 
         claimed = asyncio.Event()
+        asked: list[ApprovalCard] = []
 
-        async def on_claimed(_pointer: Pointer) -> None:
+        async def on_claimed(pointer: Pointer) -> None:
+            asked.append(pointer.card)  # what the resolved card repeats
             claimed.set()
 
         task = asyncio.ensure_future(
@@ -259,10 +261,9 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             waiter.cancel()
         if not task.done():
             self._finish_later(task, name_of(act))
-            card = await self._card_of_pending(click.card_id)
-            if card is None:
+            if not asked:
                 return self._card(adaptive.message_card("Answer recorded", "Resuming the agent's turn…"))
-            return self._card(adaptive.resolved_card(card, click.answer, name_of(act)))
+            return self._card(adaptive.resolved_card(asked[0], click.answer, name_of(act)))
         r = task.result()
         if r.outcome == "invalid":
             return teams_compat.invoke_response(400, adaptive.invoke_error_body(400, r.message))
@@ -272,11 +273,6 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
 
     def _card(self, card: dict[str, Any]) -> InvokeResponse:
         return teams_compat.invoke_response(200, adaptive.invoke_response_body(card))
-
-    async def _card_of_pending(self, card_id: str) -> ApprovalCard | None:
-        # The resolved card repeats what was asked; the pointer holds it (the click proved the secret).
-        p = await self.approvals.store.run(self.approvals.store.rows.get_pointer_by_card, card_id)
-        return p.card if p is not None else None
 
     async def _outcome_card(self, ctx: TurnContext, r: ResumeResult) -> dict[str, Any]:
         by = name_of(ctx.activity) if r.answered_by == user_of(ctx.activity) else (r.answered_by or "someone")
