@@ -87,9 +87,7 @@ class TeamsAuth(BaseModel):
         has_password = bool(self.app_password)
         has_cert = bool(self.certificate_thumbprint and self.certificate_private_key)
         if has_password == has_cert:
-            raise ValueError(
-                "Teams: set exactly one of the app password or the certificate (thumbprint + key)"
-            )
+            raise ValueError("Teams: set exactly one of the app password or the certificate (thumbprint + key)")
         if self.app_type == "SingleTenant" and not self.tenant_id:
             raise ValueError("Teams: a single-tenant app needs its tenant id")
 
@@ -121,9 +119,7 @@ def make_adapter(auth: TeamsAuth) -> CloudAdapter:
     )
 
 
-async def process(
-    adapter: CloudAdapter, request: web.Request, bot: Bot, *, auth_enabled: bool
-) -> web.Response:
+async def process(adapter: CloudAdapter, request: web.Request, bot: Bot, *, auth_enabled: bool) -> web.Response:
     """Workarounds 4 and 5: refuse what botbuilder would answer with a 500, then hand over."""
     if request.method != "POST":
         raise web.HTTPMethodNotAllowed(request.method, ["POST"])
@@ -191,6 +187,4 @@ async def continue_conversation(
     app_id: str,
 ) -> None:
     """Run `callback` in the card's conversation, from any process that can read the location."""
-    await adapter.continue_conversation(
-        reference_from_location(location), callback, bot_app_id=app_id or None
-    )
+    await adapter.continue_conversation(reference_from_location(location), callback, bot_app_id=app_id or None)

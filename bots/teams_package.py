@@ -18,9 +18,7 @@ _GUID = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
 _SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
 
 
-def render_manifest(
-    app_id: str, *, version: str | None = None, source: Path = MANIFEST_DIR
-) -> dict[str, Any]:
+def render_manifest(app_id: str, *, version: str | None = None, source: Path = MANIFEST_DIR) -> dict[str, Any]:
     if not _GUID.match(app_id):
         raise ValueError(f"--app-id must be the bot's Microsoft App id (a GUID), not {app_id!r}")
     if version is not None and not _SEMVER.match(version):
