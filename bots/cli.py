@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bots import teams_package
 from bots.config import ServerConfig
 from bots.server import build_app, build_approvals
 from bots.slack_app import SlackConfig
@@ -65,6 +66,8 @@ def parser() -> argparse.ArgumentParser:
     grevoke.add_argument("--user", required=True)
     grevoke.add_argument("--chat", help="default: every chat of the user")
     grevoke.add_argument("subject", help="a host, a package, or all")
+
+    teams_package.add_arguments(sub.add_parser("teams-package", help="write the Teams app package (zip)"))
 
     audit = sub.add_parser("audit", help="the audit trail of a chat")
     _common(audit)
@@ -155,6 +158,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, ServerConfig], int]] = {
     "resume": cmd_resume,
     "grants": cmd_grants,
     "audit": cmd_audit,
+    "teams-package": lambda args, _cfg: teams_package.run(args),
 }
 
 
