@@ -12,8 +12,10 @@ from typing import Any
 
 from aiohttp import web
 
+from bots import teams_package
 from bots.config import ServerConfig
 from bots.server import build_app, build_approvals
+from bots.slack_app import SlackConfig
 from cards.http_json import grant_body, resume_body, turn_body
 from core.approvals import Approvals
 from core.models import Answer
@@ -71,6 +73,7 @@ def parser() -> argparse.ArgumentParser:
     sinit.add_argument("--store", help="rows URL (default sqlite:///var/approvals.db), e.g. dynamodb://TABLE?region=R")
     sinit.add_argument("--objects", help="objects URL (default var/objects), e.g. s3://BUCKET/prefix?region=R")
     sinit.add_argument("--create-bucket", action="store_true", help="create the S3 bucket and its lifecycle rule")
+    teams_package.add_arguments(sub.add_parser("teams-package", help="write the Teams app package (zip)"))
 
     audit = sub.add_parser("audit", help="the audit trail of a chat")
     _common(audit)
@@ -149,6 +152,7 @@ def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
     front = "on" if cfg.tokens() else "off (set CHAT_APPROVALS_API_TOKEN or --api-token)"
     print(f"chat-approvals serving on http://{cfg.host}:{cfg.port} — store {cfg.store}, model {cfg.model}", flush=True)
     print(f"  HTTP front end /v1: {front}", flush=True)
+    print(f"  Slack: {SlackConfig.from_env().describe()}", flush=True)
     web.run_app(app, host=cfg.host, port=cfg.port, print=None)
     approvals.store.close()
     return 0
@@ -168,6 +172,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, ServerConfig], int]] = {
     "grants": cmd_grants,
     "audit": cmd_audit,
     "store": cmd_store,
+    "teams-package": lambda args, _cfg: teams_package.run(args),
 }
 
 

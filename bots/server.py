@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
 from bots.config import ServerConfig
 from bots.http_api import mount_http_api
+from bots.slack_app import mount_slack
+from bots.teams_bot import TeamsConfig, mount_teams
 from core.agent_factory import AgentFactory, default_factory, user_factory
 from core.approvals import Approvals
 from core.clock import Clock, SystemClock
@@ -56,7 +59,9 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"ok": True, "store": cfg.store.split("?")[0], "http_api": bool(cfg.tokens())})
 
 
-def build_app(approvals: Approvals, cfg: ServerConfig, *, sweep: bool = True) -> web.Application:
+def build_app(
+    approvals: Approvals, cfg: ServerConfig, *, sweep: bool = True, teams: TeamsConfig | None = None
+) -> web.Application:
     app = web.Application(middlewares=[store_faults])
     app[CONFIG] = cfg
     app.router.add_get("/healthz", healthz)
@@ -64,6 +69,8 @@ def build_app(approvals: Approvals, cfg: ServerConfig, *, sweep: bool = True) ->
         mount_http_api(app, approvals, cfg.tokens())
     else:
         log.info("no API token set: the HTTP front end (/v1) is off")
+    mount_slack(app, approvals)  # SLACK_* env: HTTP at /slack/events or Socket Mode; off when unset
+    mount_teams(app, approvals, teams or TeamsConfig.from_env(os.environ), host=cfg.host)  # /api/messages
     if sweep:
         app.cleanup_ctx.append(_sweeper(approvals, cfg.sweep_every))
     return app

@@ -1,0 +1,501 @@
+"""The Slack front end: slack-bolt `AsyncApp` on the project's aiohttp server (or Socket Mode).
+
+Thin: Slack payload -> cards/ parser -> `Approvals` facade -> cards/ renderer -> Web API.
+Every request is acknowledged at once; turns, resumes and revocations run afterwards in tasks
+this module owns (so shutdown and tests can wait for them). Event dedupe is durable, in the
+store (`first_delivery`), so a retry reaching another replica does not start a second turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_bolt.authorization import AuthorizeResult
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from cards import slack_blocks as sb
+from cards.slack_answer import (
+    SlackClick,
+    SlackPayloadError,
+    message_text,
+    parse_click,
+    parse_command,
+    parse_revoke_click,
+    read_block_actions,
+)
+from cards.slack_chat import chat_key, in_workspace, parse_chat_key
+from core.approvals import Approvals
+from core.models import Grant, Pointer, ResumeResult, TurnResult
+from store.base import StoreError
+
+log = logging.getLogger("chat_approvals.slack")
+
+
+class _NoTokenNotice(logging.Filter):
+    """Bolt warns that SLACK_BOT_TOKEN is unused when a client is given: by design here (see below)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "will be unused" not in record.getMessage()
+
+
+bolt_log = logging.getLogger("chat_approvals.slack.bolt")
+bolt_log.addFilter(_NoTokenNotice())
+
+DEFAULT_API_URL = "https://slack.com/api/"
+COMMAND = "/approvals"  # as in manifest/slack*.yaml
+UNAVAILABLE = ":warning: The approval store is unavailable right now; nothing was changed. Try again."
+
+
+class SlackConfig(BaseModel):
+    """Slack credentials and endpoints. HTTP mode needs the signing secret and the bot token;
+    Socket Mode needs the app-level token (`xapp-`) and the bot token."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bot_token: str = ""
+    signing_secret: str = ""
+    app_token: str = ""
+    api_url: str = DEFAULT_API_URL
+    path: str = "/slack/events"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SlackConfig:
+        env = os.environ if env is None else env
+        return cls(
+            bot_token=env.get("SLACK_BOT_TOKEN", ""),
+            signing_secret=env.get("SLACK_SIGNING_SECRET", ""),
+            app_token=env.get("SLACK_APP_TOKEN", ""),
+            api_url=env.get("CHAT_APPROVALS_SLACK_API_URL", "") or DEFAULT_API_URL,
+        )
+
+    @property
+    def http_mode(self) -> bool:
+        return bool(self.bot_token and self.signing_secret)
+
+    @property
+    def socket_mode(self) -> bool:
+        return bool(self.bot_token and self.app_token)
+
+    @property
+    def enabled(self) -> bool:
+        return self.http_mode or self.socket_mode
+
+    def describe(self) -> str:
+        modes = [f"HTTP at {self.path}"] * self.http_mode + ["Socket Mode"] * self.socket_mode
+        if not modes:
+            return "off (set SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET, or with SLACK_APP_TOKEN)"
+        return " and ".join(modes) + f", Web API {self.base_url}"
+
+    @property
+    def base_url(self) -> str:
+        # slack_sdk joins with urljoin(base_url, method): without the trailing "/" the calls
+        # would silently go to the host's root.
+        return self.api_url if self.api_url.endswith("/") else self.api_url + "/"
+
+
+def web_client(cfg: SlackConfig, token: str | None = None) -> AsyncWebClient:
+    """Retries only where it is safe: a 429 was not processed, a refused connection sent nothing."""
+    return AsyncWebClient(
+        token=token,
+        base_url=cfg.base_url,
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+        ],
+    )
+
+
+def _location(channel: str | None, ts: str | None, thread_ts: str | None) -> dict[str, str] | None:
+    if not channel or not ts:
+        return None
+    loc = {"channel": channel, "ts": ts}
+    if thread_ts:
+        loc["thread_ts"] = thread_ts
+    return loc
+
+
+class SlackFrontEnd:
+    def __init__(self, approvals: Approvals, cfg: SlackConfig, *, client: AsyncWebClient | None = None) -> None:
+        self.approvals = approvals
+        self.cfg = cfg
+        self.client = client or web_client(cfg, cfg.bot_token)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._auth: dict[str, Any] | None = None
+        self._auth_lock = asyncio.Lock()
+        self._socket: AsyncSocketModeHandler | None = None
+
+        # Bolt passes arguments by name (a bound method's `self` would confuse it).
+        async def authorize(enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
+            return await self._authorize(enterprise_id, team_id)
+
+        self.bolt = AsyncApp(
+            logger=bolt_log,
+            # Bolt's own client carries no token: `authorize` supplies it per request.
+            client=web_client(cfg),
+            # Socket Mode skips verification; HTTP mode always verifies (never turned off).
+            signing_secret=cfg.signing_secret,
+            authorize=authorize,
+            # Our listeners only spawn work and ack, so running them before the response costs
+            # nothing and spares Bolt's 10 ms ack polling; the work itself runs after the ack.
+            process_before_response=True,
+        )
+        self._register()
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def _authorize(self, enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
+        """One auth.test per process, behind a lock (Bolt's own has none), then cached."""
+        if self._auth is None:
+            async with self._auth_lock:
+                if self._auth is None:
+                    self._auth = dict((await self.client.auth_test()).data)  # type: ignore[arg-type]
+        auth = self._auth
+        return AuthorizeResult(
+            enterprise_id=enterprise_id or auth.get("enterprise_id"),
+            team_id=team_id or auth.get("team_id"),
+            bot_token=self.cfg.bot_token,
+            bot_id=auth.get("bot_id"),
+            bot_user_id=auth.get("user_id"),
+        )
+
+    async def warm_up(self) -> None:
+        """auth.test at startup, so the first request's ack does not wait for a round trip to Slack."""
+        try:
+            await self._authorize(None, None)
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as e:
+            log.warning("slack auth.test failed at startup (will retry on the first request): %s", e)
+
+    def spawn(self, work: Coroutine[Any, Any, None], what: str) -> None:
+        """Run after the ack; keep a strong reference (the loop holds only weak ones)."""
+
+        async def guarded() -> None:
+            try:
+                await work
+            except Exception:
+                log.exception("slack %s failed", what)
+
+        task = asyncio.ensure_future(guarded())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self, timeout: float = 30.0) -> None:
+        """Wait (bounded) until every turn/resume started so far has finished."""
+        async with asyncio.timeout(timeout):
+            while True:
+                for _ in range(3):  # let listeners that were just scheduled spawn their work
+                    await asyncio.sleep(0)
+                if not self._tasks:
+                    return
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def handle_http(self, request: web.Request) -> web.Response:
+        bolt_request = await to_bolt_request(request)
+        response: web.Response = await to_aiohttp_response(await self.bolt.async_dispatch(bolt_request))
+        return response
+
+    async def start_socket_mode(self) -> None:
+        self._socket = AsyncSocketModeHandler(self.bolt, app_token=self.cfg.app_token)
+        await self._socket.connect_async()
+
+    async def close(self) -> None:
+        if self._socket is not None:
+            await self._socket.close_async()
+            self._socket = None
+        with contextlib.suppress(TimeoutError):
+            await self.drain(timeout=10.0)
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def _call(self, what: str, fn: Callable[..., Awaitable[Any]], **kwargs: Any) -> Any:
+        """A Web API call whose failure must not stop the rest (the answer is already stored)."""
+        try:
+            return await fn(**kwargs)
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as e:
+            log.warning("slack %s failed: %s", what, e)
+            return None
+
+    async def post(self, channel: str, thread_ts: str | None, msg: sb.SlackMessage) -> str | None:
+        kwargs: dict[str, Any] = {"channel": channel, "text": msg.text, "blocks": msg.block_dicts()}
+        if thread_ts:
+            kwargs["thread_ts"] = thread_ts
+        r = await self._call("chat.postMessage", self.client.chat_postMessage, **kwargs)
+        return str(r["ts"]) if r is not None else None
+
+    async def update(self, loc: Mapping[str, str] | None, msg: sb.SlackMessage, *, or_post: bool = False) -> bool:
+        """chat.update in place; with `or_post`, a message that is gone gets a new one in its thread."""
+        if not loc or "channel" not in loc or "ts" not in loc:
+            return False
+        try:
+            await self.client.chat_update(channel=loc["channel"], ts=loc["ts"], text=msg.text, blocks=msg.block_dicts())
+            return True
+        except SlackApiError as e:
+            log.warning("slack chat.update failed: %s", e.response.get("error"))
+            if or_post and e.response.get("error") in ("message_not_found", "cant_update_message"):
+                await self.post(loc["channel"], loc.get("thread_ts"), msg)
+        except (aiohttp.ClientError, TimeoutError) as e:
+            log.warning("slack chat.update failed: %s", e)
+        return False
+
+    async def ephemeral(self, channel: str | None, user: str, thread_ts: str | None, msg: sb.SlackMessage) -> None:
+        if not channel:
+            return
+        kwargs: dict[str, Any] = {"channel": channel, "user": user, "text": msg.text, "blocks": msg.block_dicts()}
+        if thread_ts:
+            kwargs["thread_ts"] = thread_ts
+        await self._call("chat.postEphemeral", self.client.chat_postEphemeral, **kwargs)
+
+    # ------------------------------------------------------------------ listeners
+
+    def _register(self) -> None:
+        bolt = self.bolt
+
+        @bolt.event("app_mention")
+        async def on_mention(event: dict[str, Any], body: dict[str, Any], context: dict[str, Any]) -> None:
+            self._on_message(event, body, context)
+
+        @bolt.event("message")
+        async def on_message(event: dict[str, Any], body: dict[str, Any], context: dict[str, Any]) -> None:
+            # Only plain DMs from people; edits, joins and bot posts are acknowledged and dropped.
+            if event.get("channel_type") == "im" and not event.get("subtype") and not event.get("bot_id"):
+                self._on_message(event, body, context)
+
+        @bolt.action(sb.ACTION_APPROVE)
+        async def on_approve(ack: AsyncAck, body: dict[str, Any]) -> None:
+            self.spawn(self.click(body), "click")
+            await ack()
+
+        @bolt.action(sb.ACTION_DENY)
+        async def on_deny(ack: AsyncAck, body: dict[str, Any]) -> None:
+            self.spawn(self.click(body), "click")
+            await ack()
+
+        @bolt.action(re.compile("^" + re.escape(sb.ACTION_PACKAGES)))
+        async def on_package_toggle(ack: AsyncAck) -> None:
+            await ack()  # the choice is read from `state` when Approve is clicked
+
+        @bolt.action(sb.ACTION_REVOKE)
+        async def on_revoke(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+            self.spawn(self.revoke_click(body, respond), "revoke")
+            await ack()
+
+        @bolt.command(COMMAND)
+        async def on_command(ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond) -> None:
+            cmd = parse_command(command.get("text"))
+            if cmd.verb in ("usage", "help"):
+                msg = sb.help_message() if cmd.verb == "help" else sb.usage_message()
+                await ack(text=msg.text, blocks=msg.block_dicts(), response_type="ephemeral")
+                return
+            self.spawn(self.command(command, cmd.verb, cmd.subject, respond), "/approvals")
+            await ack()
+
+    def _on_message(self, event: dict[str, Any], body: dict[str, Any], context: Mapping[str, Any]) -> None:
+        team = context.get("team_id") or body.get("team_id") or event.get("team")
+        channel, user, ts = event.get("channel"), event.get("user"), event.get("ts")
+        if not (team and channel and user and ts):
+            log.info("slack event without team/channel/user/ts dropped")
+            return
+        self.spawn(
+            self.turn(
+                event_id=body.get("event_id"),
+                team=str(team),
+                channel=str(channel),
+                user=str(user),
+                text=message_text(str(event.get("text") or "")),
+                thread_ts=str(event.get("thread_ts") or ts),
+            ),
+            "turn",
+        )
+
+    # ------------------------------------------------------------------ turns
+
+    async def turn(
+        self, *, event_id: str | None, team: str, channel: str, user: str, text: str, thread_ts: str
+    ) -> None:
+        try:
+            if event_id and not await self.approvals.first_delivery(f"slack:event:{event_id}"):
+                log.info("slack event %s already delivered: no second turn", event_id)
+                return
+            chat = chat_key(team, channel, thread_ts)
+            result = await self.approvals.run_turn(chat=chat, user=user, text=text, platform="slack")
+        except StoreError as e:
+            log.warning("slack turn: store fault: %s", e)
+            await self.post(channel, thread_ts, sb.reply_message(UNAVAILABLE))
+            return
+        await self.show_turn(chat, channel, thread_ts, result)
+
+    async def show_turn(self, chat: str, channel: str, thread_ts: str, result: TurnResult) -> None:
+        """The turn's reply in the thread; a card (first or chained) as a new message there."""
+        if result.status == "awaiting_approval" and result.offer is not None:
+            offer = result.offer
+            ts = await self.post(channel, thread_ts, sb.card_message(offer.card, offer.secret))
+            loc = _location(channel, ts, thread_ts)
+            if loc is not None:
+                await self.approvals.record_card_location(chat=chat, card_id=offer.card.card_id, location=loc)
+        elif result.status == "waiting":
+            await self.post(channel, thread_ts, sb.waiting_message())
+        else:
+            await self.post(channel, thread_ts, sb.reply_message(result.text))
+
+    # ------------------------------------------------------------------ clicks
+
+    async def click(self, body: dict[str, Any]) -> None:
+        try:
+            c = parse_click(body)
+        except SlackPayloadError as e:
+            log.info("slack click refused: %s", e)
+            await self._refuse_unreadable(body)
+            return
+        here = _location(c.channel, c.message_ts, c.thread_ts)
+
+        async def on_claimed(p: Pointer) -> None:
+            await self.update(p.card_location or here, sb.resuming_message(p.card, c.user))
+
+        try:
+            res = await self.approvals.resume(
+                card_id=c.card_id,
+                user=c.user,
+                secret=c.secret,
+                answer=c.answer,
+                platform="slack",
+                on_claimed=on_claimed,
+            )
+        except StoreError as e:
+            log.warning("slack click: store fault: %s", e)
+            await self.ephemeral(c.channel, c.user, c.thread_ts, sb.reply_message(UNAVAILABLE))
+            return
+        await self.show_resume(c, res, res.card_location or here)
+
+    async def show_resume(self, c: SlackClick, res: ResumeResult, loc: Mapping[str, str] | None) -> None:
+        refusal: sb.SlackMessage | None = None
+        if res.outcome in ("resumed", "replayed") and res.card and res.answer and res.answered_by:
+            outcome = sb.outcome_message(res.card, res.answer, res.answered_by, res.answered_at or 0.0)
+            # On a replay this repeats the update: it repairs a card whose first update was lost.
+            await self.update(loc, outcome, or_post=res.outcome == "resumed")
+            if res.outcome == "replayed":
+                refusal = sb.refusal_answered(res.card, res.answer, res.answered_by, res.answered_at)
+            elif res.result is not None:
+                where = parse_chat_key(res.card.chat)
+                if where is not None:
+                    await self.show_turn(res.card.chat, where.channel, where.thread_ts, res.result)
+        elif res.outcome in ("resumed", "replayed"):
+            refusal = sb.refusal_answered(None, None, None, None)
+        elif res.outcome == "in_progress":
+            refusal = sb.refusal_in_progress()
+        elif res.outcome == "expired":
+            if res.card is not None:
+                await self.update(loc, sb.expired_message(res.card))
+            refusal = sb.refusal_expired()
+        elif res.outcome == "forbidden":
+            refusal = sb.refusal_forbidden(res.owner)
+        elif res.outcome == "invalid":
+            refusal = sb.refusal_invalid()
+        else:  # unknown, unauthorized: a wrong secret looks the same as an unknown card
+            refusal = sb.refusal_unknown()
+        if refusal is not None:
+            await self.ephemeral(c.channel, c.user, c.thread_ts, refusal)
+
+    async def _refuse_unreadable(self, body: dict[str, Any]) -> None:
+        """A click we could not read: tell the clicker, if the payload says who and where."""
+
+        def part(name: str) -> dict[str, Any]:
+            value = body.get(name)
+            return value if isinstance(value, dict) else {}
+
+        user, container = part("user").get("id"), part("container")
+        channel = container.get("channel_id") or part("channel").get("id")
+        if isinstance(user, str) and isinstance(channel, str):
+            await self.ephemeral(channel, user, container.get("thread_ts"), sb.refusal_invalid())
+
+    # ------------------------------------------------------------------ /approvals
+
+    async def _workspace_grants(self, user: str, team: str) -> list[Grant]:
+        return [g for g in await self.approvals.grants(user=user) if in_workspace(g.chat, team)]
+
+    async def _revoke_here(self, user: str, team: str, subject: str) -> list[Grant]:
+        """Revoke in every chat of this workspace (a user's other workspaces are not touched)."""
+        chats = sorted({g.chat for g in await self._workspace_grants(user, team)})
+        revoked: list[Grant] = []
+        for chat in chats:
+            revoked += await self.approvals.revoke(user=user, chat=chat, subject=subject)
+        return revoked
+
+    async def command(self, command: dict[str, Any], verb: str, subject: str | None, respond: AsyncRespond) -> None:
+        user, team = str(command.get("user_id") or ""), str(command.get("team_id") or "")
+        try:
+            if verb == "revoke" and subject:
+                msg = sb.revoked_message(subject, await self._revoke_here(user, team, subject))
+            else:
+                msg = sb.grants_message(await self._workspace_grants(user, team))
+        except StoreError as e:
+            log.warning("slack /approvals: store fault: %s", e)
+            msg = sb.reply_message(UNAVAILABLE)
+        await self._call("response_url", respond, text=msg.text, blocks=msg.block_dicts(), response_type="ephemeral")
+
+    async def revoke_click(self, body: dict[str, Any], respond: AsyncRespond) -> None:
+        try:
+            r = parse_revoke_click(body)
+        except SlackPayloadError as e:
+            log.info("slack revoke refused: %s", e)
+            await self._call("response_url", respond, text=sb.refusal_invalid().text, response_type="ephemeral",
+                             replace_original=False)  # fmt: skip
+            return
+        team = r.team or read_block_actions(body).team_id or ""
+        try:
+            if not in_workspace(r.chat, team):
+                revoked: list[Grant] = []
+            else:
+                revoked = await self.approvals.revoke(user=r.user, chat=r.chat, subject=r.subject)
+            notice = sb.revoked_message(r.subject, revoked).text
+            msg = sb.grants_message(await self._workspace_grants(r.user, team), notice=sb.escape(notice))
+        except StoreError as e:
+            log.warning("slack revoke: store fault: %s", e)
+            msg = sb.reply_message(UNAVAILABLE)
+        # The list is ephemeral: only its response_url can replace it.
+        await self._call("response_url", respond, text=msg.text, blocks=msg.block_dicts(), replace_original=True)
+
+
+# ---------------------------------------------------------------------- mounting
+
+SLACK: web.AppKey[SlackFrontEnd] = web.AppKey("slack", SlackFrontEnd)
+
+
+def mount_slack(
+    app: web.Application, approvals: Approvals, cfg: SlackConfig | None = None, *, client: AsyncWebClient | None = None
+) -> SlackFrontEnd | None:
+    """Serve Slack from `app`: POST `cfg.path` in HTTP mode, a Socket Mode connection otherwise.
+    Returns None (and mounts nothing) when Slack is not configured."""
+    cfg = cfg or SlackConfig.from_env()
+    if not cfg.enabled:
+        log.info("Slack is off: set SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET (HTTP) or SLACK_APP_TOKEN (Socket Mode)")
+        return None
+    front = SlackFrontEnd(approvals, cfg, client=client)
+    app[SLACK] = front
+    if cfg.http_mode:
+        app.router.add_post(cfg.path, front.handle_http)
+
+    async def lifecycle(_: web.Application) -> Any:
+        await front.warm_up()
+        if cfg.socket_mode:
+            await front.start_socket_mode()
+        yield
+        await front.close()
+
+    app.cleanup_ctx.append(lifecycle)
+    return front

@@ -1,0 +1,271 @@
+"""Slack payload -> typed answer: block_actions clicks, Revoke clicks, `/approvals` arguments.
+
+Pure and fail closed. A payload we cannot read raises `SlackPayloadError` (the front end then
+refuses and changes nothing); a readable click becomes an `Answer` through `parse_answer` (R15).
+Slack adds fields over time, so the wire models ignore unknown keys but type the ones we use.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cards.slack_blocks import ACTION_APPROVE, ACTION_DENY, ACTION_REVOKE, packages_block_id
+from core.models import Answer, parse_answer
+
+
+class SlackPayloadError(ValueError):
+    """The payload is not a click we understand; nothing may change because of it."""
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class _Id(_Wire):
+    id: str = Field(min_length=1)
+
+
+class _Team(_Wire):
+    id: str | None = None
+
+
+class _User(_Wire):
+    id: str = Field(min_length=1)
+    team_id: str | None = None
+
+
+class _Container(_Wire):
+    channel_id: str | None = None
+    message_ts: str | None = None
+    thread_ts: str | None = None
+    is_ephemeral: bool | None = None
+
+
+class _Action(_Wire):
+    action_id: str
+    block_id: str | None = None
+    value: str | None = None
+    type: str | None = None
+
+
+class _Option(_Wire):
+    value: str
+
+
+class _StateValue(_Wire):
+    type: str | None = None
+    selected_options: list[_Option] | None = None
+
+
+class _State(_Wire):
+    values: dict[str, dict[str, _StateValue]] = Field(default_factory=dict)
+
+
+class _Message(_Wire):
+    ts: str | None = None
+    thread_ts: str | None = None
+    blocks: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class BlockActions(_Wire):
+    type: Literal["block_actions"]
+    user: _User
+    team: _Team | None = None
+    channel: _Id | None = None
+    container: _Container = Field(default_factory=_Container)
+    actions: list[_Action] = Field(min_length=1, max_length=1)
+    state: _State | None = None
+    message: _Message | None = None
+    response_url: str | None = None
+
+    @property
+    def team_id(self) -> str | None:
+        # org-wide installs may send team=null; Slack then puts the team on the user
+        return (self.team.id if self.team else None) or self.user.team_id
+
+    @property
+    def channel_id(self) -> str | None:
+        return self.container.channel_id or (self.channel.id if self.channel else None)
+
+    @property
+    def message_ts(self) -> str | None:
+        return self.container.message_ts or (self.message.ts if self.message else None)
+
+    @property
+    def thread_ts(self) -> str | None:
+        return self.container.thread_ts or (self.message.thread_ts if self.message else None)
+
+
+class _CardValue(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    card: str = Field(min_length=1, max_length=200)
+    secret: str = Field(min_length=1, max_length=200)
+
+
+class _RevokeValue(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    chat: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class SlackClick:
+    """A readable Approve/Deny click, and where it came from (for ephemeral refusals)."""
+
+    card_id: str
+    secret: str
+    answer: Answer
+    user: str
+    team: str | None
+    channel: str | None
+    message_ts: str | None
+    thread_ts: str | None
+
+
+@dataclass(frozen=True)
+class RevokeClick:
+    user: str
+    team: str | None
+    chat: str
+    subject: str
+
+
+def read_block_actions(payload: object) -> BlockActions:
+    try:
+        return BlockActions.model_validate(payload)
+    except ValidationError as e:
+        raise SlackPayloadError(f"not a block_actions payload with one action: {e.error_count()} error(s)") from e
+
+
+def _loads(value: str | None, model: type[BaseModel], what: str) -> Any:
+    if not value:
+        raise SlackPayloadError(f"the {what} button carries no value")
+    try:
+        return model.model_validate(json.loads(value))
+    except (ValueError, ValidationError) as e:
+        raise SlackPayloadError(f"the {what} button value is not ours") from e
+
+
+def _chosen_packages(ba: BlockActions, card_id: str) -> list[str] | None:
+    """The packages left ticked on the card, or None when the card offered no choice.
+
+    Slack reports the checkboxes' current state in `state.values`; if an untouched group is
+    missing there, its initial (all ticked) options on the message are what the reader saw.
+    """
+    block_id = packages_block_id(card_id)
+    groups = (ba.state.values if ba.state else {}).get(block_id)
+    shown = next((b for b in (ba.message.blocks if ba.message else []) if b.get("block_id") == block_id), None)
+    if groups is None and shown is None:
+        return None
+    chosen: list[str] = []
+    if groups is not None:
+        for value in groups.values():
+            if value.type not in (None, "checkboxes"):
+                raise SlackPayloadError("the package choice is not a checkbox group")
+            chosen += [o.value for o in value.selected_options or []]
+    seen_groups = set(groups or {})
+    for element in shown.get("elements", []) if shown else []:
+        if not isinstance(element, dict) or element.get("action_id") in seen_groups:
+            continue
+        for option in element.get("initial_options") or []:
+            if not isinstance(option, dict) or not isinstance(option.get("value"), str):
+                raise SlackPayloadError("the package choice on the message is malformed")
+            chosen.append(option["value"])
+    return list(dict.fromkeys(chosen))  # de-duplicated, in order
+
+
+def parse_click(payload: object) -> SlackClick:
+    """An Approve/Deny block_actions payload -> (card id, secret, Answer), or SlackPayloadError."""
+    ba = read_block_actions(payload)
+    action = ba.actions[0]
+    if action.action_id not in (ACTION_APPROVE, ACTION_DENY):
+        raise SlackPayloadError(f"unknown action {action.action_id!r}")
+    value: _CardValue = _loads(action.value, _CardValue, "approval")
+    if action.action_id == ACTION_APPROVE:
+        body: dict[str, object] = {"approved": True}
+        chosen = _chosen_packages(ba, value.card)
+        if chosen is not None:
+            body["packages"] = chosen
+        answer = parse_answer("resolved", body)
+    else:
+        answer = parse_answer("resolved", {"approved": False})
+    return SlackClick(
+        card_id=value.card,
+        secret=value.secret,
+        answer=answer,
+        user=ba.user.id,
+        team=ba.team_id,
+        channel=ba.channel_id,
+        message_ts=ba.message_ts,
+        thread_ts=ba.thread_ts,
+    )
+
+
+def parse_revoke_click(payload: object) -> RevokeClick:
+    ba = read_block_actions(payload)
+    action = ba.actions[0]
+    if action.action_id != ACTION_REVOKE:
+        raise SlackPayloadError(f"unknown action {action.action_id!r}")
+    value: _RevokeValue = _loads(action.value, _RevokeValue, "revoke")
+    return RevokeClick(user=ba.user.id, team=ba.team_id, chat=value.chat, subject=value.name)
+
+
+# ----------------------------------------------------------------------------- /approvals
+
+
+@dataclass(frozen=True)
+class ApprovalsCommand:
+    """`/approvals [list | help | revoke SUBJECT | revoke all]`; `usage` for anything else."""
+
+    verb: Literal["list", "help", "revoke", "usage"]
+    subject: str | None = None
+
+
+def parse_command(text: str | None) -> ApprovalsCommand:
+    words = (text or "").split()
+    if not words or words == ["list"]:
+        return ApprovalsCommand("list")
+    if words == ["help"]:
+        return ApprovalsCommand("help")
+    if len(words) == 2 and words[0] == "revoke" and len(words[1]) <= 255:
+        subject = words[1].strip("`")
+        # Slack auto-links hosts as <http://host|host>; accept the visible part.
+        if subject.startswith("<") and subject.endswith(">"):
+            subject = subject[1:-1].split("|")[-1]
+        if subject.lower() == "all":
+            return ApprovalsCommand("revoke", "all")
+        if subject and all(c.isalnum() or c in "-._:[]@/+=~" for c in subject):
+            return ApprovalsCommand("revoke", subject)
+    return ApprovalsCommand("usage")
+
+
+# ----------------------------------------------------------------------------- message text
+
+_ANGLE = re.compile(r"<([^<>]*)>")
+
+
+def _unangle(m: re.Match[str]) -> str:
+    inner = m.group(1)
+    target, _, label = inner.partition("|")
+    if target.startswith("@"):  # a user mention (the bot's own, usually): not part of the request
+        return ""
+    if target.startswith("#"):
+        return "#" + label if label else target
+    if target.startswith("!"):
+        return "@" + (label or target[1:].split("^")[0])
+    if target.startswith("mailto:"):
+        return label or target[len("mailto:") :]
+    return target  # a link: the URL itself, even when Slack shows a label
+
+
+def message_text(text: str | None) -> str:
+    """A Slack message's text as the person typed it: links back to URLs, mentions dropped,
+    Slack's three escapes undone (Slack turns `https://x/y` into `<https://x/y>`)."""
+    plain = _ANGLE.sub(_unangle, text or "")
+    plain = plain.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    return " ".join(plain.split())

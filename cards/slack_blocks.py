@@ -1,0 +1,407 @@
+"""Block Kit renderers for the Slack front end: card model -> message (fallback text + blocks).
+
+Pure functions built with `slack_sdk.models.blocks`, so every message is validated by the SDK's
+models when it is serialised (`to_dict()`). Text that came from the agent or a user (reason,
+URLs, names) is mrkdwn-escaped so it can never mention `@channel` or forge a link.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ButtonElement,
+    CheckboxesElement,
+    ConfirmObject,
+    ContextBlock,
+    DividerBlock,
+    HeaderBlock,
+    MarkdownTextObject,
+    Option,
+    PlainTextObject,
+    SectionBlock,
+)
+
+from cards.slack_chat import parse_chat_key
+from core.models import Answer, ApprovalCard, Grant
+
+ACTION_APPROVE = "approvals.approve"
+ACTION_DENY = "approvals.deny"
+ACTION_PACKAGES = "approvals.packages"  # prefix: one checkbox group per 10 packages
+ACTION_REVOKE = "approvals.revoke"
+BLOCK_PACKAGES = "approvals.packages:"  # + card id: where the package choice lives in `state`
+
+MAX_BLOCKS = 50  # Slack's per-message limit; the SDK models do not check it
+MAX_SECTION = 3000
+MAX_OPTIONS = 10  # per checkbox group
+MAX_OPTION_VALUE = 150
+MAX_OPTION_TEXT = 75
+MAX_BUTTON_VALUE = 2000
+MAX_LISTED = 25  # items of one kind listed on a card before "…and N more"
+
+USAGE = "Usage: `/approvals` · `/approvals revoke HOST_OR_PACKAGE` · `/approvals revoke all` · `/approvals help`"
+HELP = (
+    "*/approvals* shows what you approved in this workspace, with a Revoke button each.\n"
+    "• `/approvals revoke HOST_OR_PACKAGE` revokes it in all of your chats here.\n"
+    "• `/approvals revoke all` revokes everything you approved here.\n"
+    "• `/approvals help` shows this text.\n"
+    "A revocation takes effect at once, for the next download."
+)
+
+
+@dataclass(frozen=True)
+class SlackMessage:
+    """What chat.postMessage / chat.update / chat.postEphemeral take: fallback text and blocks."""
+
+    text: str
+    blocks: list[Block]
+
+    def block_dicts(self) -> list[dict[str, Any]]:
+        # to_dict() is where slack_sdk validates the models (lengths, styles, element counts).
+        if len(self.blocks) > MAX_BLOCKS:
+            raise ValueError(f"a Slack message holds at most {MAX_BLOCKS} blocks, got {len(self.blocks)}")
+        return [b.to_dict() for b in self.blocks]
+
+
+# ----------------------------------------------------------------------------- text helpers
+
+
+def escape(text: str) -> str:
+    """Slack's three control characters; anything else is shown as typed."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def code(text: str) -> str:
+    return "`" + escape(text).replace("`", "'") + "`"
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def date_token(at: float, prefix: str = "") -> str:
+    """`<!date^…>`: Slack renders it in the reader's own time zone; the fallback is UTC."""
+    fallback = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"<!date^{int(at)}^{prefix}{{date_short_pretty}} at {{time}}|{prefix}{fallback}>"
+
+
+def user_ref(user: str) -> str:
+    return f"<@{escape(user)}>"
+
+
+def _listed(items: Sequence[str]) -> str:
+    shown = [code(i) for i in items[:MAX_LISTED]]
+    more = len(items) - len(shown)
+    return ", ".join(shown) + (f" …and {more} more" if more > 0 else "")
+
+
+def _bullets(items: Sequence[str]) -> str:
+    shown = ["• " + code(i) for i in items[:MAX_LISTED]]
+    more = len(items) - len(shown)
+    return "\n".join(shown) + (f"\n…and {more} more" if more > 0 else "")
+
+
+def _section(text: str, block_id: str | None = None) -> SectionBlock:
+    return SectionBlock(block_id=block_id, text=MarkdownTextObject(text=clip(text, MAX_SECTION)))
+
+
+def _what(card: ApprovalCard) -> list[Block]:
+    """What is asked for: sites, URLs, packages. Shared by every state of a card."""
+    blocks: list[Block] = []
+    if card.sites:
+        blocks.append(_section("*Sites*\n" + _bullets(card.sites)))
+    if card.urls:
+        blocks.append(_section("*URLs*\n" + _bullets(card.urls)))
+    if card.packages:
+        blocks.append(_section("*Packages*\n" + _bullets(card.packages)))
+    return blocks
+
+
+def _summary(card: ApprovalCard) -> str:
+    parts = []
+    if card.sites:
+        parts.append("sites " + _listed(card.sites))
+    if card.packages:
+        parts.append("packages " + _listed(card.packages))
+    return " and ".join(parts) or "nothing"
+
+
+def _asks(card: ApprovalCard) -> str:
+    def n(count: int, noun: str) -> str:
+        return f"{count} {noun}{'s' if count != 1 else ''}"
+
+    parts = []
+    if card.sites:
+        parts.append("download from " + n(len(card.sites), "site"))
+    if card.packages:
+        parts.append("install " + n(len(card.packages), "package"))
+    return " and ".join(parts) or "go on"
+
+
+def _plain_summary(card: ApprovalCard) -> str:
+    names = [*card.sites, *card.packages]
+    return ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+
+
+# ----------------------------------------------------------------------------- the card
+
+
+def button_value(card_id: str, secret: str) -> str:
+    """The card id and the secret only (R8: the server holds only the secret's hash)."""
+    value = json.dumps({"card": card_id, "secret": secret}, separators=(",", ":"))
+    if len(value) > MAX_BUTTON_VALUE:
+        raise ValueError("card id and secret do not fit in a Slack button value")
+    return value
+
+
+def packages_block_id(card_id: str) -> str:
+    return BLOCK_PACKAGES + card_id
+
+
+def _package_choice(card: ApprovalCard) -> ActionsBlock | None:
+    """When several packages are asked for, checkboxes (all ticked) to choose which to allow."""
+    choosable = [p for p in card.packages if len(p) <= MAX_OPTION_VALUE]
+    if len(choosable) < 2:
+        return None
+    groups = [choosable[i : i + MAX_OPTIONS] for i in range(0, len(choosable), MAX_OPTIONS)][:25]
+    elements = []
+    for n, group in enumerate(groups):
+        options = [Option(value=p, text=PlainTextObject(text=clip(p, MAX_OPTION_TEXT))) for p in group]
+        elements.append(CheckboxesElement(action_id=f"{ACTION_PACKAGES}.{n}", options=options, initial_options=options))
+    return ActionsBlock(block_id=packages_block_id(card.card_id), elements=elements)
+
+
+def card_message(card: ApprovalCard, secret: str) -> SlackMessage:
+    value = button_value(card.card_id, secret)
+    blocks: list[Block] = [
+        HeaderBlock(text=PlainTextObject(text="Approval needed")),
+        _section(
+            f"{user_ref(card.owner)}, the agent asks to {_asks(card)}.\n"
+            f"*Why:* {escape(card.reason) or '_no reason given_'}"
+        ),
+        *_what(card),
+    ]
+    choice = _package_choice(card)
+    if choice is not None:
+        blocks.append(_section("*Allow these packages* (untick any you do not want):"))
+        blocks.append(choice)
+    blocks.append(
+        ContextBlock(
+            elements=[
+                MarkdownTextObject(
+                    text=f"{date_token(card.expires_at, 'Expires ')} · only {user_ref(card.owner)} "
+                    f"may answer · card {code(card.card_id)}"
+                )
+            ]
+        )
+    )
+    blocks.append(
+        ActionsBlock(
+            block_id=f"approvals.answer:{card.card_id}",
+            elements=[
+                ButtonElement(
+                    action_id=ACTION_APPROVE,
+                    text=PlainTextObject(text="Approve"),
+                    style="primary",
+                    value=value,
+                ),
+                ButtonElement(
+                    action_id=ACTION_DENY,
+                    text=PlainTextObject(text="Deny"),
+                    style="danger",
+                    value=value,
+                    confirm=ConfirmObject(
+                        title="Deny this request?",
+                        text="The agent continues without these downloads.",
+                        confirm="Deny",
+                        deny="Cancel",
+                        style="danger",
+                    ),
+                ),
+            ],
+        )
+    )
+    return SlackMessage(text=f"Approval needed: {_plain_summary(card)}", blocks=blocks)
+
+
+# ----------------------------------------------------------------------------- after a click
+
+
+def resuming_message(card: ApprovalCard, by: str) -> SlackMessage:
+    """Shown as soon as the claim is won: buttons gone, the turn is continuing."""
+    blocks: list[Block] = [
+        _section(f":hourglass_flowing_sand: *Resuming…* {user_ref(by)} answered; the agent is continuing."),
+        *_what(card),
+    ]
+    return SlackMessage(text="Resuming…", blocks=blocks)
+
+
+def _outcome_line(card: ApprovalCard, answer: Answer) -> tuple[str, str]:
+    """(headline, plain fallback) for an answer: approved for what, or denied."""
+    if not answer.approved:
+        return f":no_entry: *Denied* {_summary(card)}", "Denied"
+    allowed = card.packages if answer.packages is None else [p for p in card.packages if p in answer.packages]
+    left_out = [p for p in card.packages if p not in allowed]
+    parts = []
+    if card.sites:
+        parts.append("sites " + _listed(card.sites))
+    if allowed:
+        parts.append("packages " + _listed(allowed))
+    line = ":white_check_mark: *Approved* " + (" and ".join(parts) or "nothing")
+    if left_out:
+        line += "\nNot allowed: " + _listed(left_out)
+    return line, "Approved"
+
+
+def outcome_message(card: ApprovalCard, answer: Answer, answered_by: str, answered_at: float) -> SlackMessage:
+    line, plain = _outcome_line(card, answer)
+    blocks: list[Block] = [
+        _section(line),
+        ContextBlock(
+            elements=[
+                MarkdownTextObject(text=f"by {user_ref(answered_by)} · {date_token(answered_at)}"),
+            ]
+        ),
+    ]
+    return SlackMessage(text=f"{plain} by {answered_by}", blocks=blocks)
+
+
+def expired_message(card: ApprovalCard) -> SlackMessage:
+    blocks: list[Block] = [
+        _section(f":alarm_clock: *Expired* ({date_token(card.expires_at)}): {_summary(card)} was not approved."),
+    ]
+    return SlackMessage(text="This approval request expired.", blocks=blocks)
+
+
+def waiting_message() -> SlackMessage:
+    return _plain(":hourglass: Waiting for your approval of the request above before I continue.")
+
+
+def reply_message(text: str) -> SlackMessage:
+    """The agent's reply in the thread. Its text is the model's, shown as mrkdwn, but escaped."""
+    body = escape(text) or "_(no reply)_"
+    chunks = [body[i : i + MAX_SECTION] for i in range(0, len(body), MAX_SECTION)][:MAX_BLOCKS]
+    return SlackMessage(text=clip(text or "(no reply)", 3000), blocks=[_section(c) for c in chunks])
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+def _plain(text: str) -> SlackMessage:
+    return SlackMessage(text=text, blocks=[_section(text)])
+
+
+def refusal_forbidden(owner: str | None) -> SlackMessage:
+    who = f"Only {user_ref(owner)} may answer it." if owner else "Only the person whose turn it is may answer."
+    return _plain(f":lock: This request is not yours to answer. {who}")
+
+
+def refusal_expired() -> SlackMessage:
+    return _plain(":alarm_clock: This request has expired; nothing was approved. Ask the agent again.")
+
+
+def refusal_in_progress() -> SlackMessage:
+    return _plain(":hourglass_flowing_sand: This request is already being resumed; nothing more to do.")
+
+
+def refusal_answered(
+    card: ApprovalCard | None, answer: Answer | None, by: str | None, at: float | None
+) -> SlackMessage:
+    text = ":information_source: This request was already answered"
+    if card is not None and answer is not None:
+        line, _ = _outcome_line(card, answer)
+        text += f": {line}"
+        if by:
+            text += f" by {user_ref(by)}"
+        if at:
+            text += f" ({date_token(at)})"
+    return _plain(clip(text + ".", MAX_SECTION))
+
+
+def refusal_unknown() -> SlackMessage:
+    return _plain(":grey_question: This request is unknown or no longer open.")
+
+
+def refusal_invalid() -> SlackMessage:
+    return _plain(":warning: That answer could not be read; nothing was changed. Use the card's buttons.")
+
+
+def usage_message() -> SlackMessage:
+    return _plain(USAGE)
+
+
+def help_message() -> SlackMessage:
+    return SlackMessage(text="How /approvals works", blocks=[_section(HELP), _section(USAGE)])
+
+
+# ----------------------------------------------------------------------------- /approvals
+
+
+def revoke_value(chat: str, name: str) -> str:
+    return json.dumps({"chat": chat, "name": name}, separators=(",", ":"))
+
+
+def _chat_label(chat: str) -> str:
+    parsed = parse_chat_key(chat)
+    if parsed is None:
+        return code(chat)
+    return f"<#{escape(parsed.channel)}> · thread {code(parsed.thread_ts)}"
+
+
+def grants_message(grants: Iterable[Grant], notice: str | None = None) -> SlackMessage:
+    """The user's grants grouped by chat, a Revoke button on each; truncated to fit one message.
+
+    `notice` (mrkdwn, already escaped) goes first, e.g. what a Revoke click just removed."""
+    by_chat: dict[str, list[Grant]] = {}
+    for g in sorted(grants, key=lambda g: (g.chat, g.kind, g.name)):
+        by_chat.setdefault(g.chat, []).append(g)
+    top: list[Block] = [_section(notice)] if notice else []
+    if not by_chat:
+        empty = "You have approved nothing in this workspace."
+        return SlackMessage(text=empty, blocks=[*top, _section(empty)])
+    total = sum(len(v) for v in by_chat.values())
+    blocks: list[Block] = [*top, HeaderBlock(text=PlainTextObject(text="Your approvals"))]
+    shown = 0
+    budget = MAX_BLOCKS - 2  # room for the header and a closing "…and N more" line
+    for chat, items in by_chat.items():
+        if len(blocks) + 2 > budget:
+            break
+        blocks.append(DividerBlock())
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=_chat_label(chat))]))
+        for g in items:
+            if len(blocks) + 1 > budget:
+                break
+            blocks.append(
+                SectionBlock(
+                    text=MarkdownTextObject(
+                        text=clip(f"{code(g.name)} ({g.kind}) · {date_token(g.expires_at, 'until ')}", MAX_SECTION)
+                    ),
+                    accessory=ButtonElement(
+                        action_id=ACTION_REVOKE,
+                        text=PlainTextObject(text="Revoke"),
+                        value=revoke_value(g.chat, g.name),
+                    ),
+                )
+            )
+            shown += 1
+    if shown < total:
+        blocks.append(_section(f"…and {total - shown} more. Use `/approvals revoke NAME` or `/approvals revoke all`."))
+    return SlackMessage(text=f"Your approvals: {total}", blocks=blocks)
+
+
+def revoked_message(subject: str, revoked: Sequence[Grant]) -> SlackMessage:
+    if not revoked:
+        what = "anything" if subject == "all" else code(subject)
+        return _plain(f"You had not approved {what} here; nothing to revoke.")
+    chats = len({g.chat for g in revoked})
+    names = sorted({g.name for g in revoked})
+    return _plain(
+        f":wastebasket: Revoked {_listed(names)} in {chats} chat{'s' if chats != 1 else ''}. "
+        "It takes effect for the next download."
+    )

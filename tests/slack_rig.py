@@ -1,0 +1,184 @@
+"""A running chat-approvals server with the Slack front end mounted, a Slack stand-in, and a client
+that sends correctly signed requests to it over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from slack_sdk.models.blocks import Block
+
+from bots.config import ServerConfig
+from bots.server import build_app
+from bots.slack_app import SLACK, SlackFrontEnd
+from cards import slack_blocks as sb
+from core.agent_factory import AgentFactory
+from core.approvals import Approvals
+from core.clock import ManualClock
+from store.aio import StoreIO
+from store.open import open_objects, open_rows
+from tests import slack_payloads as P
+from tests.slack_standin import Call, SlackStandIn
+
+# Bolt reads SLACK_* itself (SLACK_CLIENT_ID + SLACK_CLIENT_SECRET would switch it to OAuth).
+for _k in [k for k in os.environ if k.startswith("SLACK_")]:
+    del os.environ[_k]
+
+OWNER = "U0OWNER"
+OTHER = "U0OTHER"
+DM = "D0DMCHAN1"
+
+
+def open_approvals(folder: Path, clock: ManualClock, factory: AgentFactory | None = None) -> Approvals:
+    store = StoreIO(open_rows(f"sqlite:///{folder}/rows.db"), open_objects(str(folder / "objects"), clock))
+    return Approvals(store, clock=clock, agent_factory=factory)
+
+
+def assert_valid_blocks(call: Call) -> list[dict[str, Any]]:
+    """Every message the front end sent must round-trip through slack_sdk's Block Kit models."""
+    blocks = call.args.get("blocks") or []
+    assert isinstance(blocks, list) and len(blocks) <= sb.MAX_BLOCKS
+    assert [b.to_dict() for b in Block.parse_all(blocks)] == blocks
+    assert call.args.get("text"), "every message needs fallback text"
+    return blocks
+
+
+def buttons(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for b in blocks:
+        out += [e for e in b.get("elements", []) if e.get("type") == "button"]
+        if (b.get("accessory") or {}).get("type") == "button":
+            out.append(b["accessory"])
+    return out
+
+
+class SlackRig:
+    def __init__(
+        self, folder: Path | None = None, *, socket_mode: bool = False, factory: AgentFactory | None = None
+    ) -> None:
+        self.factory = factory
+        self._tmp = None if folder else tempfile.TemporaryDirectory()
+        self.folder = folder or Path(self._tmp.name)  # type: ignore[union-attr]
+        self.clock = ManualClock(time.time())
+        self.socket_mode = socket_mode
+        self.standin = SlackStandIn()
+        self.session: aiohttp.ClientSession | None = None
+        self.runner: web.AppRunner | None = None
+        self.port = 0
+        self._n = 0
+
+    async def start(self, standin: SlackStandIn | None = None) -> SlackRig:
+        if standin is not None:
+            self.standin = standin
+        else:
+            await self.standin.start()
+        self.approvals = open_approvals(self.folder, self.clock, self.factory)
+        env = {
+            "SLACK_BOT_TOKEN": "xoxb-test-token",
+            "SLACK_SIGNING_SECRET": "" if self.socket_mode else P.SIGNING_SECRET,
+            "SLACK_APP_TOKEN": "xapp-1-test" if self.socket_mode else "",
+            "CHAT_APPROVALS_SLACK_API_URL": self.standin.api_url,
+        }
+        # The server mounts Slack from the environment, as `chat-approvals serve` does.
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            app = build_app(self.approvals, ServerConfig(store=f"sqlite:///{self.folder}/rows.db"), sweep=False)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        self.front: SlackFrontEnd = app[SLACK]
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self.runner.addresses[0][1]
+        self.session = aiohttp.ClientSession()
+        return self
+
+    async def stop(self, *, standin: bool = True) -> None:
+        if self.session is not None:
+            await self.session.close()
+        if self.runner is not None:
+            await self.runner.cleanup()
+        self.approvals.store.close()
+        if standin:
+            await self.standin.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/slack/events"
+
+    # ------------------------------------------------------------------ signed requests
+
+    async def send(
+        self,
+        body: bytes,
+        ctype: str,
+        *,
+        timestamp: int | None = None,
+        secret: str = P.SIGNING_SECRET,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, str]:
+        assert self.session is not None
+        h = P.signed_headers(body, ctype, secret=secret, timestamp=timestamp)
+        h.update(headers or {})
+        async with self.session.post(self.url, data=body, headers=h) as r:
+            return r.status, await r.text()
+
+    def next_ts(self) -> str:
+        self._n += 1
+        return f"{int(time.time())}.{self._n:06d}"
+
+    async def dm(self, text: str, *, user: str = OWNER, event_id: str | None = None, **kw: Any) -> tuple[int, str]:
+        ts = self.next_ts()
+        payload = P.message_im(text=text, user=user, channel=DM, event_id=event_id or f"Ev{ts}", ts=ts)
+        return await self.send(*P.json_body(payload), **kw)
+
+    def card_calls(self) -> list[Call]:
+        return [c for c in self.standin.of("chat.postMessage") if buttons(c.args.get("blocks") or [])]
+
+    def click_payload(self, card_call: Call, *, user: str = OWNER, action: str = sb.ACTION_APPROVE) -> dict[str, Any]:
+        blocks = assert_valid_blocks(card_call)
+        value = next(b["value"] for b in buttons(blocks) if b["action_id"] == action)
+        ts = card_call.result["ts"]
+        message = self.standin.messages[(card_call.args["channel"], ts)]
+        return P.block_actions(
+            action_id=action, value=value, user=user, channel=card_call.args["channel"], message_ts=ts,
+            message=message, thread_ts=card_call.args.get("thread_ts"), response_url=self.standin.response_url(),
+        )  # fmt: skip
+
+    async def click(self, payload: dict[str, Any], **kw: Any) -> tuple[int, str]:
+        return await self.send(*P.interactive_body(payload), **kw)
+
+    async def command(self, text: str, *, user: str = OWNER, channel: str = DM) -> tuple[int, str]:
+        fields = P.slash_command(text=text, user=user, channel=channel, response_url=self.standin.response_url("cmd"))
+        return await self.send(*P.form_body(fields))
+
+    # ------------------------------------------------------------------ store views
+
+    async def snapshot(self, card_id: str) -> dict[str, Any]:
+        """What a refused click must not change: the pointer, the grants, the audit trail."""
+        io = self.approvals.store
+        pointer = await io.run(io.rows.get_pointer_by_card, card_id)
+        chat = pointer.chat if pointer else ""
+        return {
+            "pointer": pointer.model_dump() if pointer else None,
+            "grants": [g.model_dump() for g in await self.approvals.grants(user=OWNER)],
+            "audit": [e.model_dump() for e in await self.approvals.audit(chat)],
+        }
+
+    async def settle(self) -> None:
+        await self.front.drain()
+        await asyncio.sleep(0)

@@ -1,0 +1,190 @@
+"""A local stand-in for the Slack Web API, response_url webhooks and Socket Mode, on 127.0.0.1.
+
+It records every call (method, args, monotonic time) so tests can assert on what the front end
+sent, can fail chosen calls (rate limits, `message_not_found`), and pushes Socket Mode envelopes
+over a WebSocket, returning the ack the app sends back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs
+
+from aiohttp import WSMsgType, web
+
+TEAM = "T0APPROV1"
+BOT_USER = "U0BOTUSER"
+BOT_ID = "B0BOTID01"
+
+
+@dataclass
+class Call:
+    method: str  # "chat.update", or "response_url" for webhook posts
+    args: dict[str, Any]
+    token: str | None
+    at: float = field(default_factory=time.monotonic)
+    result: dict[str, Any] = field(default_factory=dict)  # what the stand-in answered
+
+
+class SlackStandIn:
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.messages: dict[tuple[str, str], dict[str, Any]] = {}
+        self.fail: dict[str, list[str]] = {}  # method -> errors to answer with, in order
+        self._ts = itertools.count(1)
+        self._ws: web.WebSocketResponse | None = None
+        self._connected = asyncio.Event()
+        self._acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self.changed = asyncio.Condition()
+        app = web.Application()
+        app.router.add_post("/api/{method}", self._api)
+        app.router.add_post("/response/{hook}", self._webhook)
+        app.router.add_get("/link", self._link)
+        self._app = app
+
+    async def start(self) -> SlackStandIn:
+        self._runner = web.AppRunner(self._app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def stop(self) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    def response_url(self, hook: str = "hook") -> str:
+        return f"http://127.0.0.1:{self.port}/response/{hook}"
+
+    # ------------------------------------------------------------------ inspection
+
+    def of(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+    async def wait_for(self, predicate: Any, timeout: float = 10.0) -> None:
+        """Wait (bounded) until predicate(self) holds; re-checked after every recorded call."""
+        async with asyncio.timeout(timeout), self.changed:
+            await self.changed.wait_for(lambda: predicate(self))
+
+    async def _record(self, call: Call) -> None:
+        self.calls.append(call)
+        async with self.changed:
+            self.changed.notify_all()
+
+    # ------------------------------------------------------------------ Web API
+
+    @staticmethod
+    async def _args(request: web.Request) -> dict[str, Any]:
+        raw = await request.text()
+        if "json" in request.headers.get("Content-Type", "") and raw:
+            args: dict[str, Any] = json.loads(raw)
+            return args
+        args = {k: v[0] for k, v in parse_qs(raw).items()}
+        for k in ("blocks", "attachments"):
+            if isinstance(args.get(k), str):
+                args[k] = json.loads(args[k])
+        return args
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        args = await self._args(request)
+        auth = request.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
+        call = Call(method, args, token)
+
+        def ok(**body: Any) -> web.Response:
+            call.result = {"ok": True, **body}
+            return web.json_response(call.result)
+
+        def err(error: str, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+            call.result = {"ok": False, "error": error}
+            return web.json_response(call.result, status=status, headers=headers)
+
+        try:
+            return self._answer(method, args, token, ok, err)
+        finally:
+            await self._record(call)  # recorded with its answer, so waiters see both
+
+    def _answer(self, method: str, args: dict[str, Any], token: str | None, ok: Any, err: Any) -> web.Response:
+        if method == "apps.connections.open":
+            if not (token or "").startswith("xapp-"):
+                return err("invalid_auth")
+            return ok(url=f"ws://127.0.0.1:{self.port}/link")
+        if not (token or "").startswith("xoxb-"):
+            return err("invalid_auth")
+        pending = self.fail.get(method)
+        if pending:
+            error = pending.pop(0)
+            if error == "ratelimited":
+                return err(error, status=429, headers={"Retry-After": "0"})
+            return err(error)
+        if method == "auth.test":
+            return ok(team_id=TEAM, team="Approvals Test", user_id=BOT_USER, bot_id=BOT_ID, url="https://x/")
+        if method in ("chat.postMessage", "chat.update"):
+            channel = args.get("channel")
+            if not channel or not (args.get("text") or args.get("blocks")):
+                return err("no_text" if channel else "channel_not_found")
+            if isinstance(args.get("blocks"), list) and len(args["blocks"]) > 50:
+                return err("invalid_blocks")
+            ts = f"{1_800_000_000 + next(self._ts)}.000100" if method == "chat.postMessage" else str(args.get("ts"))
+            if method == "chat.update" and (channel, ts) not in self.messages:
+                return err("message_not_found")
+            message = {"type": "message", "ts": ts, "text": args.get("text"), "blocks": args.get("blocks") or []}
+            if args.get("thread_ts"):
+                message["thread_ts"] = args["thread_ts"]
+            elif (channel, ts) in self.messages and "thread_ts" in self.messages[(channel, ts)]:
+                message["thread_ts"] = self.messages[(channel, ts)]["thread_ts"]
+            self.messages[(channel, str(ts))] = message
+            return ok(channel=channel, ts=ts, message=message)
+        if method == "chat.postEphemeral":
+            if not args.get("user") or not args.get("channel"):
+                return err("user_not_in_channel")
+            return ok(message_ts=f"{1_800_000_000 + next(self._ts)}.000200")
+        return err("unknown_method")
+
+    async def _webhook(self, request: web.Request) -> web.Response:
+        args = await self._args(request)
+        args["_hook"] = request.match_info["hook"]
+        await self._record(Call("response_url", args, None))
+        return web.Response(text="ok")
+
+    # ------------------------------------------------------------------ Socket Mode
+
+    async def _link(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        self._ws = ws
+        await ws.send_json({"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A0APPROV1"}})
+        self._connected.set()
+        async for msg in ws:
+            if msg.type != WSMsgType.TEXT:
+                continue
+            ack = json.loads(msg.data)
+            fut = self._acks.pop(str(ack.get("envelope_id")), None)
+            if fut is not None and not fut.done():
+                fut.set_result(ack)
+        return ws
+
+    async def push(self, envelope: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+        """Send one envelope to the connected app and return its ack."""
+        async with asyncio.timeout(timeout):
+            await self._connected.wait()
+            assert self._ws is not None
+            fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+            self._acks[envelope["envelope_id"]] = fut
+            await self._ws.send_json(envelope)
+            return await fut

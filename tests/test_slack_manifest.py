@@ -1,0 +1,51 @@
+"""manifest/slack*.yaml: pasteable app manifests that agree with what the front end serves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bots.slack_app import COMMAND, SlackConfig
+
+ROOT = Path(__file__).resolve().parent.parent / "manifest"
+SCOPES = {"app_mentions:read", "im:history", "chat:write", "commands"}
+
+
+def load(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((ROOT / name).read_text())
+    return doc
+
+
+@pytest.mark.parametrize("name", ["slack.yaml", "slack.socket-mode.yaml"])
+def test_manifest_declares_what_the_app_serves(name: str) -> None:
+    m = load(name)
+    assert set(m["oauth_config"]["scopes"]["bot"]) == SCOPES
+    assert m["settings"]["event_subscriptions"]["bot_events"] == ["app_mention", "message.im"]
+    assert m["settings"]["interactivity"]["is_enabled"] is True
+    (cmd,) = m["features"]["slash_commands"]
+    assert cmd["command"] == COMMAND and len(cmd["description"]) <= 100
+    assert m["features"]["app_home"]["messages_tab_enabled"] is True  # people can DM the bot
+    assert m["display_information"]["name"]
+
+
+def test_http_manifest_points_everything_at_one_endpoint() -> None:
+    m = load("slack.yaml")
+    path = SlackConfig().path
+    urls = [
+        m["settings"]["event_subscriptions"]["request_url"],
+        m["settings"]["interactivity"]["request_url"],
+        m["features"]["slash_commands"][0]["url"],
+    ]
+    assert all(u.startswith("https://") and u.endswith(path) for u in urls)
+    assert m["settings"]["socket_mode_enabled"] is False
+
+
+def test_socket_mode_manifest_has_no_request_urls() -> None:
+    m = load("slack.socket-mode.yaml")
+    assert m["settings"]["socket_mode_enabled"] is True
+    assert "request_url" not in m["settings"]["event_subscriptions"]
+    assert "request_url" not in m["settings"]["interactivity"]
+    assert "url" not in m["features"]["slash_commands"][0]
