@@ -73,6 +73,7 @@ def parser() -> argparse.ArgumentParser:
     sinit.add_argument("--store", help="rows URL (default sqlite:///var/approvals.db), e.g. dynamodb://TABLE?region=R")
     sinit.add_argument("--objects", help="objects URL (default var/objects), e.g. s3://BUCKET/prefix?region=R")
     sinit.add_argument("--create-bucket", action="store_true", help="create the S3 bucket and its lifecycle rule")
+
     teams_package.add_arguments(sub.add_parser("teams-package", help="write the Teams app package (zip)"))
 
     audit = sub.add_parser("audit", help="the audit trail of a chat")
