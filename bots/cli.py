@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bots import teams_package
 from bots.config import ServerConfig
 from bots.gate import build_gate
 from bots.server import build_app, build_approvals
@@ -74,6 +75,15 @@ def parser() -> argparse.ArgumentParser:
     grevoke.add_argument("--user", required=True)
     grevoke.add_argument("--chat", help="default: every chat of the user")
     grevoke.add_argument("subject", help="a host, a package, or all")
+
+    store = sub.add_parser("store", help="manage the durable store")
+    ssub = store.add_subparsers(dest="action", required=True)
+    sinit = ssub.add_parser("init", help="create the table(s) with TTL, and the bucket when asked (idempotent)")
+    sinit.add_argument("--store", help="rows URL (default sqlite:///var/approvals.db), e.g. dynamodb://TABLE?region=R")
+    sinit.add_argument("--objects", help="objects URL (default var/objects), e.g. s3://BUCKET/prefix?region=R")
+    sinit.add_argument("--create-bucket", action="store_true", help="create the S3 bucket and its lifecycle rule")
+
+    teams_package.add_arguments(sub.add_parser("teams-package", help="write the Teams app package (zip)"))
 
     audit = sub.add_parser("audit", help="the audit trail of a chat")
     _common(audit)
@@ -160,12 +170,21 @@ def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
     return 0
 
 
+def cmd_store(args: argparse.Namespace, cfg: ServerConfig) -> int:
+    from store.init import init_store
+
+    print(init_store(cfg.store, cfg.objects, args.create_bucket, cfg.protocol()))
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, ServerConfig], int]] = {
     "serve": cmd_serve,
     "run": cmd_run,
     "resume": cmd_resume,
     "grants": cmd_grants,
     "audit": cmd_audit,
+    "store": cmd_store,
+    "teams-package": lambda args, _cfg: teams_package.run(args),
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
@@ -13,6 +14,7 @@ from bots.config import ServerConfig
 from bots.gate import mount_gate, sandbox_tools
 from bots.http_api import mount_http_api
 from bots.slack_app import mount_slack
+from bots.teams_bot import TeamsConfig, mount_teams
 from core.agent_factory import AgentFactory, default_factory, user_factory
 from core.approvals import Approvals
 from core.clock import Clock, SystemClock
@@ -62,7 +64,12 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 def build_app(
-    approvals: Approvals, cfg: ServerConfig, *, sweep: bool = True, gate: Gate | None = None
+    approvals: Approvals,
+    cfg: ServerConfig,
+    *,
+    sweep: bool = True,
+    teams: TeamsConfig | None = None,
+    gate: Gate | None = None,
 ) -> web.Application:
     app = web.Application(middlewares=[store_faults])
     app[CONFIG] = cfg
@@ -72,6 +79,7 @@ def build_app(
     else:
         log.info("no API token set: the HTTP front end (/v1) is off")
     mount_slack(app, approvals)  # SLACK_* env: HTTP at /slack/events or Socket Mode; off when unset
+    mount_teams(app, approvals, teams or TeamsConfig.from_env(os.environ), host=cfg.host)  # /api/messages
     if gate is not None:
         mount_gate(app, gate, approvals)  # the sandbox's egress gate starts and stops with the app
     if sweep:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from core import wording
 from core.agent_factory import AgentFactory
 from core.context import RequestContext, invocation_state
-from core.models import AuditEvent, Grant, Pointer, TurnResult
+from core.models import Grant, Pointer, TurnResult
 from core.pause import Pauser, final_text
 
 if TYPE_CHECKING:
@@ -60,9 +60,6 @@ class TurnRunner:
                 approved_packages=packages,
             )
             agent = self.factory()
-            await self.pauser.audit(
-                AuditEvent(chat=chat, at=now, kind="turn", actor=user, detail={"unattended": unattended})
-            )
             result = await agent.invoke_async(text, invocation_state=invocation_state(ctx, self.approvals))
             if result.stop_reason == "interrupt":
                 if unattended:  # R6: nobody can answer, so no card, whatever raised the interrupt

@@ -1,0 +1,167 @@
+"""Teams invoke-to-response latency on the embedded store (SQLite + files), offline model. By hand:
+
+    .venv/bin/python -m bench.bench_teams [--samples 100] [--rounds 4]
+
+The real server (Teams mounted at /api/messages) on 127.0.0.1, a mock Bot Connector as serviceUrl.
+Each click is an `adaptiveCard/action` invoke POSTed the way the Playground sends it; the time is
+from sending it to reading the invoke response (the card that replaces the clicked one), which
+includes the claim, the resumed agent turn and the reply posted to the connector.
+
+Rows: 1 click at a time; 50 concurrent clicks on 50 cards (50 chats); 50 concurrent clicks racing
+on ONE card (one resumes, the rest hear "in progress"/"answered"). Prints a table. Not a test: the
+machine is shared and noisy; numbers are indicative.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from bots.config import ServerConfig
+from bots.server import build_app
+from bots.teams_bot import TEAMS, TeamsConfig
+from core.approvals import Approvals
+from core.clock import SystemClock
+from store.aio import StoreIO
+from store.file_objects import FileObjects
+from store.sqlite_rows import SqliteRows
+
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "data" / "teams"
+
+
+def fixture(name: str) -> dict[str, Any]:
+    return dict(json.loads((FIXTURES / name).read_text())["activity"])
+
+
+class Connector:
+    """Answers like the Playground's mock connector; remembers the last card posted per conversation."""
+
+    def __init__(self) -> None:
+        self.cards: dict[str, dict[str, Any]] = {}
+        self.n = 1796220926142
+
+    async def handle(self, req: web.Request) -> web.Response:
+        body = await req.json() if req.can_read_body else None
+        parts = req.path.split("/")
+        if req.method == "POST" and body:
+            for att in body.get("attachments") or []:
+                if any(a.get("verb") == "approve" for a in att["content"].get("actions", [])):
+                    self.cards[parts[4]] = att["content"]
+        if req.method == "GET":
+            return web.json_response({"id": parts[-1], "name": "Alex Wilber"})
+        self.n += 1
+        return web.json_response({"id": str(self.n)}, status=201 if req.method == "POST" else 200)
+
+
+def pct(values: list[float], q: float) -> float:
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+class Rig:
+    def __init__(self, http: aiohttp.ClientSession, bot_url: str, service_url: str, connector: Connector) -> None:
+        self.http, self.bot_url, self.service_url, self.connector = http, bot_url, service_url, connector
+
+    def activity(self, name: str, conversation: str, **over: Any) -> dict[str, Any]:
+        act = fixture(name)
+        act["conversation"] = {**act["conversation"], "id": conversation}
+        act.update(serviceUrl=self.service_url, id=str(uuid.uuid4()), **over)
+        return act
+
+    async def card(self) -> tuple[str, dict[str, Any]]:
+        conv = f"bench-{uuid.uuid4().hex[:12]}"
+        act = self.activity("playground-message-text.json", conv, text="please fetch https://data.example.org/t.csv")
+        async with self.http.post(self.bot_url, json=act) as resp:
+            assert resp.status == 201, resp.status
+        card = self.connector.cards[conv]
+        data = next(a["data"] for a in card["actions"] if a["verb"] == "approve")
+        return conv, data
+
+    async def click(self, conv: str, data: dict[str, Any]) -> tuple[float, str]:
+        act = self.activity("playground-invoke-adaptiveCard-action.json", conv)
+        act["value"] = {"action": {"type": "Action.Execute", "verb": "approve", "title": "Approve", "data": data}}
+        t0 = time.perf_counter()
+        async with self.http.post(self.bot_url, json=act) as resp:
+            body = await resp.json()
+        ms = (time.perf_counter() - t0) * 1000
+        title = body["value"]["body"][0]["text"] if resp.status == 200 else f"HTTP {resp.status}"
+        return ms, title.split(" by ")[0]
+
+
+async def run(samples: int, rounds: int) -> list[tuple[str, int, list[float], Counter[str]]]:
+    with tempfile.TemporaryDirectory(prefix="bench-teams-") as tmp:
+        clock = SystemClock()
+        store = StoreIO(SqliteRows(Path(tmp) / "rows.db"), FileObjects(Path(tmp) / "objects", clock=clock))
+        approvals = Approvals(store, clock=clock)
+        connector = Connector()
+        capp = web.Application()
+        capp.router.add_route("*", "/_connector/{tail:.*}", connector.handle)
+        cserver = TestServer(capp, host="127.0.0.1")
+        await cserver.start_server()
+        app = build_app(approvals, ServerConfig(host="127.0.0.1"), sweep=False, teams=TeamsConfig(invoke_budget=10))
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        rows: list[tuple[str, int, list[float], Counter[str]]] = []
+        try:
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200)) as http:
+                rig = Rig(http, str(server.make_url("/api/messages")), str(cserver.make_url("/_connector")), connector)
+                await rig.click(*await rig.card())  # warm-up
+                lat: list[float] = []
+                seen: Counter[str] = Counter()
+                for _ in range(samples):
+                    ms, what = await rig.click(*await rig.card())
+                    lat.append(ms)
+                    seen[what] += 1
+                rows.append(("1 click at a time", samples, lat, seen))
+
+                lat, seen = [], Counter()
+                for _ in range(rounds):
+                    cards = [await rig.card() for _ in range(50)]
+                    for ms, what in await asyncio.gather(*(rig.click(c, d) for c, d in cards)):
+                        lat.append(ms)
+                        seen[what] += 1
+                rows.append(("50 concurrent, 50 cards", 50 * rounds, lat, seen))
+
+                lat, seen = [], Counter()
+                for _ in range(rounds):
+                    conv, data = await rig.card()
+                    for ms, what in await asyncio.gather(*(rig.click(conv, data) for _ in range(50))):
+                        lat.append(ms)
+                        seen[what] += 1
+                rows.append(("50 concurrent, 1 card", 50 * rounds, lat, seen))
+        finally:
+            await app[TEAMS].bot.drain()
+            await server.close()
+            await cserver.close()
+            store.close()
+        return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--samples", type=int, default=100, help="clicks for the one-at-a-time row")
+    ap.add_argument("--rounds", type=int, default=4, help="rounds of 50 for the concurrent rows")
+    args = ap.parse_args()
+    rows = asyncio.run(run(args.samples, args.rounds))
+    print("Teams invoke -> response (embedded SQLite + files, scripted model, 127.0.0.1)")
+    print(f"{'scenario':<26} {'clicks':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  outcomes")
+    for name, n, lat, seen in rows:
+        outcomes = ", ".join(f"{k}: {v}" for k, v in seen.most_common())
+        print(f"{name:<26} {n:>6} {pct(lat, 50):>8.1f} {pct(lat, 99):>8.1f} {max(lat):>8.1f}  {outcomes}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,434 @@
+"""The Teams front end: botbuilder-core's TeamsActivityHandler at `/api/messages` on the project's
+aiohttp server. A thin adapter: activity -> `cards.adaptive` parser -> `Approvals` facade ->
+`cards.adaptive` renderer -> Teams. It never touches the store or the agent.
+
+- A message runs one agent turn; a pause posts the approval card and records where it is (the
+  conversation reference), so whichever process finishes the resume can update it. A turn longer
+  than `message_budget` is answered at once (typing) and its end is posted from that reference.
+- An `adaptiveCard/action` invoke (Action.Execute) is answered within Teams' limits with the card
+  that replaces the clicked one: the outcome when the resume finishes inside `invoke_budget`,
+  else the resolved ("resuming…") state, and the outcome later from the stored reference.
+- Text commands: `approvals`, `revoke HOST_OR_PACKAGE`, `revoke all`, `help`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+from collections.abc import Callable, Coroutine, Mapping
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from aiohttp import web
+from botbuilder.core import InvokeResponse, MessageFactory, TurnContext
+from botbuilder.core.teams import TeamsActivityHandler, TeamsInfo
+from botbuilder.integration.aiohttp import CloudAdapter
+from botbuilder.schema import Activity, ActivityTypes, Attachment, ResourceResponse
+from pydantic import BaseModel, ConfigDict
+
+from bots import teams_compat
+from bots.teams_compat import TeamsAuth
+from cards import adaptive
+from core.approvals import Approvals
+from core.models import ApprovalCard, Pointer, ResumeResult, TurnResult
+
+log = logging.getLogger(__name__)
+
+PLATFORM = "teams"
+ROUTE = "/api/messages"
+
+HELP = (
+    "I pause an agent's turn when its sandbox needs a site or a package you have not approved, and "
+    "ask you here. Commands: 'approvals' lists what you approved in this chat (with a Revoke button "
+    "each); 'revoke HOST_OR_PACKAGE' takes one back; 'revoke all' takes back everything; 'help' "
+    "shows this. Anything else goes to the agent."
+)
+WAITING = "Waiting for your approval: this chat already has an open request. Answer that card first."
+
+
+class TeamsConfig(BaseModel):
+    """The Teams front end's settings, from `CHAT_APPROVALS_TEAMS_*` (see `from_env`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    auth: TeamsAuth = TeamsAuth()
+    invoke_budget: float = 2.0  # seconds the click waits for the resume before answering "resuming…"
+    message_budget: float = 5.0  # seconds a message waits for its turn before the reply goes out proactively
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> TeamsConfig:
+        def get(name: str) -> str:
+            return env.get(f"CHAT_APPROVALS_TEAMS_{name}", "").strip()
+
+        key = get("CERT_KEY")
+        if not key and get("CERT_KEY_FILE"):
+            key = Path(get("CERT_KEY_FILE")).read_text()
+        app_type = get("APP_TYPE") or "MultiTenant"
+        if app_type not in ("MultiTenant", "SingleTenant"):
+            raise ValueError(f"CHAT_APPROVALS_TEAMS_APP_TYPE must be MultiTenant or SingleTenant, not {app_type!r}")
+        auth = TeamsAuth(
+            app_id=get("APP_ID"),
+            app_password=get("APP_PASSWORD"),
+            certificate_thumbprint=get("CERT_THUMBPRINT"),
+            certificate_private_key=key,
+            tenant_id=get("TENANT_ID"),
+            app_type=app_type,  # type: ignore[arg-type]
+        )
+        auth.check()
+        budget, message = get("INVOKE_BUDGET"), get("MESSAGE_BUDGET")
+        return cls(
+            auth=auth,
+            invoke_budget=float(budget) if budget else 2.0,
+            message_budget=float(message) if message else 5.0,
+        )
+
+
+# --------------------------------------------------------------------------- identity
+
+
+def chat_key(activity: Activity) -> str:
+    """Tenant + conversation. A channel reply chain is part of its conversation id (`;messageid=`)."""
+    tenant = teams_compat.tenant_of(activity) or "unknown"
+    conv = activity.conversation.id if activity.conversation is not None else ""
+    return f"teams:{tenant}:{conv}"
+
+
+def user_of(activity: Activity) -> str:
+    """The Entra object id when Teams sends it (stable across chats), else the channel user id."""
+    who = activity.from_property
+    if who is None:
+        return ""
+    return str(who.aad_object_id or who.id or "")
+
+
+def name_of(activity: Activity) -> str:
+    who = activity.from_property
+    return str((who.name if who is not None else None) or user_of(activity))
+
+
+class Command(NamedTuple):
+    name: Literal["approvals", "revoke", "help"]
+    arg: str = ""
+
+
+def parse_command(text: str) -> Command | None:
+    """The text commands (listed in the app manifest). Anything else is a message for the agent."""
+    words = text.strip().split(maxsplit=1)
+    if not words:
+        return Command("help")
+    head = words[0].lower().lstrip("/")
+    rest = words[1].strip() if len(words) > 1 else ""
+    if head in ("approvals", "grants") and not rest:
+        return Command("approvals")
+    if head == "help" and not rest:
+        return Command("help")
+    if head == "revoke":
+        return Command("revoke", rest)
+    return None
+
+
+def _card_activity(card: dict[str, Any], *, activity_id: str | None = None) -> Activity:
+    attachment = Attachment(content_type=adaptive.CONTENT_TYPE, content=card)
+    if activity_id is None:
+        return MessageFactory.attachment(attachment)
+    return Activity(type=ActivityTypes.message, id=activity_id, attachments=[attachment])
+
+
+# --------------------------------------------------------------------------- the bot
+
+
+class ApprovalsTeamsBot(TeamsActivityHandler):
+    def __init__(self, approvals: Approvals, adapter: CloudAdapter, cfg: TeamsConfig) -> None:
+        super().__init__()
+        self.approvals = approvals
+        self.adapter = adapter
+        self.cfg = cfg
+        self._background: set[asyncio.Task[None]] = set()
+
+    # --- messages -------------------------------------------------------------------
+    async def on_message_activity(self, turn_context: TurnContext) -> None:
+        act = turn_context.activity
+        if act.value is not None and not act.text:
+            await turn_context.send_activity("That card needs a Teams client with Universal Actions.")
+            return
+        text = (TurnContext.remove_recipient_mention(act) or act.text or "").strip()
+        chat, user = chat_key(act), user_of(act)
+        if act.id and not await self.approvals.first_delivery(f"teams:activity:{chat}:{act.id}"):
+            log.info("teams: redelivered activity %s ignored", act.id)
+            return
+        command = parse_command(text)
+        if command is not None:
+            await self._command(turn_context, command, chat, user)
+            return
+        location = teams_compat.reference_to_location(act, "")
+        location["owner_name"] = name_of(act)
+        task = asyncio.ensure_future(self.approvals.run_turn(chat=chat, user=user, text=text, platform=PLATFORM))
+        await asyncio.wait({task}, timeout=self.cfg.message_budget)
+        if task.done():
+            await self._deliver(turn_context, chat, task.result(), location)
+            return
+        # Teams redelivers a message it got no answer to within ~15 s: answer now, post the end later.
+        with contextlib.suppress(Exception):
+            await turn_context.send_activity(Activity(type=ActivityTypes.typing))
+        self._spawn(self._deliver_later(task, chat, location))
+
+    async def _deliver_later(self, task: asyncio.Future[TurnResult], chat: str, location: dict[str, str]) -> None:
+        result = await task
+
+        async def work(turn: TurnContext) -> None:
+            await self._deliver(turn, chat, result, location)
+
+        await teams_compat.continue_conversation(self.adapter, location, work, app_id=self.cfg.auth.app_id)
+
+    async def _command(self, ctx: TurnContext, command: Command, chat: str, user: str) -> None:
+        if command.name == "help":
+            await ctx.send_activity(_card_activity(adaptive.message_card("Chat Approvals", HELP)))
+        elif command.name == "approvals":
+            grants = await self.approvals.grants(user=user, chat=chat)
+            await ctx.send_activity(_card_activity(adaptive.grants_card(grants)))
+        elif not command.arg:
+            await ctx.send_activity("Say what to revoke: `revoke HOST_OR_PACKAGE` or `revoke all`.")
+        else:
+            revoked = await self.approvals.revoke(user=user, chat=chat, subject=command.arg)
+            remaining = await self.approvals.grants(user=user, chat=chat)
+            await ctx.send_activity(_card_activity(adaptive.revoked_card(revoked, remaining)))
+
+    async def _deliver(self, ctx: TurnContext, chat: str, result: TurnResult, location: dict[str, str]) -> None:
+        """Send what a turn (or a resume) ended with. A new card's location is stored for later updates."""
+        if result.status == "answered":
+            await ctx.send_activity(MessageFactory.text(result.text or "(the agent gave no text)"))
+        elif result.status == "waiting":
+            await ctx.send_activity(MessageFactory.text(WAITING))
+        elif result.offer is not None:
+            offer = result.offer
+            sent: ResourceResponse | None = await ctx.send_activity(
+                _card_activity(adaptive.approval_card(offer.card, offer.secret))
+            )
+            if sent is None or not sent.id:
+                log.warning("teams: card %s posted without an activity id; it cannot be updated", offer.card.card_id)
+                return
+            where = {**location, "activity_id": str(sent.id)}
+            if not await self.approvals.record_card_location(chat=chat, card_id=offer.card.card_id, location=where):
+                log.warning("teams: card %s location not recorded (no longer open)", offer.card.card_id)
+
+    # --- invokes --------------------------------------------------------------------
+    async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse | None:
+        if turn_context.activity.name == "adaptiveCard/action":
+            try:
+                return await self._card_action(turn_context)
+            except Exception:  # answer Teams with a clear error, not a hung card
+                log.exception("teams: card action failed")
+                return teams_compat.invoke_response(500, adaptive.invoke_error_body(500, "The app failed; try again."))
+        result: InvokeResponse | None = await super().on_invoke_activity(turn_context)
+        return result
+
+    async def _card_action(self, ctx: TurnContext) -> InvokeResponse:
+        act = ctx.activity
+        try:
+            click = adaptive.parse_invoke(act.value)
+        except adaptive.InvalidInvoke as exc:
+            return teams_compat.invoke_response(400, adaptive.invoke_error_body(400, str(exc)))
+        chat, user = chat_key(act), user_of(act)
+        if isinstance(click, adaptive.RevokeClick):
+            revoked = await self.approvals.revoke(user=user, chat=chat, subject=click.subject)
+            remaining = await self.approvals.grants(user=user, chat=chat)
+            return self._card(adaptive.revoked_card(revoked, remaining))
+
+        claimed = asyncio.Event()
+        asked: list[ApprovalCard] = []
+
+        async def on_claimed(pointer: Pointer) -> None:
+            asked.append(pointer.card)  # what the resolved card repeats
+            claimed.set()
+
+        task = asyncio.ensure_future(
+            self.approvals.resume(
+                card_id=click.card_id,
+                user=user,
+                secret=click.secret,
+                answer=click.answer,
+                platform=PLATFORM,
+                on_claimed=on_claimed,
+            )
+        )
+        await asyncio.wait({task}, timeout=self.cfg.invoke_budget)
+        if not task.done() and not claimed.is_set():
+            # Not even claimed yet: give the claim (one store write) a little longer, within Teams' limit.
+            waiter = asyncio.ensure_future(claimed.wait())
+            await asyncio.wait({task, waiter}, timeout=self.cfg.invoke_budget, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+        if not task.done():
+            self._finish_later(task, name_of(act))
+            if not asked:
+                return self._card(adaptive.message_card("Answer recorded", "Resuming the agent's turn…"))
+            return self._card(adaptive.resolved_card(asked[0], click.answer, name_of(act)))
+        r = task.result()
+        if r.outcome == "invalid":
+            return teams_compat.invoke_response(400, adaptive.invoke_error_body(400, r.message))
+        if r.outcome == "resumed":
+            await self._after_resume(ctx, r, name_of(act), in_invoke=True)
+        return self._card(await self._outcome_card(ctx, r))
+
+    def _card(self, card: dict[str, Any]) -> InvokeResponse:
+        return teams_compat.invoke_response(200, adaptive.invoke_response_body(card))
+
+    async def _outcome_card(self, ctx: TurnContext, r: ResumeResult) -> dict[str, Any]:
+        by = name_of(ctx.activity) if r.answered_by == user_of(ctx.activity) else (r.answered_by or "someone")
+        if r.outcome == "resumed" and r.card is not None and r.answer is not None:
+            return adaptive.outcome_card(r.card, r.answer, by, r.answered_at or self.approvals.clock.now(), r.result)
+        if r.outcome == "replayed" and r.card is not None and r.answer is not None:
+            when = adaptive.format_time(r.answered_at) if r.answered_at else "earlier"
+            verdict = "approved" if r.answer.approved else "denied"
+            return adaptive.refusal_card("answered", f"It was {verdict} by {by} at {when}.", card=r.card)
+        if r.outcome == "forbidden":
+            owner = await self._display_name(ctx, r.owner) if r.owner else None
+            return adaptive.refusal_card("forbidden", card=r.card, owner=owner)
+        if r.outcome in ("expired", "in_progress"):
+            return adaptive.refusal_card(r.outcome, r.message, card=r.card)
+        return adaptive.refusal_card("unknown", r.message or "This card is not known here.")
+
+    async def _display_name(self, ctx: TurnContext, user: str) -> str:
+        """Who may answer, as a name when Teams can tell us quickly; the id otherwise."""
+        try:
+            member = await asyncio.wait_for(TeamsInfo.get_member(ctx, user), timeout=2.0)
+            return str(member.name or user)
+        except Exception:  # a lookup failure only costs the nicer wording
+            return user
+
+    # --- after the resume: the card's outcome and the agent's reply --------------------
+    async def _after_resume(self, ctx: TurnContext | None, r: ResumeResult, by: str, *, in_invoke: bool) -> None:
+        """Post the agent's reply (or the chained card). When the click was answered earlier with
+        "resuming…", or others share the conversation, also replace the card itself for everyone."""
+        location = r.card_location
+        if not location and ctx is not None:
+            location = teams_compat.reference_to_location(ctx.activity, "")
+        result = r.result or TurnResult(status="answered")
+        chat = r.card.chat if r.card is not None else ""
+        personal = self._is_personal(location)
+
+        async def work(turn: TurnContext) -> None:
+            replace_card = location and location.get("activity_id") and (not in_invoke or not personal)
+            if replace_card and location and r.card is not None and r.answer is not None:
+                card = adaptive.outcome_card(r.card, r.answer, by, r.answered_at or 0.0, result)
+                await turn.update_activity(_card_activity(card, activity_id=location["activity_id"]))
+            await self._deliver(turn, chat, result, dict(location or {}))
+
+        if ctx is not None:
+            await work(ctx)
+        elif location:
+            await teams_compat.continue_conversation(self.adapter, location, work, app_id=self.cfg.auth.app_id)
+        else:
+            log.warning("teams: card %s resumed but has no stored location to answer in", r.card and r.card.card_id)
+
+    @staticmethod
+    def _is_personal(location: dict[str, str] | None) -> bool:
+        return bool(location) and '"conversationType": "personal"' in (location or {}).get("reference", "")
+
+    def _finish_later(self, task: asyncio.Future[ResumeResult], by: str) -> None:
+        async def finish() -> None:
+            r = await task
+            if r.outcome == "resumed":
+                await self._after_resume(None, r, by, in_invoke=False)
+            else:
+                log.info("teams: late resume ended %s: %s", r.outcome, r.message)
+
+        self._spawn(finish())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        bg = asyncio.ensure_future(work)
+        self._background.add(bg)
+        bg.add_done_callback(self._done)
+
+    def _done(self, bg: asyncio.Task[None]) -> None:
+        self._background.discard(bg)
+        if not bg.cancelled() and bg.exception() is not None:
+            log.error("teams: finishing a resume failed", exc_info=bg.exception())
+
+    async def drain(self, timeout: float = 30.0) -> None:
+        """Wait for resumes still finishing after their click was answered (shutdown, tests)."""
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=timeout)
+
+    # Nothing to do on install/membership events; skip botbuilder's member lookups for them.
+    async def on_conversation_update_activity(self, turn_context: TurnContext) -> None:
+        return None
+
+    async def on_installation_update(self, turn_context: TurnContext) -> None:
+        return None
+
+
+# --------------------------------------------------------------------------- mounting
+
+
+def _is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class TeamsFrontEnd(NamedTuple):
+    bot: ApprovalsTeamsBot
+    adapter: CloudAdapter
+    startup_note: str
+
+
+async def _on_error(context: TurnContext, error: Exception) -> None:
+    log.error("teams: turn failed: %s", error, exc_info=error)
+    if context.activity.type == ActivityTypes.message:
+        with contextlib.suppress(Exception):
+            await context.send_activity("Sorry: the app failed on that message.")
+
+
+TEAMS: web.AppKey[TeamsFrontEnd] = web.AppKey("teams", TeamsFrontEnd)
+
+
+def mount_teams(
+    app: web.Application,
+    approvals: Approvals,
+    cfg: TeamsConfig,
+    *,
+    host: str,
+    say: Callable[[str], Any] = print,
+) -> TeamsFrontEnd | None:
+    """Add `POST /api/messages` to the server. With no Microsoft App id the endpoint would be
+    unauthenticated, so it is served only when the server binds a loopback address (and it refuses
+    non-loopback clients); it says which at start-up."""
+    auth = cfg.auth
+    auth.check()
+    if not auth.enabled and not _is_loopback(host):
+        say(
+            f"Teams: {ROUTE} is OFF: no Microsoft App id is configured and {host} is not a loopback address "
+            "(set CHAT_APPROVALS_TEAMS_APP_ID with its password or certificate, or bind to 127.0.0.1)"
+        )
+        return None
+    adapter = teams_compat.make_adapter(auth)
+    adapter.on_turn_error = _on_error
+    bot = ApprovalsTeamsBot(approvals, adapter, cfg)
+
+    async def messages(request: web.Request) -> web.StreamResponse:
+        if not auth.enabled and not _is_loopback(request.remote):
+            raise web.HTTPForbidden(text="unauthenticated Teams endpoint: local clients only")
+        return await teams_compat.process(adapter, request, bot, auth_enabled=auth.enabled)
+
+    async def drain(_app: web.Application) -> None:
+        await bot.drain()
+
+    app.router.add_post(ROUTE, messages)
+    app.on_shutdown.append(drain)
+    if auth.enabled:
+        tenant = f", tenant {auth.tenant_id}" if auth.app_type == "SingleTenant" else ""
+        kind = "certificate" if auth.certificate_thumbprint else "password"
+        note = f"Teams: {ROUTE} authenticated as Microsoft App {auth.app_id} ({auth.app_type}{tenant}, {kind})"
+    else:
+        note = f"Teams: {ROUTE} is UNAUTHENTICATED (no Microsoft App id): local clients on {host} only"
+    say(note)
+    front = TeamsFrontEnd(bot, adapter, note)
+    app[TEAMS] = front
+    return front

@@ -1,0 +1,190 @@
+"""Every botbuilder 4.17.1 workaround the Teams front end needs, in one small module.
+
+botbuilder-python is archived (no fixes will come); its successor is the Microsoft 365 Agents
+SDK. Keeping each workaround here means a move to it touches this file and no other:
+
+1. CloudAdapter serializes an invoke body twice (`serializer_helper` on a dict) and answers 500
+   to every invoke that has a body, Action.Execute included. `apply()` makes that serializer
+   pass JSON values through.
+2. A malformed `adaptiveCard/action` makes botbuilder build an error body holding an Exception,
+   which cannot be serialized: 500 instead of 400. `invoke_response()` builds our own bodies, so
+   the bot answers malformed clicks before botbuilder's own checks run.
+3. `ConversationAccount.tenant_id` maps to JSON `tenantID`, but Teams sends `tenantId`, so the
+   tenant is lost from the conversation and from a serialized reference. `tenant_of()` reads it
+   from channelData; `reference_to_location()` keeps it beside the reference.
+4. `CloudAdapter.process()` answers 500 to a body that is not JSON or has no Content-Type, and
+   parses an Authorization header even with auth disabled (a junk header -> 500). `process()`
+   answers those with a clear 4xx first.
+5. The adapters' `process` signatures differ; only CloudAdapter is used, through `process()`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+import botbuilder.integration.aiohttp.cloud_adapter as _cloud_adapter_module
+from aiohttp import web
+from botbuilder.core import Bot, InvokeResponse, TurnContext
+from botbuilder.core import serializer_helper as _original_serializer_helper
+from botbuilder.integration.aiohttp import CloudAdapter, ConfigurationBotFrameworkAuthentication
+from botbuilder.schema import Activity, ConversationReference
+from botbuilder.schema.teams import TeamsChannelData
+from botframework.connector.auth import (
+    CertificateServiceClientCredentialsFactory,
+    PasswordServiceClientCredentialFactory,
+    ServiceClientCredentialsFactory,
+)
+from pydantic import BaseModel, ConfigDict
+
+log = logging.getLogger(__name__)
+
+_JSON_NATIVE = (dict, list, str, int, float, bool)
+
+
+def _tolerant_serializer_helper(obj: Any) -> Any:
+    if obj is None or isinstance(obj, _JSON_NATIVE):
+        return obj
+    return _original_serializer_helper(obj)
+
+
+def apply() -> None:
+    """Workaround 1. Idempotent; called when the adapter is built."""
+    _cloud_adapter_module.serializer_helper = _tolerant_serializer_helper
+
+
+def is_applied() -> bool:
+    return _cloud_adapter_module.serializer_helper is _tolerant_serializer_helper
+
+
+# --------------------------------------------------------------------------- auth and adapter
+
+
+class TeamsAuth(BaseModel):
+    """The bot's Microsoft identity. No app id = unauthenticated, for local clients only."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    app_id: str = ""
+    app_password: str = ""
+    certificate_thumbprint: str = ""
+    certificate_private_key: str = ""  # PEM text (read from a file by the config loader)
+    tenant_id: str = ""
+    app_type: Literal["MultiTenant", "SingleTenant"] = "MultiTenant"
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.app_id)
+
+    def check(self) -> None:
+        """A half-set identity is a configuration error, never a silent fallback to no auth."""
+        if not self.app_id:
+            if self.app_password or self.certificate_thumbprint or self.certificate_private_key:
+                raise ValueError("Teams: a password or certificate is set but no Microsoft App id")
+            return
+        has_password = bool(self.app_password)
+        has_cert = bool(self.certificate_thumbprint and self.certificate_private_key)
+        if has_password == has_cert:
+            raise ValueError("Teams: set exactly one of the app password or the certificate (thumbprint + key)")
+        if self.app_type == "SingleTenant" and not self.tenant_id:
+            raise ValueError("Teams: a single-tenant app needs its tenant id")
+
+
+class _Config:
+    """The attribute bag ConfigurationBotFrameworkAuthentication reads."""
+
+    def __init__(self, auth: TeamsAuth) -> None:
+        self.APP_ID = auth.app_id
+        self.APP_PASSWORD = auth.app_password
+        self.APP_TYPE = auth.app_type
+        self.APP_TENANTID = auth.tenant_id
+
+
+def credentials_factory(auth: TeamsAuth) -> ServiceClientCredentialsFactory:
+    tenant = auth.tenant_id if auth.app_type == "SingleTenant" else None
+    if auth.certificate_thumbprint:
+        return CertificateServiceClientCredentialsFactory(
+            auth.certificate_thumbprint, auth.certificate_private_key, auth.app_id, tenant
+        )
+    return PasswordServiceClientCredentialFactory(auth.app_id, auth.app_password, tenant)
+
+
+def make_adapter(auth: TeamsAuth) -> CloudAdapter:
+    auth.check()
+    apply()
+    return CloudAdapter(
+        ConfigurationBotFrameworkAuthentication(_Config(auth), credentials_factory=credentials_factory(auth))
+    )
+
+
+async def process(adapter: CloudAdapter, request: web.Request, bot: Bot, *, auth_enabled: bool) -> web.Response:
+    """Workarounds 4 and 5: refuse what botbuilder would answer with a 500, then hand over."""
+    if request.method != "POST":
+        raise web.HTTPMethodNotAllowed(request.method, ["POST"])
+    if "application/json" not in request.headers.get("Content-Type", ""):
+        raise web.HTTPUnsupportedMediaType(text="expected application/json")
+    if not auth_enabled and request.headers.get("Authorization"):
+        # With no app id nothing can validate a token; accepting one silently would mislead.
+        raise web.HTTPUnauthorized(text="this endpoint runs without authentication; send no Authorization")
+    try:
+        body = await request.json()  # aiohttp caches the body, so the adapter reads it again
+    except ValueError as exc:
+        raise web.HTTPBadRequest(text="body is not JSON") from exc
+    if not isinstance(body, dict) or not isinstance(body.get("type"), str):
+        raise web.HTTPBadRequest(text="body is not an activity")
+    response = await adapter.process(request, bot)
+    return response if response is not None else web.Response(status=201)
+
+
+def invoke_response(status: int, body: dict[str, Any]) -> InvokeResponse:
+    """Workaround 2: an invoke answer whose body is plain JSON (serializable by both adapters)."""
+    return InvokeResponse(status=status, body=body)
+
+
+# --------------------------------------------------------------------------- activities
+
+
+def tenant_of(activity: Activity) -> str | None:
+    """Workaround 3: the tenant is in channelData (and in conversation's extra keys)."""
+    if isinstance(activity.channel_data, dict):
+        data = TeamsChannelData().deserialize(activity.channel_data)
+        if data.tenant is not None and data.tenant.id:
+            return str(data.tenant.id)
+    conv = activity.conversation
+    if conv is not None:
+        extra = getattr(conv, "additional_properties", None) or {}
+        tid = conv.tenant_id or extra.get("tenantId")
+        if tid:
+            return str(tid)
+    return None
+
+
+def reference_to_location(activity: Activity, card_activity_id: str) -> dict[str, str]:
+    """Where a posted card lives, as strings only (the store's card_location is dict[str, str])."""
+    ref = TurnContext.get_conversation_reference(activity)
+    return {
+        "platform": "teams",
+        "reference": json.dumps(ref.serialize(), sort_keys=True),
+        "activity_id": card_activity_id,
+        "tenant": tenant_of(activity) or "",
+    }
+
+
+def reference_from_location(location: dict[str, str]) -> ConversationReference:
+    ref = ConversationReference().deserialize(json.loads(location["reference"]))
+    if location.get("tenant") and ref.conversation is not None:
+        ref.conversation.tenant_id = location["tenant"]  # real Teams wants it for proactive sends
+    return ref
+
+
+async def continue_conversation(
+    adapter: CloudAdapter,
+    location: dict[str, str],
+    callback: Callable[[TurnContext], Awaitable[None]],
+    *,
+    app_id: str,
+) -> None:
+    """Run `callback` in the card's conversation, from any process that can read the location."""
+    await adapter.continue_conversation(reference_from_location(location), callback, bot_app_id=app_id or None)

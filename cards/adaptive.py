@@ -1,0 +1,352 @@
+"""Adaptive Card 1.5 renderers and the `adaptiveCard/action` invoke parser for Microsoft Teams.
+
+Pure functions: card model -> card JSON (a plain dict, ready for an attachment), and the
+invoke's `value` -> typed click. Imports only `core.models`: nothing here knows botbuilder.
+
+The approve/deny buttons are `Action.Execute` (Universal Actions) whose `data` holds the card
+id and the one-time secret and nothing else: who clicked comes from the activity, never from
+the card (R4). When the card lists several packages, a multi-select choice lets the person
+approve a subset; Teams merges that input into `data` under `packages` (R15: a subset).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, NamedTuple
+
+from core.models import Answer, ApprovalCard, Grant, TurnResult, parse_answer
+
+CONTENT_TYPE = "application/vnd.microsoft.card.adaptive"
+ERROR_CONTENT_TYPE = "application/vnd.microsoft.error"
+SCHEMA_URL = "http://adaptivecards.io/schemas/adaptive-card.json"
+VERSION = "1.5"
+
+VERB_APPROVE = "approve"
+VERB_DENY = "deny"
+VERB_REVOKE = "revoke"
+PACKAGES_INPUT = "packages"
+REVOKE_ALL = "all"
+
+Card = dict[str, Any]
+RefusalKind = Literal["forbidden", "expired", "in_progress", "answered", "unknown", "invalid"]
+
+# Bound what a client may send: ids and secrets are short urlsafe tokens (core/ids.py).
+_MAX_TOKEN = 200
+_MAX_SUBJECT = 300
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def _text(text: str, **style: Any) -> dict[str, Any]:
+    return {"type": "TextBlock", "text": text, "wrap": True, **style}
+
+
+def _title(text: str, color: str | None = None) -> dict[str, Any]:
+    block = _text(text, weight="Bolder", size="Medium")
+    if color:
+        block["color"] = color
+    return block
+
+
+def _card(body: list[dict[str, Any]], actions: list[dict[str, Any]] | None = None) -> Card:
+    card: Card = {"type": "AdaptiveCard", "$schema": SCHEMA_URL, "version": VERSION, "body": body}
+    if actions:
+        card["actions"] = actions
+    return card
+
+
+def _escape(text: str) -> str:
+    """Model- or user-supplied text must not become a link or markup the agent did not mean:
+    escape only what builds links and tags, so URLs and names still read as they are."""
+    out = text.replace("\\", "\\\\")
+    for ch in ("[", "]", "<", ">"):
+        out = out.replace(ch, "\\" + ch)
+    return out
+
+
+def format_time(epoch: float) -> str:
+    """An absolute UTC time a person can read (the card shows the logical expiry, R8)."""
+    return _dt.datetime.fromtimestamp(epoch, tz=_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _listing(items: Iterable[str]) -> str:
+    return "\n".join(f"- {_escape(i)}" for i in items)
+
+
+def _what(card: ApprovalCard) -> list[dict[str, Any]]:
+    facts: list[dict[str, str]] = []
+    if card.reason:
+        facts.append({"title": "Why", "value": _escape(card.reason)})
+    if card.sites:
+        facts.append({"title": "Sites", "value": ", ".join(_escape(s) for s in card.sites)})
+    if card.packages:
+        facts.append({"title": "Packages", "value": ", ".join(_escape(p) for p in card.packages)})
+    facts.append({"title": "Expires", "value": format_time(card.expires_at)})
+    body: list[dict[str, Any]] = [{"type": "FactSet", "facts": facts}]
+    if card.urls:
+        body.append(_text("URLs", weight="Bolder", spacing="Small"))
+        body.append(_text(_listing(card.urls), isSubtle=True, spacing="None"))
+    return body
+
+
+def _answer_words(card: ApprovalCard, answer: Answer) -> str:
+    if not answer.approved:
+        return "Denied"
+    if card.packages and answer.packages is not None and set(answer.packages) != set(card.packages):
+        chosen = ", ".join(_escape(p) for p in answer.packages) or "no packages"
+        return f"Approved (packages: {chosen})"
+    return "Approved"
+
+
+# --------------------------------------------------------------------------- renderers
+
+
+def approval_card(card: ApprovalCard, secret: str) -> Card:
+    """The question: what, why, sites, URLs, packages (a choice when several), expiry; two buttons."""
+    body: list[dict[str, Any]] = [
+        _title("Approval needed"),
+        _text("The agent paused its turn and asks to download from outside its sandbox."),
+        *_what(card),
+    ]
+    approve: dict[str, Any] = {
+        "type": "Action.Execute",
+        "title": "Approve",
+        "verb": VERB_APPROVE,
+        "style": "positive",
+        "data": {"card_id": card.card_id, "secret": secret},
+    }
+    if len(card.packages) > 1:
+        body.append(
+            {
+                "type": "Input.ChoiceSet",
+                "id": PACKAGES_INPUT,
+                "label": "Packages to allow",
+                "isMultiSelect": True,
+                "style": "expanded",
+                "value": ",".join(card.packages),
+                "choices": [{"title": p, "value": p} for p in card.packages],
+            }
+        )
+        approve["associatedInputs"] = "auto"
+    deny = {
+        "type": "Action.Execute",
+        "title": "Deny",
+        "verb": VERB_DENY,
+        "style": "destructive",
+        "associatedInputs": "none",
+        "data": {"card_id": card.card_id, "secret": secret},
+    }
+    return _card(body, [approve, deny])
+
+
+def resolved_card(card: ApprovalCard, answer: Answer, by: str) -> Card:
+    """Shown right after the claim is won: the answer is recorded, the turn is resuming."""
+    return _card(
+        [
+            _title(
+                f"{_answer_words(card, answer)} by {_escape(by)}", "Good" if answer.approved else "Attention"
+            ),
+            *_what(card),
+            _text("Resuming the agent's turn…", isSubtle=True),
+        ]
+    )
+
+
+def outcome_card(
+    card: ApprovalCard,
+    answer: Answer,
+    by: str,
+    at: float,
+    result: TurnResult | None = None,
+) -> Card:
+    """The final state of the question card once the resumed turn has finished."""
+    body = [
+        _title(f"{_answer_words(card, answer)} by {_escape(by)}", "Good" if answer.approved else "Attention"),
+        *_what(card),
+        _text(f"Answered {format_time(at)}.", isSubtle=True),
+    ]
+    if result is not None and result.status == "awaiting_approval":
+        body.append(_text("The agent needs one more approval: see the next card."))
+    elif result is not None and result.status == "answered":
+        body.append(_text("The agent's turn finished: see its reply below.", isSubtle=True))
+    return _card(body)
+
+
+_REFUSAL_TITLES: Mapping[str, str] = {
+    "forbidden": "Not yours to answer",
+    "expired": "This request has expired",
+    "in_progress": "Already being answered",
+    "answered": "Already answered",
+    "unknown": "Unknown request",
+    "invalid": "Could not read that answer",
+}
+
+
+def refusal_card(
+    kind: RefusalKind,
+    message: str = "",
+    *,
+    card: ApprovalCard | None = None,
+    owner: str | None = None,
+) -> Card:
+    """A read-only card: the click changed nothing. No buttons, so nothing can be clicked again."""
+    body: list[dict[str, Any]] = [_title(_REFUSAL_TITLES[kind], "Warning")]
+    if kind == "forbidden":
+        who = _escape(owner) if owner else "the person who asked"
+        body.append(_text(f"Only {who} may answer this request."))
+    if message:
+        body.append(_text(_escape(message)))
+    if card is not None:
+        body.extend(_what(card))
+    return _card(body)
+
+
+def grants_card(grants: list[Grant]) -> Card:
+    """The user's approvals in this chat, each with its own Revoke button (R14)."""
+    if not grants:
+        return _card([_title("Your approvals"), _text("You have no approvals in this chat.")])
+    body: list[dict[str, Any]] = [_title("Your approvals")]
+    for g in grants:
+        kind = "Site" if g.kind == "site" else "Package"
+        body.append(
+            {
+                "type": "ColumnSet",
+                "columns": [
+                    {
+                        "type": "Column",
+                        "width": "stretch",
+                        "items": [
+                            _text(f"{kind}: {_escape(g.name)}", weight="Bolder"),
+                            _text(f"until {format_time(g.expires_at)}", isSubtle=True, spacing="None"),
+                        ],
+                    },
+                    {
+                        "type": "Column",
+                        "width": "auto",
+                        "verticalContentAlignment": "Center",
+                        "items": [
+                            {
+                                "type": "ActionSet",
+                                "actions": [
+                                    {
+                                        "type": "Action.Execute",
+                                        "title": "Revoke",
+                                        "tooltip": f"Revoke {g.name}",
+                                        "verb": VERB_REVOKE,
+                                        "data": {"subject": g.name},
+                                    }
+                                ],
+                            }
+                        ],
+                    },
+                ],
+            }
+        )
+    actions = [
+        {
+            "type": "Action.Execute",
+            "title": "Revoke all",
+            "verb": VERB_REVOKE,
+            "data": {"subject": REVOKE_ALL},
+        }
+    ]
+    return _card(body, actions)
+
+
+def revoked_card(revoked: list[Grant], remaining: list[Grant]) -> Card:
+    """After a Revoke click: what went, then the list as it is now."""
+    card = grants_card(remaining)
+    names = ", ".join(sorted({_escape(g.name) for g in revoked}))
+    note = f"Revoked: {names}." if revoked else "Nothing to revoke."
+    card["body"].insert(1, _text(note, color="Attention"))
+    return card
+
+
+def message_card(title: str, text: str) -> Card:
+    """A plain informational card (help, notices)."""
+    return _card([_title(title), _text(text)])
+
+
+# --------------------------------------------------------------------------- parser
+
+
+class InvalidInvoke(ValueError):
+    """The invoke is not one this app sent: answer 400 and change nothing."""
+
+
+class ApprovalClick(NamedTuple):
+    card_id: str
+    secret: str
+    answer: Answer
+
+
+class RevokeClick(NamedTuple):
+    subject: str
+
+
+Click = ApprovalClick | RevokeClick
+
+
+def _token(data: Mapping[str, Any], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value or len(value) > _MAX_TOKEN:
+        raise InvalidInvoke(f"action.data.{key} must be a non-empty string")
+    return value
+
+
+def _packages(raw: object) -> list[str] | None:
+    """Teams sends a multi-select ChoiceSet as one comma-separated string; absent = all."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        return [p.strip() for p in raw.split(",") if p.strip()]
+    if isinstance(raw, list) and all(isinstance(p, str) for p in raw):
+        return [p for p in raw if p]
+    raise InvalidInvoke("action.data.packages must be a comma-separated string")
+
+
+def parse_invoke(value: object) -> Click:
+    """The `value` of an `adaptiveCard/action` invoke -> a typed click, or `InvalidInvoke`.
+
+    Approve and deny become an `Answer` through `parse_answer` (R15, fail closed): only the
+    approve verb can approve, and the packages chosen are passed on for the core to check.
+    """
+    if not isinstance(value, Mapping):
+        raise InvalidInvoke("invoke value must be an object")
+    action = value.get("action")
+    if not isinstance(action, Mapping):
+        raise InvalidInvoke("invoke value has no action")
+    if action.get("type") != "Action.Execute":
+        raise InvalidInvoke("action.type must be Action.Execute")
+    verb = action.get("verb")
+    data = action.get("data")
+    if not isinstance(data, Mapping):
+        raise InvalidInvoke("action.data must be an object")
+    if verb == VERB_REVOKE:
+        subject = data.get("subject")
+        if not isinstance(subject, str) or not subject.strip() or len(subject) > _MAX_SUBJECT:
+            raise InvalidInvoke("action.data.subject must be a non-empty string")
+        return RevokeClick(subject.strip())
+    if verb not in (VERB_APPROVE, VERB_DENY):
+        raise InvalidInvoke(f"unknown verb {verb!r}")
+    card_id, secret = _token(data, "card_id"), _token(data, "secret")
+    if verb == VERB_DENY:
+        return ApprovalClick(card_id, secret, parse_answer("resolved", {"approved": False}))
+    packages = _packages(data.get(PACKAGES_INPUT))
+    payload: dict[str, Any] = {"approved": True}
+    if packages is not None:
+        payload["packages"] = packages
+    return ApprovalClick(card_id, secret, parse_answer("resolved", payload))
+
+
+def invoke_response_body(card: Card) -> dict[str, Any]:
+    """The wire body of a successful `adaptiveCard/action` answer: the card that replaces the old one."""
+    return {"statusCode": 200, "type": CONTENT_TYPE, "value": card}
+
+
+def invoke_error_body(status: int, message: str) -> dict[str, Any]:
+    """The wire body of a refused invoke (Universal Actions error response)."""
+    code = "BadRequest" if status == 400 else "Error"
+    return {"statusCode": status, "type": ERROR_CONTENT_TYPE, "value": {"code": code, "message": message}}

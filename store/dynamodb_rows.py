@@ -1,0 +1,596 @@
+"""The multi-replica row store: one DynamoDB table, every state change ONE conditional write.
+
+Key design (one table, `pk` HASH + `sk` RANGE, both strings; keys are compact JSON arrays so no
+chat key, user id or name can collide with a separator):
+
+| item          | pk                          | sk                      |
+|---------------|-----------------------------|-------------------------|
+| pointer       | ["chat", chat]              | "pointer"               |
+| card index    | ["card", card_id]           | "card"  (attr: chat)    |
+| grant         | ["grant", user]             | [chat, kind, name]      |
+| refusal       | ["refusal", chat, turn_id]  | [kind, name]            |
+| event dedupe  | ["event", key]              | "event"                 |
+| audit event   | ["audit", chat]             | "<ns:020d>.<nonce>"     |
+
+`get_pointer_by_card` must be strongly consistent, and a GSI never is. The card index is a
+write-once item (card ids are 128 random bits, never reused), written before the pointer that
+carries the card; a lookup is two ConsistentRead GetItems (card -> chat, chat -> pointer) and
+the pointer counts only while its CURRENT card id is the one asked for. A card index whose
+pointer write then failed, or whose pointer moved on to a chained card, is harmless: it points
+at a row that no longer carries that card. The index shares the pointer's physical expiry.
+
+Every non-idempotent write stores a fresh per-call `op` nonce. If a response is lost and the
+call is sent again, the retry fails its condition; `ReturnValuesOnConditionCheckFailure=ALL_OLD`
+returns the item as it is, and an item carrying our own nonce is our own earlier win, not a
+lost race. dynalite ignores ALL_OLD, so then a ConsistentRead GetItem stands in for it.
+
+Logical expiry (`expires_at`, a lease's `lease_until`) is checked in every condition with the
+caller's `now`. `ttl` is DynamoDB's TTL attribute (integer epoch seconds), only for physical
+clean-up, which AWS performs up to days late; `ttl_at` keeps the exact value for `sweep`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from core.models import AuditEvent, Grant, Pointer, Refusal, SubjectKind
+from store.aws import AwsTarget, call_with_retries, error_code, make_client, parse_target
+from store.base import RowStore, StoreError
+
+Item = dict[str, dict[str, Any]]
+
+POINTER_SK = "pointer"
+CARD_SK = "card"
+EVENT_SK = "event"
+TTL_ATTRIBUTE = "ttl"
+
+
+def _key(*parts: str) -> str:
+    return json.dumps(list(parts), separators=(",", ":"))
+
+
+def _s(v: str) -> dict[str, str]:
+    return {"S": v}
+
+
+def _n(v: float | int) -> dict[str, str]:
+    return {"N": str(v) if isinstance(v, int) else repr(float(v))}
+
+
+def _ttl(v: float) -> dict[str, str]:
+    return {"N": str(math.ceil(v))}  # DynamoDB TTL wants whole epoch seconds
+
+
+def _get_s(item: Item, name: str) -> str | None:
+    v = item.get(name)
+    return None if v is None else str(v["S"])
+
+
+def _get_f(item: Item, name: str) -> float | None:
+    v = item.get(name)
+    return None if v is None else float(v["N"])
+
+
+_NAME = re.compile(r"#(\w+)")
+
+
+def _names(*expressions: str) -> dict[str, str]:
+    """Every attribute goes through a placeholder (state and ttl are reserved words); only the
+    placeholders actually used are passed, since DynamoDB rejects unused ones."""
+    return {f"#{n}": n for e in expressions for n in _NAME.findall(e)}
+
+
+def _nonce() -> str:
+    return secrets.token_hex(8)
+
+
+class _AuditSeq:
+    """Sort keys for audit events: wall-clock nanoseconds, strictly increasing in this process
+    (several events can share a clock tick). Across replicas, order follows their clocks."""
+
+    def __init__(self) -> None:
+        self._last = 0
+        self._lock = threading.Lock()
+
+    def next(self) -> int:
+        with self._lock:
+            self._last = max(self._last + 1, time.time_ns())
+            return self._last
+
+
+_SEQ = _AuditSeq()
+
+
+class DynamoRows(RowStore):
+    def __init__(self, target: AwsTarget, client: Any | None = None) -> None:
+        self.target = target
+        self.table = target.name
+        self.client = client if client is not None else make_client("dynamodb", target)
+
+    # --- plumbing ---------------------------------------------------------------------
+    def _call(self, op: str, **kwargs: Any) -> dict[str, Any]:
+        """One API call with retries. A failed condition is the caller's to read; any other
+        error is a StoreError that says what to do about it."""
+        fn = getattr(self.client, op)
+        try:
+            result: dict[str, Any] = call_with_retries(
+                self.target, f"{op} on {self.table}", lambda: fn(TableName=self.table, **kwargs)
+            )
+        except ClientError as e:
+            code = error_code(e)
+            if code == "ConditionalCheckFailedException":
+                raise
+            hint = " (create it with `chat-approvals store init`)" if code == "ResourceNotFoundException" else ""
+            raise StoreError(f"dynamodb {op} on table {self.table}: {code}{hint}: {e}") from e
+        return result
+
+    def _get(self, pk: str, sk: str) -> Item | None:
+        r = self._call("get_item", Key={"pk": _s(pk), "sk": _s(sk)}, ConsistentRead=True)
+        item: Item | None = r.get("Item")
+        return item
+
+    def _write(
+        self, op: str, pk: str, sk: str, nonce: str | None, condition: str, **kwargs: Any
+    ) -> dict[str, Any] | None:
+        """One conditional write. Returns the response when it applied (now or, recognised by
+        our nonce, on an earlier attempt whose response was lost), None when the condition failed."""
+        exprs = [condition, kwargs.get("UpdateExpression", "")]
+        if op != "put_item":
+            kwargs["Key"] = {"pk": _s(pk), "sk": _s(sk)}
+        try:
+            return self._call(
+                op,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=_names(*exprs),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **kwargs,
+            )
+        except ClientError as e:
+            if error_code(e) != "ConditionalCheckFailedException":
+                raise StoreError(f"dynamodb {op} on {self.table}: {e}") from e
+            if nonce is None:
+                return None
+            old: Item | None = e.response.get("Item")
+            if old is None:  # dynalite does not return ALL_OLD: read it, strongly consistent
+                old = self._get(pk, sk)
+            if old is not None and _get_s(old, "op") == nonce:
+                return {"Attributes": old}
+            return None
+
+    def _query(self, **kwargs: Any) -> Iterator[Item]:
+        start: dict[str, Any] | None = None
+        while True:
+            page = self._call("query", ConsistentRead=True, **kwargs, **({"ExclusiveStartKey": start} if start else {}))
+            yield from page.get("Items", [])
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return
+
+    # --- pointers ---------------------------------------------------------------------
+    @staticmethod
+    def _pointer_item(p: Pointer, nonce: str) -> Item:
+        item: Item = {
+            "pk": _s(_key("chat", p.chat)),
+            "sk": _s(POINTER_SK),
+            "card_id": _s(p.card_id),
+            "sh": _s(p.secret_hash),
+            "state": _s(p.state),
+            "expires_at": _n(p.expires_at),
+            "ttl": _ttl(p.ttl),
+            "ttl_at": _n(p.ttl),
+            "claim_count": _n(p.claim_count),
+            "doc": _s(p.model_dump_json()),
+            "op": _s(nonce),
+        }
+        for name, value in (
+            ("worker", p.worker),
+            ("lease_until", p.lease_until),
+            ("resume_deadline", p.resume_deadline),
+            ("answer_key", p.answer_key),
+        ):
+            if value is not None:
+                item[name] = _s(value) if isinstance(value, str) else _n(value)
+        if p.card_location is not None:
+            item["card_location"] = _s(json.dumps(p.card_location))
+        return item
+
+    @staticmethod
+    def _to_pointer(item: Item | None) -> Pointer | None:
+        if item is None:
+            return None
+        doc = json.loads(item["doc"]["S"])
+        location = _get_s(item, "card_location")
+        count = _get_f(item, "claim_count")
+        doc.update(
+            card_id=_get_s(item, "card_id"),
+            secret_hash=_get_s(item, "sh"),
+            state=_get_s(item, "state"),
+            expires_at=_get_f(item, "expires_at"),
+            ttl=_get_f(item, "ttl_at"),
+            claim_count=int(count or 0),
+            worker=_get_s(item, "worker"),
+            lease_until=_get_f(item, "lease_until"),
+            resume_deadline=_get_f(item, "resume_deadline"),
+            card_location=json.loads(location) if location else None,
+            answer_key=_get_s(item, "answer_key"),
+        )
+        return Pointer.model_validate_json(json.dumps(doc))
+
+    def _index_card(self, chat: str, card_id: str, ttl: float) -> None:
+        """Write-once card -> chat entry; re-writing the same pair (a retry) is a no-op."""
+        item: Item = {
+            "pk": _s(_key("card", card_id)),
+            "sk": _s(CARD_SK),
+            "chat": _s(chat),
+            "ttl": _ttl(ttl),
+            "ttl_at": _n(ttl),
+        }
+        cond = "attribute_not_exists(#pk) OR #chat = :chat"
+        if (
+            self._write("put_item", "", "", None, cond, Item=item, ExpressionAttributeValues={":chat": _s(chat)})
+            is None
+        ):
+            raise ValueError(f"card id {card_id!r} already belongs to another chat")
+
+    def put_pointer(self, pointer: Pointer, now: float) -> bool:
+        self._index_card(pointer.chat, pointer.card_id, pointer.ttl)
+        nonce = _nonce()
+        cond = (
+            "attribute_not_exists(#pk) OR #state IN (:done, :expired)"
+            " OR (#expires_at <= :now AND NOT (#state = :claimed AND #lease_until >= :now))"
+        )
+        values = {":done": _s("done"), ":expired": _s("expired"), ":claimed": _s("claimed"), ":now": _n(now)}
+        item = self._pointer_item(pointer, nonce)
+        pk = item["pk"]["S"]
+        r = self._write("put_item", pk, POINTER_SK, nonce, cond, Item=item, ExpressionAttributeValues=values)
+        return r is not None
+
+    def get_pointer(self, chat: str) -> Pointer | None:
+        return self._to_pointer(self._get(_key("chat", chat), POINTER_SK))
+
+    def get_pointer_by_card(self, card_id: str) -> Pointer | None:
+        index = self._get(_key("card", card_id), CARD_SK)
+        chat = None if index is None else _get_s(index, "chat")
+        if chat is None:
+            return None
+        p = self.get_pointer(chat)
+        return p if p is not None and p.card_id == card_id else None
+
+    def _update(self, chat: str, condition: str, update: str, values: dict[str, Any]) -> dict[str, Any] | None:
+        nonce = _nonce()
+        values = {**values, ":op": _s(nonce)}
+        update = update.replace("SET ", "SET #op = :op, ", 1)
+        return self._write(
+            "update_item",
+            _key("chat", chat),
+            POINTER_SK,
+            nonce,
+            condition,
+            UpdateExpression=update,
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+        )
+
+    def claim(
+        self,
+        chat: str,
+        card_id: str,
+        secret_hash: str,
+        claim_count_read: int,
+        worker: str,
+        now: float,
+        lease_until: float,
+        resume_deadline: float,
+    ) -> Pointer | None:
+        cond = (
+            "#card_id = :cid AND #sh = :sh"
+            " AND (#state = :pending OR (#state = :claimed AND #lease_until < :now))"
+            " AND #expires_at > :now AND #claim_count = :cc"
+        )
+        upd = (
+            "SET #state = :claimed, #worker = :w, #lease_until = :lu, #resume_deadline = :rd,"
+            " #claim_count = #claim_count + :one"
+        )
+        values = {
+            ":cid": _s(card_id),
+            ":sh": _s(secret_hash),
+            ":pending": _s("pending"),
+            ":claimed": _s("claimed"),
+            ":now": _n(now),
+            ":cc": _n(claim_count_read),
+            ":w": _s(worker),
+            ":lu": _n(lease_until),
+            ":rd": _n(resume_deadline),
+            ":one": _n(1),
+        }
+        r = self._update(chat, cond, upd, values)
+        return None if r is None else self._to_pointer(r["Attributes"])
+
+    _HOLDING = "#card_id = :cid AND #state = :claimed AND #worker = :w AND #claim_count = :token"
+
+    @staticmethod
+    def _holding(card_id: str, worker: str, token: int) -> dict[str, Any]:
+        return {":cid": _s(card_id), ":claimed": _s("claimed"), ":w": _s(worker), ":token": _n(token)}
+
+    def renew(self, chat: str, card_id: str, worker: str, token: int, now: float, lease_until: float) -> bool:
+        values = {**self._holding(card_id, worker, token), ":now": _n(now), ":lu": _n(lease_until)}
+        r = self._update(chat, self._HOLDING + " AND #lease_until >= :now", "SET #lease_until = :lu", values)
+        return r is not None
+
+    def finish(self, chat: str, card_id: str, worker: str, token: int, answer_key: str) -> bool:
+        values = {**self._holding(card_id, worker, token), ":done": _s("done"), ":ak": _s(answer_key)}
+        r = self._update(chat, self._HOLDING, "SET #state = :done, #answer_key = :ak REMOVE #lease_until", values)
+        return r is not None
+
+    def replace(self, chat: str, card_id: str, worker: str, token: int, new: Pointer) -> bool:
+        if new.chat != chat:
+            raise ValueError("a chained card stays in its chat")
+        self._index_card(chat, new.card_id, new.ttl)
+        fields = self._pointer_item(new, "")
+        sets, removes, values = [], [], self._holding(card_id, worker, token)
+        for name in (
+            "card_id",
+            "sh",
+            "state",
+            "expires_at",
+            "ttl",
+            "ttl_at",
+            "claim_count",
+            "worker",
+            "lease_until",
+            "resume_deadline",
+            "card_location",
+            "answer_key",
+            "doc",
+        ):
+            if name in fields:
+                sets.append(f"#{name} = :new_{name}")
+                values[f":new_{name}"] = fields[name]
+            else:
+                removes.append(f"#{name}")
+        upd = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        return self._update(chat, self._HOLDING, upd, values) is not None
+
+    def expire(self, chat: str, card_id: str, now: float, answer_key: str | None = None) -> bool:
+        cond = "#card_id = :cid AND (#state = :pending OR (#state = :claimed AND #lease_until < :now))"
+        values = {
+            ":cid": _s(card_id),
+            ":pending": _s("pending"),
+            ":claimed": _s("claimed"),
+            ":now": _n(now),
+            ":expired": _s("expired"),
+        }
+        upd = "SET #state = :expired"
+        if answer_key is not None:
+            upd += ", #answer_key = :ak"
+            values[":ak"] = _s(answer_key)
+        return self._update(chat, cond, upd + " REMOVE #lease_until", values) is not None
+
+    def set_card_location(self, chat: str, card_id: str, location: dict[str, str]) -> bool:
+        values = {":cid": _s(card_id), ":loc": _s(json.dumps(location))}
+        return self._update(chat, "#card_id = :cid", "SET #card_location = :loc", values) is not None
+
+    # --- grants -----------------------------------------------------------------------
+    def put_grant(self, grant: Grant, ttl: float) -> None:
+        item: Item = {
+            "pk": _s(_key("grant", grant.user)),
+            "sk": _s(_key(grant.chat, grant.kind, grant.name)),
+            "user": _s(grant.user),
+            "chat": _s(grant.chat),
+            "kind": _s(grant.kind),
+            "name": _s(grant.name),
+            "card_id": _s(grant.card_id),
+            "created_at": _n(grant.created_at),
+            "expires_at": _n(grant.expires_at),
+            "ttl": _ttl(ttl),
+            "ttl_at": _n(ttl),
+        }
+        self._call("put_item", Item=item)  # an upsert: the same write again is the same row
+
+    def list_grants(self, user: str, chat: str | None, now: float) -> list[Grant]:
+        key = "#pk = :pk"
+        values: dict[str, Any] = {":pk": _s(_key("grant", user)), ":now": _n(now)}
+        if chat is not None:
+            key += " AND begins_with(#sk, :chat)"
+            values[":chat"] = _s(_key(chat)[:-1] + ",")  # '["chat",' : exactly this chat
+        filt = "#expires_at > :now"
+        grants = [
+            Grant(
+                user=user,
+                chat=str(_get_s(i, "chat")),
+                kind=_get_s(i, "kind"),  # type: ignore[arg-type]
+                name=str(_get_s(i, "name")),
+                card_id=str(_get_s(i, "card_id")),
+                created_at=float(i["created_at"]["N"]),
+                expires_at=float(i["expires_at"]["N"]),
+            )
+            for i in self._query(
+                KeyConditionExpression=key,
+                FilterExpression=filt,
+                ExpressionAttributeNames=_names(key, filt),
+                ExpressionAttributeValues=values,
+            )
+        ]
+        return sorted(grants, key=lambda g: (g.chat, g.kind, g.name))
+
+    def delete_grant(self, user: str, chat: str, kind: SubjectKind, name: str) -> bool:
+        r = self._call(
+            "delete_item",
+            Key={"pk": _s(_key("grant", user)), "sk": _s(_key(chat, kind, name))},
+            ReturnValues="ALL_OLD",
+        )
+        return bool(r.get("Attributes"))
+
+    # --- refusals ---------------------------------------------------------------------
+    def record_refusal(self, refusal: Refusal, ttl: float) -> bool:
+        nonce = _nonce()
+        pk, sk = _key("refusal", refusal.chat, refusal.turn_id), _key(refusal.kind, refusal.name)
+        item: Item = {
+            "pk": _s(pk),
+            "sk": _s(sk),
+            "doc": _s(refusal.model_dump_json()),
+            "at": _n(refusal.at),
+            "ttl": _ttl(ttl),
+            "ttl_at": _n(ttl),
+            "op": _s(nonce),
+        }
+        return self._write("put_item", pk, sk, nonce, "attribute_not_exists(#pk)", Item=item) is not None
+
+    def list_refusals(self, chat: str, turn_id: str) -> list[Refusal]:
+        key = "#pk = :pk"
+        items = self._query(
+            KeyConditionExpression=key,
+            ExpressionAttributeNames=_names(key),
+            ExpressionAttributeValues={":pk": _s(_key("refusal", chat, turn_id))},
+        )
+        refusals = [Refusal.model_validate_json(i["doc"]["S"]) for i in items]
+        return sorted(refusals, key=lambda r: (r.at, r.kind, r.name))
+
+    # --- dedupe -----------------------------------------------------------------------
+    def claim_event(self, key: str, now: float, ttl: float) -> bool:
+        nonce = _nonce()
+        pk = _key("event", key)
+        item: Item = {"pk": _s(pk), "sk": _s(EVENT_SK), "ttl": _ttl(ttl), "ttl_at": _n(ttl), "op": _s(nonce)}
+        cond = "attribute_not_exists(#pk) OR #ttl_at < :now"  # past its ttl though not yet swept
+        r = self._write("put_item", pk, EVENT_SK, nonce, cond, Item=item, ExpressionAttributeValues={":now": _n(now)})
+        return r is not None
+
+    # --- audit ------------------------------------------------------------------------
+    def append_audit(self, event: AuditEvent, ttl: float) -> None:
+        nonce = _nonce()
+        pk, sk = _key("audit", event.chat), f"{_SEQ.next():020d}.{nonce}"
+        item: Item = {
+            "pk": _s(pk),
+            "sk": _s(sk),
+            "doc": _s(event.model_dump_json()),
+            "ttl": _ttl(ttl),
+            "ttl_at": _n(ttl),
+            "op": _s(nonce),
+        }
+        # the sort key is unique to this call, so a failed condition can only be our own retry
+        self._write("put_item", pk, sk, nonce, "attribute_not_exists(#pk)", Item=item)
+
+    def list_audit(self, chat: str) -> list[AuditEvent]:
+        key = "#pk = :pk"
+        items = self._query(
+            KeyConditionExpression=key,
+            ExpressionAttributeNames=_names(key),
+            ExpressionAttributeValues={":pk": _s(_key("audit", chat))},
+            ScanIndexForward=True,
+        )
+        return [AuditEvent.model_validate_json(i["doc"]["S"]) for i in items]
+
+    # --- sweep ------------------------------------------------------------------------
+    def sweep(self, now: float) -> int:
+        """What DynamoDB's TTL does eventually, done now: delete items whose ttl has passed.
+        Each delete re-checks the ttl, so a row re-put since the scan is kept. Card index
+        items are deleted but not counted (they are part of their pointer)."""
+        removed = 0
+        start: dict[str, Any] | None = None
+        filt = "#ttl_at < :now"
+        while True:
+            page = self._call(
+                "scan",
+                ConsistentRead=True,
+                FilterExpression=filt,
+                ProjectionExpression="#pk, #sk",
+                ExpressionAttributeNames=_names(filt, "#pk #sk"),
+                ExpressionAttributeValues={":now": _n(now)},
+                **({"ExclusiveStartKey": start} if start else {}),
+            )
+            for item in page.get("Items", []):
+                try:
+                    self._call(
+                        "delete_item",
+                        Key={"pk": item["pk"], "sk": item["sk"]},
+                        ConditionExpression=filt,
+                        ExpressionAttributeNames=_names(filt),
+                        ExpressionAttributeValues={":now": _n(now)},
+                    )
+                except ClientError as e:
+                    if error_code(e) != "ConditionalCheckFailedException":
+                        raise StoreError(f"dynamodb sweep on {self.table}: {e}") from e
+                    continue
+                if item["sk"]["S"] != CARD_SK:
+                    removed += 1
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return removed
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def open_dynamodb_rows(url: str) -> DynamoRows:
+    """`dynamodb://TABLE?region=R[&endpoint_url=URL][&max_attempts=N]`; credentials from boto3's chain."""
+    return DynamoRows(parse_target(url, "dynamodb"))
+
+
+# --- table management (store init, tests) -----------------------------------------------
+
+
+def create_table(url: str) -> str:
+    """Create the table (on-demand) with TTL on `ttl`, idempotently. Returns what was done."""
+    target = parse_target(url, "dynamodb")
+    client = make_client("dynamodb", target)
+    done = []
+    try:
+        try:
+            client.create_table(
+                TableName=target.name,
+                AttributeDefinitions=[
+                    {"AttributeName": "pk", "AttributeType": "S"},
+                    {"AttributeName": "sk", "AttributeType": "S"},
+                ],
+                KeySchema=[
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                BillingMode="PAY_PER_REQUEST",
+            )
+            done.append(f"created table {target.name}")
+        except ClientError as e:
+            if error_code(e) != "ResourceInUseException":
+                raise
+            done.append(f"table {target.name} exists")
+        client.get_waiter("table_exists").wait(TableName=target.name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+        done.append(_enable_ttl(client, target.name))
+    finally:
+        client.close()
+    return "; ".join(done)
+
+
+def _enable_ttl(client: Any, table: str) -> str:
+    try:
+        desc = client.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
+        if desc.get("TimeToLiveStatus") in ("ENABLED", "ENABLING") and desc.get("AttributeName") == TTL_ATTRIBUTE:
+            return f"TTL on {TTL_ATTRIBUTE!r} already enabled"
+        client.update_time_to_live(
+            TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
+        )
+        return f"enabled TTL on {TTL_ATTRIBUTE!r}"
+    except ClientError as e:
+        if error_code(e) == "UnknownOperationException":  # dynalite has no TTL API
+            return "this endpoint has no TTL API (emulator): rows are removed by `sweep` only"
+        raise
+
+
+def delete_table(url: str) -> None:
+    target = parse_target(url, "dynamodb")
+    client = make_client("dynamodb", target)
+    try:
+        client.delete_table(TableName=target.name)
+    except ClientError as e:
+        if error_code(e) != "ResourceNotFoundException":
+            raise
+    finally:
+        client.close()

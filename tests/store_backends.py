@@ -1,0 +1,120 @@
+"""Backends for the store tests: the embedded default always, the AWS ones on the emulators.
+
+`CHAT_APPROVALS_TEST_DYNALITE` / `CHAT_APPROVALS_TEST_MOTO` are written to var/test-env by
+scripts/test.d/20-emulators.sh. Without them an emulator backend is skipped with the reason,
+except under CI=true, where a missing emulator is a failure (CI must not pass by skipping).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.clock import ManualClock
+from tests.store_conformance import T0, StoreBackend
+
+DYNALITE = "CHAT_APPROVALS_TEST_DYNALITE"
+MOTO = "CHAT_APPROVALS_TEST_MOTO"
+REGION = "us-east-1"
+BUCKET = "chat-approvals-test"
+
+BACKENDS = ["sqlite+files", "dynalite+moto-s3", "moto-dynamodb+moto-s3"]
+
+
+def require_env(*names: str) -> dict[str, str]:
+    """The emulator endpoints, or skip (fail under CI=true) naming what is missing."""
+    missing = [n for n in names if not os.environ.get(n)]
+    if missing:
+        why = f"{', '.join(missing)} not set: start the emulators with scripts/test.d/20-emulators.sh start"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why + " (required under CI=true)")
+        pytest.skip(why)
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
+    return {n: os.environ[n] for n in names}
+
+
+_S3_CLIENTS: dict[str, Any] = {}
+_BUCKETS: set[tuple[str, str]] = set()
+
+
+def _s3(endpoint: str) -> Any:
+    """One plain S3 client per endpoint for the tests' own set-up and tampering."""
+    if endpoint not in _S3_CLIENTS:
+        import boto3
+        from botocore.config import Config
+
+        _S3_CLIENTS[endpoint] = boto3.client(
+            "s3", region_name=REGION, endpoint_url=endpoint, config=Config(s3={"addressing_style": "path"})
+        )
+    return _S3_CLIENTS[endpoint]
+
+
+def ensure_bucket(endpoint: str, bucket: str = BUCKET) -> None:
+    from botocore.exceptions import ClientError
+
+    if (endpoint, bucket) in _BUCKETS:
+        return
+    try:
+        _s3(endpoint).create_bucket(Bucket=bucket)
+    except ClientError as e:
+        if e.response["Error"]["Code"] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            raise
+    _BUCKETS.add((endpoint, bucket))
+
+
+def s3_corrupter(endpoint: str, bucket: str, prefix: str) -> Callable[[str], None]:
+    """Overwrites an object's bytes keeping its metadata, as bit rot or a stray writer would."""
+
+    def corrupt(key: str) -> None:
+        s3, full = _s3(endpoint), f"{prefix}{key}"
+        head = s3.head_object(Bucket=bucket, Key=full)
+        s3.put_object(Bucket=bucket, Key=full, Body=b"tampered bytes", Metadata=head["Metadata"])
+
+    return corrupt
+
+
+@contextmanager
+def open_backend(name: str, tmp_path: Path) -> Iterator[StoreBackend]:
+    clock = ManualClock(T0)
+    if name == "sqlite+files":
+        from store.file_objects import FileObjects
+        from store.sqlite_rows import SqliteRows
+
+        rows = SqliteRows(tmp_path / "rows.db")
+        objects = FileObjects(tmp_path / "objects", clock=clock)
+
+        def corrupt(key: str) -> None:
+            (objects.root / key).write_bytes(b"tampered bytes")
+
+        try:
+            yield StoreBackend(name, rows, objects, clock, corrupt)
+        finally:
+            rows.close()
+        return
+
+    env = require_env(DYNALITE, MOTO) if name.startswith("dynalite") else require_env(MOTO)
+    from store.dynamodb_rows import create_table, delete_table, open_dynamodb_rows
+    from store.s3_objects import open_s3_objects
+
+    ddb_endpoint = env[DYNALITE] if name.startswith("dynalite") else env[MOTO]
+    s3_endpoint = env[MOTO]
+    table = "t" + secrets.token_hex(6)  # one fresh table per test: sweep and scans see only this test
+    rows_url = f"dynamodb://{table}?region={REGION}&endpoint_url={ddb_endpoint}"
+    create_table(rows_url)
+    ensure_bucket(s3_endpoint)
+    prefix = f"p{secrets.token_hex(6)}"
+    ddb_rows = open_dynamodb_rows(rows_url)
+    s3_objects = open_s3_objects(f"s3://{BUCKET}/{prefix}?region={REGION}&endpoint_url={s3_endpoint}", clock)
+    try:
+        yield StoreBackend(name, ddb_rows, s3_objects, clock, s3_corrupter(s3_endpoint, BUCKET, s3_objects.prefix))
+    finally:
+        ddb_rows.close()
+        delete_table(rows_url)

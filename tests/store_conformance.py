@@ -1,0 +1,715 @@
+"""The store conformance suite: every RowStore / ObjectStore method, success and failure paths.
+
+The same tests run unchanged against every backend (see tests/test_store_conformance.py for the
+parametrisation). A test gets a `StoreBackend` and only talks to it through store/base.py; the
+one backend-specific hook is `corrupt(key)`, which tampers with a stored object the way a disk
+or a bucket could.
+
+Each refused state change is checked to have changed nothing (the pointer read back is equal).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from core.clock import ManualClock
+from core.ids import hash_secret, mint_card_id
+from core.models import ApprovalCard, AuditEvent, Grant, ObjectRef, Pointer, Refusal, SubjectKind
+from store.base import CorruptObject, ObjectExists, ObjectStore, RowStore
+
+T0 = 1_800_000_000.0
+EXPIRY = 1800.0
+RETENTION = 7 * 86400.0
+LEASE = 30.0
+
+
+@dataclass
+class StoreBackend:
+    name: str
+    rows: RowStore
+    objects: ObjectStore
+    clock: ManualClock
+    corrupt: Callable[[str], None]  # overwrite a stored object's bytes behind the store's back
+    cleanup: list[Callable[[], None]] = field(default_factory=list)
+
+
+def make_pointer(
+    chat: str = "http:chat-1",
+    *,
+    card_id: str | None = None,
+    secret: str = "secret-1",
+    now: float = T0,
+    expiry: float = EXPIRY,
+    owner: str = "U1",
+) -> Pointer:
+    cid = card_id or mint_card_id()
+    card = ApprovalCard(
+        card_id=cid,
+        chat=chat,
+        owner=owner,
+        platform="http",
+        reason="fetch the data set",
+        sites=["example.org"],
+        urls=["https://example.org/data.csv"],
+        packages=[],
+        created_at=now,
+        expires_at=now + expiry,
+    )
+    return Pointer(
+        chat=chat,
+        card_id=cid,
+        secret_hash=hash_secret(secret),
+        owner=owner,
+        state="pending",
+        expires_at=now + expiry,
+        ttl=now + expiry + RETENTION,
+        snapshot=ObjectRef(key=f"snapshots/{cid}", size=3, sha256="0" * 64),
+        card=card,
+        sdk_interrupt_id="sdk-int-1",
+        tool_use_id="tool-use-1",
+        turn_id="turn-1",
+        created_at=now,
+    )
+
+
+def claim(
+    rows: RowStore,
+    p: Pointer,
+    *,
+    secret: str = "secret-1",
+    count: int | None = None,
+    worker: str = "w1",
+    now: float = T0 + 1,
+) -> Pointer | None:
+    return rows.claim(
+        p.chat,
+        p.card_id,
+        hash_secret(secret),
+        p.claim_count if count is None else count,
+        worker,
+        now,
+        now + LEASE,
+        now + 900,
+    )
+
+
+def pending(b: StoreBackend, chat: str = "http:chat-1", *, expiry: float = EXPIRY) -> Pointer:
+    p = make_pointer(chat, expiry=expiry)
+    assert b.rows.put_pointer(p, T0)
+    return p
+
+
+def claimed(b: StoreBackend, chat: str = "http:chat-1", worker: str = "w1") -> Pointer:
+    p = pending(b, chat)
+    won = claim(b.rows, p, worker=worker)
+    assert won is not None
+    return won
+
+
+# --- put_pointer (R7, R8) -------------------------------------------------------------------
+
+
+def test_r7_put_pointer_creates_when_absent_and_round_trips_every_field(store: StoreBackend) -> None:
+    p = make_pointer()
+    assert store.rows.put_pointer(p, T0)
+    assert store.rows.get_pointer(p.chat) == p
+    assert store.rows.get_pointer_by_card(p.card_id) == p
+    assert store.rows.get_pointer("http:other") is None
+
+
+def test_r7_put_pointer_refused_over_open_pending_request(store: StoreBackend) -> None:
+    p = pending(store)
+    assert not store.rows.put_pointer(make_pointer(p.chat), T0 + 10)
+    assert store.rows.get_pointer(p.chat) == p
+
+
+def test_r7_put_pointer_refused_over_live_claim(store: StoreBackend) -> None:
+    won = claimed(store)
+    assert not store.rows.put_pointer(make_pointer(won.chat), T0 + 2)
+    assert store.rows.get_pointer(won.chat) == won
+
+
+def test_r7_put_pointer_refused_over_live_lease_even_past_expiry(store: StoreBackend) -> None:
+    """A worker still holding a live lease is never overwritten, even past the card's expiry."""
+    p = pending(store, expiry=10)
+    won = claim(store.rows, p, now=T0 + 5)
+    assert won is not None
+    assert not store.rows.put_pointer(make_pointer(p.chat), T0 + 20)  # lease runs to T0+35
+    assert store.rows.get_pointer(p.chat) == won
+
+
+def test_r7_put_pointer_over_done_row(store: StoreBackend) -> None:
+    won = claimed(store)
+    assert store.rows.finish(won.chat, won.card_id, "w1", won.claim_count, "answers/a1")
+    q = make_pointer(won.chat)
+    assert store.rows.put_pointer(q, T0 + 3)
+    assert store.rows.get_pointer(won.chat) == q
+    assert store.rows.get_pointer_by_card(won.card_id) is None
+
+
+def test_r7_put_pointer_over_expired_row(store: StoreBackend) -> None:
+    p = pending(store)
+    assert store.rows.expire(p.chat, p.card_id, T0 + 1)
+    q = make_pointer(p.chat)
+    assert store.rows.put_pointer(q, T0 + 2)
+    assert store.rows.get_pointer(p.chat) == q
+
+
+def test_r7_put_pointer_over_pending_row_past_its_expiry(store: StoreBackend) -> None:
+    p = pending(store)
+    q = make_pointer(p.chat, now=T0 + EXPIRY)
+    assert store.rows.put_pointer(q, T0 + EXPIRY)  # expires_at <= now
+    assert store.rows.get_pointer(p.chat) == q
+    assert store.rows.get_pointer_by_card(p.card_id) is None
+
+
+def test_r7_put_pointer_over_lapsed_claim_past_expiry(store: StoreBackend) -> None:
+    p = pending(store, expiry=10)
+    assert claim(store.rows, p, now=T0 + 5) is not None
+    q = make_pointer(p.chat, now=T0 + 100)
+    assert store.rows.put_pointer(q, T0 + 100)  # lease ran out at T0+35, card at T0+10
+    assert store.rows.get_pointer(p.chat) == q
+
+
+def test_r7_put_pointer_chats_are_independent(store: StoreBackend) -> None:
+    a = pending(store, "http:a")
+    b = pending(store, "http:b")
+    assert store.rows.get_pointer("http:a") == a
+    assert store.rows.get_pointer("http:b") == b
+
+
+# --- claim (R10) ----------------------------------------------------------------------------
+
+
+def test_r10_claim_wins_and_returns_the_fencing_token(store: StoreBackend) -> None:
+    p = pending(store)
+    won = claim(store.rows, p, worker="w1", now=T0 + 1)
+    assert won is not None
+    assert (won.state, won.worker, won.claim_count) == ("claimed", "w1", 1)
+    assert (won.lease_until, won.resume_deadline) == (T0 + 1 + LEASE, T0 + 1 + 900)
+    assert won.card == p.card and won.snapshot == p.snapshot
+    assert store.rows.get_pointer(p.chat) == won
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["wrong_card_id", "wrong_secret_hash", "stale_claim_count", "past_expiry", "at_expiry"],
+)
+def test_r10_claim_refused_and_changes_nothing(store: StoreBackend, case: str) -> None:
+    p = pending(store)
+    rows = store.rows
+    if case == "wrong_card_id":
+        got = rows.claim(p.chat, mint_card_id(), p.secret_hash, 0, "w1", T0 + 1, T0 + 31, T0 + 900)
+    elif case == "wrong_secret_hash":
+        got = claim(rows, p, secret="not-the-secret")
+    elif case == "stale_claim_count":
+        got = claim(rows, p, count=1)
+    elif case == "past_expiry":
+        got = claim(rows, p, now=T0 + EXPIRY + 1)
+    else:
+        got = claim(rows, p, now=T0 + EXPIRY)  # expires_at > now is strict
+    assert got is None
+    assert rows.get_pointer(p.chat) == p
+
+
+def test_r10_claim_on_absent_row_creates_nothing(store: StoreBackend) -> None:
+    p = make_pointer()
+    assert claim(store.rows, p) is None
+    assert store.rows.get_pointer(p.chat) is None
+    assert store.rows.get_pointer_by_card(p.card_id) is None
+
+
+def test_r10_claim_refused_while_lease_is_live(store: StoreBackend) -> None:
+    won = claimed(store)
+    assert claim(store.rows, won, worker="w2", now=T0 + 1 + LEASE) is None  # lease_until == now: live
+    assert store.rows.get_pointer(won.chat) == won
+
+
+def test_r11_reclaim_after_the_lease_lapses(store: StoreBackend) -> None:
+    won = claimed(store)
+    again = claim(store.rows, won, worker="w2", now=T0 + 2 + LEASE)
+    assert again is not None
+    assert (again.worker, again.claim_count, again.state) == ("w2", 2, "claimed")
+
+
+@pytest.mark.parametrize("final", ["done", "expired"])
+def test_r12_claim_refused_on_a_finished_request(store: StoreBackend, final: str) -> None:
+    won = claimed(store)
+    if final == "done":
+        assert store.rows.finish(won.chat, won.card_id, "w1", 1, "answers/x")
+    else:
+        assert store.rows.expire(won.chat, won.card_id, T0 + 100)
+    before = store.rows.get_pointer(won.chat)
+    assert before is not None and before.state == final
+    assert claim(store.rows, before, worker="w2", now=T0 + 200) is None
+    assert store.rows.get_pointer(won.chat) == before
+
+
+# --- renew (R11) ----------------------------------------------------------------------------
+
+
+def test_r11_renew_by_the_holder_extends_the_lease(store: StoreBackend) -> None:
+    won = claimed(store)
+    assert store.rows.renew(won.chat, won.card_id, "w1", won.claim_count, T0 + 20, T0 + 50)
+    got = store.rows.get_pointer(won.chat)
+    assert got is not None and got.lease_until == T0 + 50 and got.state == "claimed"
+
+
+@pytest.mark.parametrize("case", ["non_holder", "wrong_token", "wrong_card", "after_lapse", "absent"])
+def test_r11_renew_refused_and_changes_nothing(store: StoreBackend, case: str) -> None:
+    won = claimed(store)
+    rows = store.rows
+    if case == "non_holder":
+        ok = rows.renew(won.chat, won.card_id, "w2", won.claim_count, T0 + 20, T0 + 50)
+    elif case == "wrong_token":
+        ok = rows.renew(won.chat, won.card_id, "w1", won.claim_count + 1, T0 + 20, T0 + 50)
+    elif case == "wrong_card":
+        ok = rows.renew(won.chat, mint_card_id(), "w1", won.claim_count, T0 + 20, T0 + 50)
+    elif case == "after_lapse":
+        ok = rows.renew(won.chat, won.card_id, "w1", won.claim_count, T0 + 2 + LEASE, T0 + 90)
+    else:
+        ok = rows.renew("http:absent", won.card_id, "w1", won.claim_count, T0 + 20, T0 + 50)
+    assert not ok
+    assert rows.get_pointer(won.chat) == won
+    assert rows.get_pointer("http:absent") is None
+
+
+def test_r11_fencing_token_stops_a_lapsed_worker_with_the_same_name(store: StoreBackend) -> None:
+    """w1 lapses, w1 (same name, e.g. a restarted process) re-claims: the old token is dead."""
+    first = claimed(store)
+    second = claim(store.rows, first, worker="w1", now=T0 + 2 + LEASE)
+    assert second is not None and second.claim_count == first.claim_count + 1
+    rows, t = store.rows, first.claim_count
+    assert not rows.renew(first.chat, first.card_id, "w1", t, T0 + 40, T0 + 70)
+    assert not rows.finish(first.chat, first.card_id, "w1", t, "answers/stale")
+    assert not rows.replace(first.chat, first.card_id, "w1", t, make_pointer(first.chat))
+    assert rows.get_pointer(first.chat) == second
+    assert rows.renew(first.chat, first.card_id, "w1", second.claim_count, T0 + 40, T0 + 70)
+
+
+# --- finish (R12) ---------------------------------------------------------------------------
+
+
+def test_r12_finish_marks_done_with_the_answer_location(store: StoreBackend) -> None:
+    won = claimed(store)
+    assert store.rows.finish(won.chat, won.card_id, "w1", won.claim_count, "answers/a1")
+    got = store.rows.get_pointer(won.chat)
+    assert got is not None
+    assert (got.state, got.answer_key, got.lease_until) == ("done", "answers/a1", None)
+    assert store.rows.get_pointer_by_card(won.card_id) == got
+
+
+def test_r12_finish_twice_is_refused(store: StoreBackend) -> None:
+    won = claimed(store)
+    assert store.rows.finish(won.chat, won.card_id, "w1", won.claim_count, "answers/a1")
+    done = store.rows.get_pointer(won.chat)
+    assert not store.rows.finish(won.chat, won.card_id, "w1", won.claim_count, "answers/a2")
+    assert store.rows.get_pointer(won.chat) == done
+
+
+@pytest.mark.parametrize("case", ["non_holder", "wrong_token", "pending", "wrong_card"])
+def test_r12_finish_refused_without_holding(store: StoreBackend, case: str) -> None:
+    if case == "pending":
+        p = pending(store)
+        assert not store.rows.finish(p.chat, p.card_id, "w1", 1, "answers/a")
+        assert store.rows.get_pointer(p.chat) == p
+        return
+    won = claimed(store)
+    worker, token, card = "w1", won.claim_count, won.card_id
+    if case == "non_holder":
+        worker = "w2"
+    elif case == "wrong_token":
+        token += 5
+    else:
+        card = mint_card_id()
+    assert not store.rows.finish(won.chat, card, worker, token, "answers/a")
+    assert store.rows.get_pointer(won.chat) == won
+
+
+# --- replace (R13) --------------------------------------------------------------------------
+
+
+def test_r13_replace_installs_the_chained_request(store: StoreBackend) -> None:
+    won = claimed(store)
+    nxt = make_pointer(won.chat, secret="secret-2", now=T0 + 5)
+    assert store.rows.replace(won.chat, won.card_id, "w1", won.claim_count, nxt)
+    assert store.rows.get_pointer(won.chat) == nxt
+    assert store.rows.get_pointer_by_card(nxt.card_id) == nxt
+    assert store.rows.get_pointer_by_card(won.card_id) is None
+    # the old secret and the old card id no longer claim anything; the new ones do
+    assert claim(store.rows, nxt, secret="secret-1", now=T0 + 6) is None
+    assert (
+        store.rows.claim(won.chat, won.card_id, hash_secret("secret-1"), 0, "w2", T0 + 6, T0 + 36, T0 + 900)
+        is None
+    )
+    assert store.rows.get_pointer(won.chat) == nxt
+    assert claim(store.rows, nxt, secret="secret-2", now=T0 + 6) is not None
+
+
+@pytest.mark.parametrize("case", ["non_holder", "wrong_token", "pending", "done"])
+def test_r13_replace_refused_without_holding(store: StoreBackend, case: str) -> None:
+    won = claimed(store)
+    worker, token = "w1", won.claim_count
+    if case == "non_holder":
+        worker = "w2"
+    elif case == "wrong_token":
+        token = 0
+    elif case == "done":
+        assert store.rows.finish(won.chat, won.card_id, "w1", token, "answers/a")
+    else:
+        assert store.rows.expire(won.chat, won.card_id, T0 + 100)  # lapsed, then the card is re-put
+        won = pending(store, won.chat)
+    before = store.rows.get_pointer(won.chat)
+    nxt = make_pointer(won.chat, secret="secret-2")
+    assert not store.rows.replace(won.chat, won.card_id, worker, token, nxt)
+    assert store.rows.get_pointer(won.chat) == before
+    assert store.rows.get_pointer_by_card(nxt.card_id) is None
+
+
+def test_r13_replace_into_another_chat_is_a_clear_error(store: StoreBackend) -> None:
+    won = claimed(store)
+    with pytest.raises(ValueError):
+        store.rows.replace(won.chat, won.card_id, "w1", won.claim_count, make_pointer("http:elsewhere"))
+    assert store.rows.get_pointer(won.chat) == won
+    assert store.rows.get_pointer("http:elsewhere") is None
+
+
+# --- expire (R9, R11) -----------------------------------------------------------------------
+
+
+def test_r9_expire_a_pending_request_keeps_the_answer_key(store: StoreBackend) -> None:
+    p = pending(store)
+    assert store.rows.expire(p.chat, p.card_id, T0 + EXPIRY + 1, answer_key="answers/denied")
+    got = store.rows.get_pointer(p.chat)
+    assert got is not None and (got.state, got.answer_key) == ("expired", "answers/denied")
+    assert not store.rows.expire(p.chat, p.card_id, T0 + EXPIRY + 2)  # already expired
+    assert store.rows.get_pointer(p.chat) == got
+
+
+def test_r11_expire_never_takes_a_live_lease(store: StoreBackend) -> None:
+    won = claimed(store)
+    assert not store.rows.expire(won.chat, won.card_id, T0 + 10)
+    assert store.rows.get_pointer(won.chat) == won
+    assert store.rows.expire(won.chat, won.card_id, T0 + 2 + LEASE)  # lapsed: the cap may expire it
+    got = store.rows.get_pointer(won.chat)
+    assert got is not None and got.state == "expired" and got.lease_until is None
+
+
+@pytest.mark.parametrize("case", ["wrong_card", "done", "absent"])
+def test_r9_expire_refused_and_changes_nothing(store: StoreBackend, case: str) -> None:
+    won = claimed(store)
+    card = won.card_id
+    if case == "wrong_card":
+        card = mint_card_id()
+    elif case == "done":
+        assert store.rows.finish(won.chat, won.card_id, "w1", won.claim_count, "answers/a")
+    before = store.rows.get_pointer(won.chat)
+    chat = "http:absent" if case == "absent" else won.chat
+    assert not store.rows.expire(chat, card, T0 + 5000)
+    assert store.rows.get_pointer(won.chat) == before
+    assert store.rows.get_pointer("http:absent") is None
+
+
+# --- set_card_location ----------------------------------------------------------------------
+
+
+def test_set_card_location_on_the_current_card(store: StoreBackend) -> None:
+    p = pending(store)
+    loc = {"channel": "C1", "ts": "1700000000.000100"}
+    assert store.rows.set_card_location(p.chat, p.card_id, loc)
+    got = store.rows.get_pointer(p.chat)
+    assert got is not None and got.card_location == loc
+    assert store.rows.get_pointer_by_card(p.card_id) == got
+
+
+def test_r13_set_card_location_refused_on_a_replaced_card(store: StoreBackend) -> None:
+    won = claimed(store)
+    nxt = make_pointer(won.chat, secret="secret-2")
+    assert store.rows.replace(won.chat, won.card_id, "w1", won.claim_count, nxt)
+    assert not store.rows.set_card_location(won.chat, won.card_id, {"channel": "C1", "ts": "1"})
+    assert store.rows.get_pointer(won.chat) == nxt
+    assert not store.rows.set_card_location("http:absent", nxt.card_id, {"channel": "C1"})
+    assert store.rows.get_pointer("http:absent") is None
+
+
+# --- grants (R14) ---------------------------------------------------------------------------
+
+
+def _grant(
+    user: str, chat: str, kind: SubjectKind, name: str, *, expires: float = T0 + 3600, card: str = "c_1"
+) -> Grant:
+    return Grant(
+        user=user,
+        chat=chat,
+        kind=kind,
+        name=name,
+        card_id=card,
+        created_at=T0,
+        expires_at=expires,
+    )
+
+
+def test_r14_grants_upsert_list_sorted_and_per_chat(store: StoreBackend) -> None:
+    rows = store.rows
+    g = [
+        _grant("U1", "http:b", "site", "b.org"),
+        _grant("U1", "http:a", "site", "z.org"),
+        _grant("U1", "http:a", "package", "requests"),
+        _grant("U1", "http:a", "site", "a.org"),
+        _grant("U2", "http:a", "site", "a.org"),
+    ]
+    for x in g:
+        rows.put_grant(x, x.expires_at + RETENTION)
+    assert rows.list_grants("U1", None, T0) == [g[2], g[3], g[1], g[0]]
+    assert rows.list_grants("U1", "http:a", T0) == [g[2], g[3], g[1]]
+    assert rows.list_grants("U2", None, T0) == [g[4]]
+    assert rows.list_grants("U3", None, T0) == []
+    assert rows.list_grants("U1", "http:c", T0) == []
+    # upsert: the same (user, chat, kind, name) is refreshed, not duplicated
+    fresh = _grant("U1", "http:a", "site", "a.org", expires=T0 + 7200, card="c_2")
+    rows.put_grant(fresh, fresh.expires_at + RETENTION)
+    assert rows.list_grants("U1", "http:a", T0) == [g[2], fresh, g[1]]
+
+
+def test_r14_grants_chat_filter_is_exact_not_a_prefix(store: StoreBackend) -> None:
+    rows = store.rows
+    a, ab = _grant("U1", "slack:T:C", "site", "a.org"), _grant("U1", "slack:T:C2", "site", "a.org")
+    rows.put_grant(a, T0 + RETENTION)
+    rows.put_grant(ab, T0 + RETENTION)
+    assert rows.list_grants("U1", "slack:T:C", T0) == [a]
+    assert rows.list_grants("U1", "slack:T", T0) == []
+
+
+def test_r14_expired_grants_are_not_listed(store: StoreBackend) -> None:
+    rows = store.rows
+    old = _grant("U1", "http:a", "site", "old.org", expires=T0 + 10)
+    live = _grant("U1", "http:a", "site", "live.org", expires=T0 + 100)
+    rows.put_grant(old, T0 + RETENTION)
+    rows.put_grant(live, T0 + RETENTION)
+    assert rows.list_grants("U1", "http:a", T0 + 10) == [live]  # expires_at > now is strict
+    assert rows.list_grants("U1", None, T0 + 5) == [live, old]
+
+
+def test_r14_delete_grant(store: StoreBackend) -> None:
+    rows = store.rows
+    a, b = _grant("U1", "http:a", "site", "a.org"), _grant("U1", "http:a", "package", "numpy")
+    rows.put_grant(a, T0 + RETENTION)
+    rows.put_grant(b, T0 + RETENTION)
+    assert rows.delete_grant("U1", "http:a", "site", "a.org")
+    assert not rows.delete_grant("U1", "http:a", "site", "a.org")
+    assert not rows.delete_grant("U2", "http:a", "package", "numpy")
+    assert not rows.delete_grant("U1", "http:b", "package", "numpy")
+    assert rows.list_grants("U1", None, T0) == [b]
+
+
+# --- refusals (R3) --------------------------------------------------------------------------
+
+
+def _refusal(name: str, *, turn: str = "turn-1", at: float = T0, kind: SubjectKind = "site") -> Refusal:
+    return Refusal(
+        chat="http:a", turn_id=turn, kind=kind, name=name, port=443, url=f"https://{name}/x", at=at
+    )
+
+
+def test_r3_refusals_are_idempotent_per_turn_and_listed_in_order(store: StoreBackend) -> None:
+    rows = store.rows
+    r2, r1, r3 = (
+        _refusal("b.org", at=T0 + 2),
+        _refusal("a.org", at=T0 + 1),
+        _refusal("pypi", at=T0 + 2, kind="package"),
+    )
+    assert rows.record_refusal(r2, T0 + RETENTION)
+    assert rows.record_refusal(r1, T0 + RETENTION)
+    assert rows.record_refusal(r3, T0 + RETENTION)
+    again = Refusal(chat="http:a", turn_id="turn-1", kind="site", name="b.org", at=T0 + 9)
+    assert not rows.record_refusal(again, T0 + RETENTION)
+    assert rows.list_refusals("http:a", "turn-1") == [r1, r3, r2]  # by at, kind, name; first record kept
+    other = _refusal("b.org", turn="turn-2")
+    assert rows.record_refusal(other, T0 + RETENTION)
+    assert rows.list_refusals("http:a", "turn-2") == [other]
+    assert rows.list_refusals("http:b", "turn-1") == []
+
+
+# --- delivery dedupe ------------------------------------------------------------------------
+
+
+def test_claim_event_dedupes_until_its_ttl(store: StoreBackend) -> None:
+    rows = store.rows
+    assert rows.claim_event("slack:Ev1", T0, T0 + 100)
+    assert not rows.claim_event("slack:Ev1", T0 + 1, T0 + 101)
+    assert not rows.claim_event("slack:Ev1", T0 + 99, T0 + 199)
+    assert rows.claim_event("slack:Ev2", T0 + 1, T0 + 101)
+    assert rows.claim_event("slack:Ev1", T0 + 100.5, T0 + 200)  # past its ttl: a new delivery window
+    assert not rows.claim_event("slack:Ev1", T0 + 150, T0 + 250)
+
+
+# --- audit ----------------------------------------------------------------------------------
+
+
+def test_audit_keeps_append_order_per_chat(store: StoreBackend) -> None:
+    rows = store.rows
+    events = [
+        AuditEvent(
+            chat="http:a", at=T0, kind="card_created", actor="U1", card_id="c_1", detail={"sites": ["a.org"]}
+        ),
+        AuditEvent(chat="http:a", at=T0, kind="claim_won", actor="w1", card_id="c_1"),
+        AuditEvent(chat="http:b", at=T0, kind="turn", actor="U2"),
+        AuditEvent(
+            chat="http:a",
+            at=T0 - 5,
+            kind="answered",
+            actor="U1",
+            card_id="c_1",
+            detail={"approved": True, "n": 1},
+        ),
+    ]
+    for e in events:
+        rows.append_audit(e, T0 + RETENTION)
+    assert rows.list_audit("http:a") == [events[0], events[1], events[3]]  # append order, not time order
+    assert rows.list_audit("http:b") == [events[2]]
+    assert rows.list_audit("http:c") == []
+
+
+def test_audit_lists_many_events(store: StoreBackend) -> None:
+    events = [
+        AuditEvent(chat="http:a", at=T0 + i, kind="turn", actor="U1", detail={"i": i}) for i in range(120)
+    ]
+    for e in events:
+        store.rows.append_audit(e, T0 + RETENTION)
+    assert store.rows.list_audit("http:a") == events
+
+
+# --- sweep (physical expiry) ----------------------------------------------------------------
+
+
+def test_sweep_deletes_only_rows_past_their_ttl(store: StoreBackend) -> None:
+    rows = store.rows
+    old_p = make_pointer("http:old", now=T0, expiry=10)  # ttl = T0 + 10 + RETENTION
+    live_p = make_pointer("http:live", now=T0 + 1000, expiry=10)
+    assert rows.put_pointer(old_p, T0) and rows.put_pointer(live_p, T0)
+    cut = old_p.ttl + 1
+    rows.put_grant(_grant("U1", "http:a", "site", "old.org"), cut - 1)
+    rows.put_grant(_grant("U1", "http:a", "site", "live.org", expires=cut + 100), cut + 100)
+    rows.record_refusal(_refusal("old.org"), cut - 1)
+    rows.record_refusal(_refusal("live.org"), cut + 100)
+    rows.claim_event("old-event", T0, cut - 1)
+    rows.claim_event("live-event", T0, cut + 100)
+    rows.append_audit(AuditEvent(chat="http:a", at=T0, kind="turn", actor="U1", detail={"n": 1}), cut - 1)
+    live_audit = AuditEvent(chat="http:a", at=T0, kind="turn", actor="U1", detail={"n": 2})
+    rows.append_audit(live_audit, cut + 100)
+
+    assert rows.sweep(cut) == 5
+    assert rows.get_pointer("http:old") is None and rows.get_pointer_by_card(old_p.card_id) is None
+    assert rows.get_pointer("http:live") == live_p and rows.get_pointer_by_card(live_p.card_id) == live_p
+    assert [g.name for g in rows.list_grants("U1", None, T0)] == ["live.org"]
+    assert [r.name for r in rows.list_refusals("http:a", "turn-1")] == ["live.org"]
+    assert rows.claim_event("old-event", T0, cut + 200)  # gone, so a first delivery again
+    assert not rows.claim_event("live-event", T0, cut + 200)
+    assert rows.list_audit("http:a") == [live_audit]
+    assert rows.sweep(cut) == 0
+
+
+# --- the claim race (R10) -------------------------------------------------------------------
+
+
+def _race(rows: RowStore, p: Pointer, n: int, now: float) -> list[Pointer]:
+    barrier = threading.Barrier(n)
+    winners: list[Pointer] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def click(i: int) -> None:
+        try:
+            seen = rows.get_pointer_by_card(p.card_id)
+            assert seen is not None
+            barrier.wait(timeout=30)
+            won = rows.claim(
+                seen.chat, seen.card_id, p.secret_hash, seen.claim_count, f"w{i}", now, now + LEASE, now + 900
+            )
+            if won is not None:
+                with lock:
+                    winners.append(won)
+        except BaseException as e:  # surfaced below: a racer that crashed did not "lose"
+            with lock:
+                errors.append(e)
+
+    threads = [threading.Thread(target=click, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    return winners
+
+
+def test_r10_twenty_racing_clicks_exactly_one_wins(store: StoreBackend) -> None:
+    p = pending(store)
+    winners = _race(store.rows, p, 20, T0 + 1)
+    assert len(winners) == 1
+    assert store.rows.get_pointer(p.chat) == winners[0]
+    assert winners[0].claim_count == 1
+
+
+def test_r11_twenty_racing_reclaims_after_a_lapse_exactly_one_wins(store: StoreBackend) -> None:
+    won = claimed(store)
+    winners = _race(store.rows, won, 20, T0 + 2 + LEASE)
+    assert len(winners) == 1
+    assert winners[0].claim_count == 2
+    assert store.rows.get_pointer(won.chat) == winners[0]
+
+
+# --- objects (R7) ---------------------------------------------------------------------------
+
+
+def test_r7_object_put_confirms_and_reads_back_verified(store: StoreBackend) -> None:
+    data = b"snapshot \x00\xff bytes" * 100
+    ref = store.objects.put("snapshots/c_1/state.json", data)
+    assert ref.key == "snapshots/c_1/state.json" and ref.size == len(data)
+    assert len(ref.sha256) == 64
+    assert store.objects.get(ref) == data
+    assert store.objects.get_key(ref.key) == data
+    empty = store.objects.put("answers/empty", b"")
+    assert store.objects.get(empty) == b"" and empty.size == 0
+
+
+def test_r7_objects_are_write_once(store: StoreBackend) -> None:
+    ref = store.objects.put("answers/a1", b"first")
+    with pytest.raises(ObjectExists):
+        store.objects.put("answers/a1", b"second")
+    assert store.objects.get(ref) == b"first"
+
+
+def test_r7_absent_objects(store: StoreBackend) -> None:
+    assert store.objects.get_key("answers/none") is None
+    with pytest.raises(KeyError):
+        store.objects.get(ObjectRef(key="answers/none", size=1, sha256="0" * 64))
+
+
+def test_r7_corrupt_object_is_detected_on_read(store: StoreBackend) -> None:
+    ref = store.objects.put("snapshots/c_2", b"the real bytes")
+    store.corrupt(ref.key)
+    with pytest.raises(CorruptObject):
+        store.objects.get(ref)
+    with pytest.raises(CorruptObject):
+        store.objects.get_key(ref.key)
+
+
+def test_r7_object_read_against_a_different_checksum_is_corrupt(store: StoreBackend) -> None:
+    ref = store.objects.put("snapshots/c_3", b"bytes")
+    other = ObjectRef(key=ref.key, size=ref.size, sha256="f" * 64)
+    with pytest.raises(CorruptObject):
+        store.objects.get(other)
+
+
+def test_object_sweep_removes_only_old_objects(store: StoreBackend) -> None:
+    old = store.objects.put("snapshots/old", b"old")
+    store.clock.advance(100)
+    new = store.objects.put("snapshots/new", b"new")
+    assert store.objects.sweep(store.clock.now() - 50) == 1
+    assert store.objects.get_key(old.key) is None
+    assert store.objects.get(new) == b"new"
+    assert store.objects.sweep(store.clock.now() - 50) == 0

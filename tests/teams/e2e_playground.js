@@ -1,0 +1,120 @@
+// End-to-end through the Microsoft 365 Agents Playground in headless Chromium (Debian's), driven by
+// playwright-core. Run by tests/teams/test_e2e_playground.py, which starts the bot.
+// Env: PLAYGROUND_URL, PLAYWRIGHT (path to playwright-core), CHROMIUM (/usr/bin/chromium), SHOTS (dir),
+//      E2E_TOKEN (makes this run's URL unique in a Playground conversation that may hold older runs).
+// Prints PASS/FAIL lines and "N passed, N failed"; exit code 0 only if every check passed.
+const path = require('path');
+const fs = require('fs');
+const { chromium } = require(process.env.PLAYWRIGHT);
+
+const URL_ = process.env.PLAYGROUND_URL;
+const SHOTS = process.env.SHOTS;
+const TOKEN = process.env.E2E_TOKEN || String(Date.now());
+const TARGET = `https://example.com/data-${TOKEN}.csv`;
+const WAIT = 30000;
+
+let passed = 0;
+let failed = 0;
+function check(name, cond, detail = '') {
+  if (cond) { passed++; console.log(`PASS ${name}`); } else { failed++; console.log(`FAIL ${name} ${detail}`); }
+}
+
+(async () => {
+  fs.mkdirSync(SHOTS, { recursive: true });
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  const page = await context.newPage();
+  const shot = async (name) => { await page.screenshot({ path: path.join(SHOTS, name) }); console.log(`screenshot ${name}`); };
+  try {
+    // Nothing leaves the machine: the UI's only outside requests (fonts, an animation) are blocked.
+    await page.route('**/*', (route) => {
+      const u = route.request().url();
+      if (/^(https?|wss?):\/\/(localhost|127\.0\.0\.1)(:\d+)?\//.test(u) || /^(data|blob):/.test(u)) return route.continue();
+      return route.abort();
+    });
+    page.on('pageerror', (e) => console.log('PAGEERROR', e.message));
+    // The composer is the Lexical editor; the log panel is contenteditable too, so be specific.
+    const composer = page.locator('[data-lexical-editor="true"][role="textbox"]').first();
+    const send = async (text) => {
+      await composer.click();
+      await page.keyboard.type(text);
+      await page.getByRole('button', { name: 'Send Message' }).click();
+    };
+
+    await page.goto(URL_, { waitUntil: 'networkidle' });
+    await page.getByText('Personal Chat').first().waitFor({ timeout: WAIT });
+    await page.waitForTimeout(1500); // the Playground starts the conversation when the UI connects
+    await shot('01-playground.png');
+
+    async function approveAndRevoke() {
+      // 1. A message naming a URL -> the approval card
+      await send(`please fetch ${TARGET}`);
+      const card = page.locator('.ac-adaptiveCard', { hasText: 'Approval needed' }).filter({ hasText: TARGET });
+      await card.first().waitFor({ timeout: WAIT });
+      await shot('02-approval-card.png');
+      check('approval card shows the URL with Approve and Deny',
+        (await card.getByRole('button', { name: 'Approve' }).count()) === 1 &&
+        (await card.getByRole('button', { name: 'Deny' }).count()) === 1);
+
+      // 2. Approve -> the card is replaced, the agent's reply appears
+      await card.getByRole('button', { name: 'Approve' }).click();
+      const outcome = page.locator('.ac-adaptiveCard', { hasText: 'Approved by' }).filter({ hasText: TARGET });
+      await outcome.first().waitFor({ timeout: WAIT });
+      check('card replaced by its outcome', (await card.count()) === 0, `still ${await card.count()} question card(s)`);
+      let replied = false;
+      for (let i = 0; i < 60 && !replied; i++) {
+        // the agent's reply is a plain message (outside any card) that names the approved site
+        replied = await page.evaluate((tok) => Array.from(document.querySelectorAll('p, span, div, a'))
+          .some((el) => !el.closest('.ac-adaptiveCard') && (el.textContent || '').includes(`data-${tok}`)
+            && /^Approved: /.test((el.closest('p, div') || el).textContent || '')), TOKEN);
+        if (!replied) await page.waitForTimeout(500);
+      }
+      await shot('03-approved-and-reply.png');
+      check("the agent's reply is shown", replied);
+
+      // 3. `approvals` -> the grants card; Revoke -> the grant is gone
+      await send('approvals');
+      const grants = page.locator('.ac-adaptiveCard', { hasText: 'Your approvals' }).filter({ hasText: 'example.com' }).last();
+      await grants.waitFor({ timeout: WAIT });
+      await shot('04-approvals.png');
+      const revoke = grants.getByRole('button', { name: 'Revoke', exact: true });
+      check('grants card lists example.com with a Revoke button', (await revoke.count()) === 1, `revoke buttons: ${await revoke.count()}`);
+      await revoke.first().click();
+      const revoked = page.locator('.ac-adaptiveCard', { hasText: 'Revoked: example.com.' }).last();
+      await revoked.waitFor({ timeout: WAIT });
+      await shot('05-revoked.png');
+      check('after Revoke the card says the grant is gone',
+        (await revoked.getByText('You have no approvals in this chat.').count()) === 1);
+    }
+
+    if (process.env.E2E_FLOW === 'packages') {
+      // A card asking for two packages: untick one, Approve; the client merges the choice into the data.
+      await send(`analyse the table ${TOKEN}`);
+      const pcard = page.locator('.ac-adaptiveCard', { hasText: 'Packages to allow' }).last();
+      await pcard.waitFor({ timeout: WAIT });
+      check('package card offers each package', (await pcard.getByRole('checkbox').count()) === 2);
+      await pcard.getByRole('checkbox', { name: 'numpy' }).uncheck();
+      await shot('02-package-choice.png');
+      await pcard.getByRole('button', { name: 'Approve' }).click();
+      const done = page.locator('.ac-adaptiveCard', { hasText: 'Approved (packages: pandas) by Alex Wilber' });
+      await done.first().waitFor({ timeout: WAIT });
+      await shot('03-packages-approved.png');
+      check('outcome names only the chosen package', (await done.count()) >= 1);
+    } else {
+      await approveAndRevoke();
+    }
+  } catch (e) {
+    failed++;
+    console.log(`FAIL exception ${e.stack || e}`);
+    await page.screenshot({ path: path.join(SHOTS, '99-failure.png') }).catch(() => {});
+  } finally {
+    await browser.close();
+  }
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exit(failed ? 1 : 0);
+})();

@@ -1,0 +1,162 @@
+"""A real Teams front end on a real aiohttp server (127.0.0.1, ephemeral port), a mock Bot Connector
+standing in for Teams' serviceUrl, and the captured Playground activities to send it."""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from pathlib import Path
+from typing import Any, ClassVar
+
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from bots.config import ServerConfig
+from bots.server import build_app
+from bots.teams_bot import TEAMS, TeamsConfig
+from core.agent_factory import AgentFactory
+from core.approvals import Approvals
+from core.clock import ManualClock
+from core.models import Pointer
+from store.aio import StoreIO
+from store.file_objects import FileObjects
+from store.sqlite_rows import SqliteRows
+
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "teams"
+TENANT = "00000000-0000-0000-0000-0000000000001"
+OWNER_AAD = "00000000-0000-0000-0000-0000000000020"
+CHAT = f"teams:{TENANT}:f62ca891-03b2-45a6-b15b-0e20fc6f66b1"
+OTHER = {"id": "user-id-1", "name": "Megan Bowen", "aadObjectId": "00000000-0000-0000-0000-0000000000021"}
+
+
+def fixture(name: str) -> dict[str, Any]:
+    return copy.deepcopy(json.loads((FIXTURES / name).read_text())["activity"])
+
+
+class MockConnector:
+    """Records every call the bot makes to its serviceUrl and answers like the Playground does."""
+
+    MEMBERS: ClassVar[dict[str, dict[str, str]]] = {
+        OWNER_AAD: {"id": "user-id-0", "name": "Alex Wilber", "aadObjectId": OWNER_AAD},
+        "user-id-0": {"id": "user-id-0", "name": "Alex Wilber", "aadObjectId": OWNER_AAD},
+    }
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self._next = 1796220926142
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_route("*", "/_connector/{tail:.*}", self.handle)
+        return app
+
+    async def handle(self, req: web.Request) -> web.Response:
+        body = await req.json() if req.can_read_body else None
+        self.calls.append(
+            {"method": req.method, "path": req.path, "body": body, "auth": req.headers.get("Authorization")}
+        )
+        last = req.path.rsplit("/", 1)[1]
+        if req.method == "GET" and "/members/" in req.path:
+            member = self.MEMBERS.get(last)
+            return web.json_response(member) if member else web.json_response({"error": "not found"}, status=404)
+        if req.method == "PUT":
+            return web.json_response({"id": last})
+        self._next += 1
+        return web.json_response({"id": str(self._next)}, status=201)
+
+    def posts(self) -> list[dict[str, Any]]:
+        return [c for c in self.calls if c["method"] == "POST"]
+
+    def puts(self) -> list[dict[str, Any]]:
+        return [c for c in self.calls if c["method"] == "PUT"]
+
+    def cards(self) -> list[dict[str, Any]]:
+        """Every Adaptive Card the bot sent or put, in order."""
+        out = []
+        for c in self.calls:
+            for att in (c["body"] or {}).get("attachments") or []:
+                out.append(att["content"])
+        return out
+
+    def texts(self) -> list[str]:
+        return [c["body"]["text"] for c in self.posts() if c["body"] and c["body"].get("text")]
+
+
+class Bot:
+    """One bot process: its own facade, adapter and server over a shared store folder."""
+
+    def __init__(
+        self,
+        folder: Path,
+        clock: ManualClock,
+        connector_url: str,
+        *,
+        invoke_budget: float = 5.0,
+        message_budget: float = 5.0,
+        agent_factory: AgentFactory | None = None,
+    ) -> None:
+        self.agent_factory = agent_factory
+        self.folder, self.clock, self.connector_url = folder, clock, connector_url
+        self.invoke_budget, self.message_budget = invoke_budget, message_budget
+        self.notes: list[str] = []
+
+    async def __aenter__(self) -> Bot:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        store = StoreIO(SqliteRows(self.folder / "rows.db"), FileObjects(self.folder / "objects", clock=self.clock))
+        self.approvals = Approvals(store, clock=self.clock, agent_factory=self.agent_factory)
+        cfg = ServerConfig(host="127.0.0.1", store=f"sqlite:///{self.folder}/rows.db", objects=str(self.folder))
+        self.app = build_app(
+            self.approvals,
+            cfg,
+            sweep=False,
+            teams=TeamsConfig(invoke_budget=self.invoke_budget, message_budget=self.message_budget),
+        )
+        self.client = TestClient(TestServer(self.app, host="127.0.0.1"))
+        await self.client.start_server()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.app[TEAMS].bot.drain()
+        await self.client.close()
+        self.approvals.store.close()
+
+    def activity(self, name: str, **over: Any) -> dict[str, Any]:
+        act = fixture(name)
+        act["serviceUrl"] = self.connector_url
+        act["id"] = str(uuid.uuid4())
+        act.update(over)
+        return act
+
+    async def post(self, activity: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        resp = await self.client.post("/api/messages", json=activity, headers=headers or {})
+        text = await resp.text()
+        try:
+            return resp.status, (json.loads(text) if text else None)
+        except ValueError:
+            return resp.status, text
+
+    async def say(self, text: str, **over: Any) -> tuple[int, Any]:
+        return await self.post(self.activity("playground-message-text.json", text=text, **over))
+
+    async def click(self, verb: str, data: dict[str, Any], **over: Any) -> tuple[int, Any]:
+        act = self.activity("playground-invoke-adaptiveCard-action.json", **over)
+        act["value"] = {"action": {"type": "Action.Execute", "title": verb.title(), "verb": verb, "data": data}}
+        return await self.post(act)
+
+    async def pointer(self, card_id: str) -> Pointer | None:
+        store = self.approvals.store
+        return await store.run(store.rows.get_pointer_by_card, card_id)
+
+    async def drain(self) -> None:
+        await self.app[TEAMS].bot.drain()
+
+
+def card_data(card: dict[str, Any]) -> dict[str, Any]:
+    """The data of the Approve button of an approval card (card id + secret)."""
+    approve = next(a for a in card.get("actions", []) if a.get("verb") == "approve")
+    return dict(approve["data"])
+
+
+def card_text(card: dict[str, Any]) -> str:
+    return json.dumps(card)

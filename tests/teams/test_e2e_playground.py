@@ -1,0 +1,125 @@
+"""End to end in a real Teams-like client: the Microsoft 365 Agents Playground (started by
+scripts/test.d/40-teams.sh, pointed at TEAMS_E2E_BOT_PORT) in headless Debian Chromium, driven by
+playwright-core. This test starts the real server there, runs tests/teams/e2e_playground.js, and
+checks the store. Screenshots go to artifacts/teams/."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from bots.config import ServerConfig
+from bots.server import build_app
+from bots.teams_bot import TEAMS, TeamsConfig
+from core.approvals import Approvals
+from core.clock import SystemClock
+from store.aio import StoreIO
+from store.file_objects import FileObjects
+from store.sqlite_rows import SqliteRows
+
+ROOT = Path(__file__).resolve().parents[2]
+NEEDED = ("TEAMS_PLAYGROUND_URL", "TEAMS_E2E_BOT_PORT", "TEAMS_PLAYWRIGHT")
+TENANT = "00000000-0000-0000-0000-0000000000001"
+OWNER = "00000000-0000-0000-0000-0000000000020"  # the Playground's default user (Alex Wilber)
+CHAT = f"teams:{TENANT}:personal-e2e"  # 40-teams.sh starts it with --conversation-id personal-e2e
+
+
+def require_playground() -> dict[str, str]:
+    missing = [n for n in NEEDED if not os.environ.get(n)]
+    if missing:
+        reason = f"Agents Playground not running ({', '.join(missing)} unset): run scripts/test"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return {n: os.environ[n] for n in NEEDED}
+
+
+async def run_browser(env: dict[str, str], shots: Path, extra: dict[str, str]) -> str:
+    """Run e2e_playground.js (bounded), save its log beside the screenshots, fail on a non-zero exit."""
+    shots.mkdir(parents=True, exist_ok=True)
+    proc = await asyncio.create_subprocess_exec(
+        "node",
+        str(Path(__file__).with_name("e2e_playground.js")),
+        env={
+            **os.environ,
+            "PLAYGROUND_URL": env["TEAMS_PLAYGROUND_URL"],
+            "PLAYWRIGHT": env["TEAMS_PLAYWRIGHT"],
+            "CHROMIUM": os.environ.get("TEAMS_CHROMIUM", "/usr/bin/chromium"),
+            "SHOTS": str(shots),
+            "E2E_TOKEN": secrets.token_hex(4),
+            **extra,
+        },
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout=240)  # bounded: a real browser
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        pytest.fail("the Playwright run did not finish in 240 s")
+    log = out.decode(errors="replace")
+    (shots / "e2e.log").write_text(log)
+    assert proc.returncode == 0, log
+    return log
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("invoke_budget", [2.0, 0.0], ids=["in-invoke", "late-proactive"])
+async def test_e2e_approve_in_playground_then_revoke(tmp_path: Path, invoke_budget: float) -> None:
+    """in-invoke: the click's answer is the outcome card. late-proactive: the click is answered with
+    "resuming…" at once and the outcome replaces the card later, from the stored reference."""
+    env = require_playground()
+    clock = SystemClock()
+    store = StoreIO(SqliteRows(tmp_path / "rows.db"), FileObjects(tmp_path / "objects", clock=clock))
+    approvals = Approvals(store, clock=clock)
+    cfg = ServerConfig(host="127.0.0.1", port=int(env["TEAMS_E2E_BOT_PORT"]))
+    app = build_app(approvals, cfg, sweep=False, teams=TeamsConfig(invoke_budget=invoke_budget))
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", cfg.port).start()
+    shots = ROOT / "artifacts" / "teams" / ("late" if invoke_budget == 0 else "in-invoke")
+    try:
+        log = await run_browser(env, shots, {})
+        assert "0 failed" in log and "5 passed" in log, log
+        # The bot's side: the click resumed the turn once, and Revoke removed the grant.
+        await app[TEAMS].bot.drain()
+        kinds = [e.kind for e in await approvals.audit(CHAT)]
+        assert kinds.count("claim_won") == 1, kinds
+        assert "revoke" in kinds, kinds
+        assert await approvals.grants(user=OWNER, chat=CHAT) == []
+        for name in ("02-approval-card.png", "03-approved-and-reply.png", "05-revoked.png"):
+            assert (shots / name).stat().st_size > 10_000
+    finally:
+        await runner.cleanup()
+        store.close()
+
+
+@pytest.mark.e2e
+async def test_e2e_package_choice_in_playground(tmp_path: Path) -> None:
+    """R15 in the real client: the multi-select on the card reaches the bot merged into the
+    Execute data, and only the chosen package is granted."""
+    from tests.agents import policy_factory
+    from tests.teams.test_teams_bot import packages_policy
+
+    env = require_playground()
+    clock = SystemClock()
+    store = StoreIO(SqliteRows(tmp_path / "rows.db"), FileObjects(tmp_path / "objects", clock=clock))
+    approvals = Approvals(store, clock=clock, agent_factory=policy_factory(packages_policy))
+    cfg = ServerConfig(host="127.0.0.1", port=int(env["TEAMS_E2E_BOT_PORT"]))
+    runner = web.AppRunner(build_app(approvals, cfg, sweep=False, teams=TeamsConfig()))
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", cfg.port).start()
+    try:
+        log = await run_browser(env, ROOT / "artifacts" / "teams" / "packages", {"E2E_FLOW": "packages"})
+        assert "2 passed, 0 failed" in log, log
+        grants = await approvals.grants(user=OWNER, chat=CHAT)
+        assert [(g.kind, g.name) for g in grants] == [("package", "pandas")]
+    finally:
+        await runner.cleanup()
+        store.close()

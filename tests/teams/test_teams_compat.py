@@ -1,0 +1,242 @@
+"""bots/teams_compat.py: each botbuilder 4.17.1 workaround is shown needed (the bug, without it)
+and shown working (with it); the auth configuration refuses half-set identities."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import botbuilder.integration.aiohttp.cloud_adapter as cloud_adapter_module
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from botbuilder.core import TurnContext
+from botbuilder.core import serializer_helper as original_serializer_helper
+from botbuilder.core.teams import TeamsActivityHandler
+from botbuilder.schema import Activity, AdaptiveCardInvokeResponse, AdaptiveCardInvokeValue
+from botframework.connector.auth import (
+    CertificateServiceClientCredentialsFactory,
+    PasswordServiceClientCredentialFactory,
+)
+
+from bots import teams_compat
+from bots.config import ServerConfig
+from bots.server import build_app
+from bots.teams_bot import TeamsConfig, _is_loopback, chat_key, parse_command, user_of
+from bots.teams_compat import TeamsAuth
+from core.approvals import Approvals
+from core.clock import ManualClock
+from store.aio import StoreIO
+from store.file_objects import FileObjects
+from store.sqlite_rows import SqliteRows
+from tests.teams.harness import OWNER_AAD, TENANT, fixture
+
+APP_ID = "11111111-2222-3333-4444-555555555555"
+
+
+class EchoCardBot(TeamsActivityHandler):
+    """botbuilder's own Execute path, untouched by this project: returns a card body."""
+
+    async def on_adaptive_card_invoke(
+        self, turn_context: TurnContext, invoke_value: AdaptiveCardInvokeValue
+    ) -> AdaptiveCardInvokeResponse:
+        card = {"type": "AdaptiveCard", "version": "1.5", "body": []}
+        return AdaptiveCardInvokeResponse(status_code=200, type="application/vnd.microsoft.card.adaptive", value=card)
+
+
+async def post_raw(bot: TeamsActivityHandler, activity: dict[str, Any]) -> int:
+    adapter = teams_compat.make_adapter(TeamsAuth())
+
+    async def handler(req: web.Request) -> web.Response:
+        resp = await adapter.process(req, bot)
+        return resp if resp is not None else web.Response(status=201)
+
+    app = web.Application()
+    app.router.add_post("/api/messages", handler)
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        resp = await client.post("/api/messages", json=activity)
+        return resp.status
+
+
+@pytest.fixture
+def unpatched() -> Any:
+    cloud_adapter_module.serializer_helper = original_serializer_helper
+    assert not teams_compat.is_applied()
+    yield
+    teams_compat.apply()
+
+
+async def test_workaround_1_cloud_adapter_double_serializes_invoke_bodies(unpatched: None) -> None:
+    act = fixture("playground-invoke-adaptiveCard-action.json")
+    cloud_adapter_module.serializer_helper = original_serializer_helper
+    adapter = teams_compat.CloudAdapter(
+        teams_compat.ConfigurationBotFrameworkAuthentication(teams_compat._Config(TeamsAuth()))
+    )
+
+    async def handler(req: web.Request) -> web.Response:
+        resp = await adapter.process(req, EchoCardBot())
+        return resp if resp is not None else web.Response(status=201)
+
+    app = web.Application()
+    app.router.add_post("/api/messages", handler)
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        assert (await client.post("/api/messages", json=act)).status == 500  # the bug
+        teams_compat.apply()
+        assert teams_compat.is_applied()
+        resp = await client.post("/api/messages", json=act)
+        assert resp.status == 200  # the workaround
+        body = await resp.json()
+        assert body["statusCode"] == 200 and body["value"]["type"] == "AdaptiveCard"
+
+
+async def test_workaround_2_botbuilder_answers_malformed_execute_with_500() -> None:
+    act = fixture("playground-invoke-adaptiveCard-action.json")
+    act["value"]["action"]["type"] = "Action.Submit"
+    assert await post_raw(EchoCardBot(), act) == 500  # hence the project parses clicks itself (400)
+    body = teams_compat.invoke_response(400, {"statusCode": 400}).body
+    assert json.loads(json.dumps(body)) == {"statusCode": 400}
+
+
+def test_workaround_3_tenant_is_read_from_channel_data() -> None:
+    act = Activity().deserialize(fixture("playground-message-text.json"))
+    assert act.conversation.tenant_id is None  # botbuilder maps the key "tenantID", Teams sends "tenantId"
+    assert teams_compat.tenant_of(act) == TENANT
+    no_channel_data = Activity().deserialize({**fixture("playground-message-text.json"), "channelData": None})
+    assert teams_compat.tenant_of(no_channel_data) == TENANT  # from the conversation's extra keys
+    assert chat_key(act) == f"teams:{TENANT}:f62ca891-03b2-45a6-b15b-0e20fc6f66b1"
+    assert user_of(act) == OWNER_AAD
+
+
+def test_channel_reply_chain_is_its_own_chat_and_owner_falls_back_to_from_id() -> None:
+    raw = fixture("playground-message-text.json")
+    raw["conversation"] = {"conversationType": "channel", "id": "19:abc@thread.tacv2;messageid=1700000000000"}
+    raw["from"] = {"id": "29:1xyz", "name": "No AAD"}
+    act = Activity().deserialize(raw)
+    assert chat_key(act) == f"teams:{TENANT}:19:abc@thread.tacv2;messageid=1700000000000"
+    assert user_of(act) == "29:1xyz"
+
+
+def test_location_round_trip_keeps_the_tenant() -> None:
+    act = Activity().deserialize(fixture("playground-message-text.json"))
+    loc = teams_compat.reference_to_location(act, "1796220926142")
+    assert all(isinstance(v, str) for v in loc.values())
+    assert loc["activity_id"] == "1796220926142" and loc["tenant"] == TENANT
+    ref = teams_compat.reference_from_location(json.loads(json.dumps(loc)))
+    assert ref.conversation.id == "f62ca891-03b2-45a6-b15b-0e20fc6f66b1"
+    assert ref.conversation.tenant_id == TENANT
+    assert ref.service_url == "http://localhost:56150/_connector"
+    assert ref.user.id == "user-id-0"
+
+
+@pytest.mark.parametrize(
+    "auth",
+    [
+        TeamsAuth(app_password="pw"),
+        TeamsAuth(app_id=APP_ID),
+        TeamsAuth(app_id=APP_ID, app_password="pw", certificate_thumbprint="AB", certificate_private_key="K"),
+        TeamsAuth(app_id=APP_ID, certificate_thumbprint="AB"),
+        TeamsAuth(app_id=APP_ID, app_password="pw", app_type="SingleTenant"),
+    ],
+)
+def test_half_set_identity_is_refused(auth: TeamsAuth) -> None:
+    with pytest.raises(ValueError, match="Teams"):
+        auth.check()
+
+
+def test_credentials_factories() -> None:
+    pw = teams_compat.credentials_factory(TeamsAuth(app_id=APP_ID, app_password="pw"))
+    assert isinstance(pw, PasswordServiceClientCredentialFactory) and pw.tenant_id is None
+    single = TeamsAuth(app_id=APP_ID, app_password="pw", app_type="SingleTenant", tenant_id=TENANT)
+    single.check()
+    assert teams_compat.credentials_factory(single).tenant_id == TENANT  # type: ignore[attr-defined]
+    cert = TeamsAuth(app_id=APP_ID, certificate_thumbprint="AB", certificate_private_key="KEY")
+    cert.check()
+    assert isinstance(teams_compat.credentials_factory(cert), CertificateServiceClientCredentialsFactory)
+
+
+def test_config_from_env(tmp_path: Path) -> None:
+    assert TeamsConfig.from_env({}).auth == TeamsAuth()
+    key = tmp_path / "key.pem"
+    key.write_text("-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----\n")
+    cfg = TeamsConfig.from_env(
+        {
+            "CHAT_APPROVALS_TEAMS_APP_ID": APP_ID,
+            "CHAT_APPROVALS_TEAMS_CERT_THUMBPRINT": "AB12",
+            "CHAT_APPROVALS_TEAMS_CERT_KEY_FILE": str(key),
+            "CHAT_APPROVALS_TEAMS_APP_TYPE": "SingleTenant",
+            "CHAT_APPROVALS_TEAMS_TENANT_ID": TENANT,
+            "CHAT_APPROVALS_TEAMS_INVOKE_BUDGET": "1.5",
+        }
+    )
+    assert cfg.auth.certificate_private_key.startswith("-----BEGIN") and cfg.invoke_budget == 1.5
+    with pytest.raises(ValueError):
+        TeamsConfig.from_env({"CHAT_APPROVALS_TEAMS_APP_PASSWORD": "pw"})
+    with pytest.raises(ValueError):
+        TeamsConfig.from_env({"CHAT_APPROVALS_TEAMS_APP_ID": APP_ID, "CHAT_APPROVALS_TEAMS_APP_TYPE": "Both"})
+
+
+@pytest.fixture
+async def approvals(tmp_path: Path) -> AsyncIterator[Approvals]:
+    clock = ManualClock()
+    a = Approvals(StoreIO(SqliteRows(tmp_path / "r.db"), FileObjects(tmp_path / "o", clock=clock)), clock=clock)
+    yield a
+    a.store.close()
+
+
+async def test_unauthenticated_endpoint_is_off_on_a_public_address(approvals: Approvals) -> None:
+    notes: list[str] = []
+    app = web.Application()
+    front = teams_compat_mount(app, approvals, TeamsConfig(), "0.0.0.0", notes)
+    assert front is None and "OFF" in notes[0]
+    assert not any(r.resource and r.resource.canonical == "/api/messages" for r in app.router.routes())
+
+
+async def test_startup_says_unauthenticated_or_authenticated(approvals: Approvals) -> None:
+    notes: list[str] = []
+    teams_compat_mount(web.Application(), approvals, TeamsConfig(), "127.0.0.1", notes)
+    assert "UNAUTHENTICATED" in notes[0] and "127.0.0.1" in notes[0]
+    auth = TeamsAuth(app_id=APP_ID, app_password="pw")
+    teams_compat_mount(web.Application(), approvals, TeamsConfig(auth=auth), "0.0.0.0", notes)
+    assert f"authenticated as Microsoft App {APP_ID}" in notes[1]
+
+
+async def test_authenticated_endpoint_refuses_a_request_without_token(approvals: Approvals) -> None:
+    cfg = ServerConfig(host="0.0.0.0")
+    app = build_app(approvals, cfg, sweep=False, teams=TeamsConfig(auth=TeamsAuth(app_id=APP_ID, app_password="pw")))
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        resp = await client.post("/api/messages", json=fixture("playground-message-text.json"))
+        assert resp.status == 401
+
+
+def test_loopback() -> None:
+    assert _is_loopback("127.0.0.1") and _is_loopback("::1") and _is_loopback("localhost")
+    assert not _is_loopback("0.0.0.0") and not _is_loopback("10.0.0.1") and not _is_loopback(None)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("approvals", ("approvals", "")),
+        ("Approvals", ("approvals", "")),
+        ("help", ("help", "")),
+        ("", ("help", "")),
+        ("revoke all", ("revoke", "all")),
+        ("revoke example.com", ("revoke", "example.com")),
+        ("revoke", ("revoke", "")),
+        ("please fetch https://x.example", None),
+        ("approvals for everyone", None),
+    ],
+)
+def test_parse_command(text: str, expected: tuple[str, str] | None) -> None:
+    got = parse_command(text)
+    assert (tuple(got) if got else None) == expected
+
+
+def teams_compat_mount(
+    app: web.Application, approvals: Approvals, cfg: TeamsConfig, host: str, notes: list[str]
+) -> object:
+    from bots.teams_bot import mount_teams
+
+    return mount_teams(app, approvals, cfg, host=host, say=notes.append)
