@@ -102,7 +102,7 @@ async def gate_role(http_port: int, echo_port: int, backend_kind: str) -> None:
                                     created_at=now, expires_at=now + 3600), now + 7200)  # fmt: skip
         backend = ApprovalsBackend(Approvals(io, clock=clock))
     resolve = [f"files.test=127.0.0.1:{http_port}", f"echo.test=127.0.0.1:{echo_port}"]
-    gate = await Gate(GateConfig(resolve=resolve, unix=False, grant_ports=(80, 443)), backend=backend).start()
+    gate = await Gate(GateConfig(resolve=resolve, unix=False, max_conns_per_run=100_000), backend=backend).start()
     run = gate.open_run(user="U", chat="C", turn_id="T")
     print(json.dumps({"port": gate.port, "user": run.username}), flush=True)
     await asyncio.Event().wait()

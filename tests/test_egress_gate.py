@@ -8,6 +8,7 @@ come from an in-memory backend implementing the gate's Protocol; refusals land t
 from __future__ import annotations
 
 import asyncio
+import base64
 import ssl
 import sys
 import urllib.error
@@ -245,6 +246,34 @@ async def test_non_standard_port_needs_the_allow_list(env: Env) -> None:
     _, out, _ = await curl(env, run, "http://files.test:8081/hello")
     assert out.endswith("403") and "port 8081" in out
     assert env.grants.refusals == [] and run.denied_subjects() == ["files.test:8081"]
+
+
+async def test_connections_per_run_are_capped(tmp_path: Path) -> None:
+    async for env in _env(tmp_path, max_conns_per_run=2):
+        env.grants.grant(USER, CHAT, "site", "files.test")
+        run = env.run()
+        auth = base64.b64encode(f"{run.username}:x".encode()).decode()
+        connect = f"CONNECT files.test:443 HTTP/1.1\r\nProxy-Authorization: Basic {auth}\r\n\r\n".encode()
+
+        async def tunnel(port: int = env.gate.port, connect: bytes = connect) -> tuple[bytes, asyncio.StreamWriter]:
+            r, w = await asyncio.open_connection("127.0.0.1", port)
+            w.write(connect)
+            return (await asyncio.wait_for(r.readuntil(b"\r\n"), 10)), w
+
+        held = [await tunnel(), await tunnel()]
+        assert [h[0] for h in held] == [b"HTTP/1.1 200 Connection Established\r\n"] * 2
+        third, w3 = await tunnel()
+        assert third == b"HTTP/1.1 429 Too Many Requests\r\n"
+        w3.close()
+        held[0][1].close()
+        for _ in range(100):  # the gate notices the close on its next read; bounded
+            if run.active < 2:
+                break
+            await asyncio.sleep(0.02)
+        again, w4 = await tunnel()
+        assert again == b"HTTP/1.1 200 Connection Established\r\n"
+        for w in (w4, held[1][1]):
+            w.close()
 
 
 def test_patterns_and_resolve_parse() -> None:

@@ -22,7 +22,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -54,6 +54,7 @@ class GateConfig(BaseModel):
     connect_timeout: float = 10.0
     idle_timeout: float = 120.0
     head_timeout: float = 30.0
+    max_conns_per_run: int = 64
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class Run:
     backend: GrantsBackend
     refused: list[Blocked] = field(default_factory=list)  # approvable: recorded for R3
     denied: list[str] = field(default_factory=list)  # operator policy: no approval can change it
+    active: int = 0  # connections open through the gate right now
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -319,46 +321,48 @@ class Gate:
         if not sep or not port_s.isdigit():
             raise WireError(400, "CONNECT wants host:port")
         host, port = self._host(host_s), int(port_s)
-        run = self._run_for(head)
+        run = await self._admit(head, writer)
         if run is None:
-            await respond(
-                writer,
-                407,
-                "Proxy Authentication Required",
-                "this sandbox run has no valid gate credentials\n",
-                extra=[("Proxy-Authenticate", 'Basic realm="egress-gate"')],
+            return
+        with self._slot(run):
+            refusal = await self.decide(
+                run, "site", host, port, f"https://{host}:{port}" if port != 443 else f"https://{host}/"
             )
-            return
-        refusal = await self.decide(
-            run, "site", host, port, f"https://{host}:{port}" if port != 443 else f"https://{host}/"
-        )
-        if refusal:
-            await respond(writer, 403, "Forbidden", refusal + "\n", extra=_gate_hdr("site", host))
-            return
-        up_r, up_w = await self._open_upstream(host, port)
-        writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-        await writer.drain()
-        try:
-            await asyncio.gather(pipe(reader, up_w, self.cfg.idle_timeout), pipe(up_r, writer, self.cfg.idle_timeout))
-        finally:
-            await close(up_w)
+            if refusal:
+                await respond(writer, 403, "Forbidden", refusal + "\n", extra=_gate_hdr("site", host))
+                return
+            up_r, up_w = await self._open_upstream(host, port)
+            writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            await writer.drain()
+            try:
+                idle = self.cfg.idle_timeout
+                await asyncio.gather(pipe(reader, up_w, idle), pipe(up_r, writer, idle))
+            finally:
+                await close(up_w)
 
     async def _forward(self, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        method, target, _ = head.first
+        target = head.first[1]
         u = urlsplit(target)
         if not u.hostname:
             raise WireError(400, "absolute URL without a host")
         host, port = self._host(u.hostname), u.port or 80
-        run = self._run_for(head)
+        run = await self._admit(head, writer)
         if run is None:
-            await respond(
-                writer,
-                407,
-                "Proxy Authentication Required",
-                "this sandbox run has no valid gate credentials\n",
-                extra=[("Proxy-Authenticate", 'Basic realm="egress-gate"')],
-            )
             return
+        with self._slot(run):
+            await self._forward_as(run, head, u, host, port, reader, writer)
+
+    async def _forward_as(
+        self,
+        run: Run,
+        head: Head,
+        u: SplitResult,
+        host: str,
+        port: int,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        method, target, _ = head.first
         refusal = await self.decide(run, "site", host, port, target)
         if refusal:
             await respond(writer, 403, "Forbidden", refusal + "\n", extra=_gate_hdr("site", host))
@@ -393,6 +397,31 @@ class Gate:
                     await body
         finally:
             await close(up_w)
+
+    async def _admit(self, head: Head, writer: asyncio.StreamWriter) -> Run | None:
+        run = self._run_for(head)
+        if run is None:
+            await respond(
+                writer,
+                407,
+                "Proxy Authentication Required",
+                "this sandbox run has no valid gate credentials\n",
+                extra=[("Proxy-Authenticate", 'Basic realm="egress-gate"')],
+            )
+        return run
+
+    @contextlib.contextmanager
+    def _slot(self, run: Run) -> Iterator[None]:
+        """At most `max_conns_per_run` open at once: one script cannot exhaust the server's sockets."""
+        with run._lock:
+            if run.active >= self.cfg.max_conns_per_run:
+                raise WireError(429, f"more than {self.cfg.max_conns_per_run} connections at once for this run")
+            run.active += 1
+        try:
+            yield
+        finally:
+            with run._lock:
+                run.active -= 1
 
     def _host(self, raw: str) -> str:
         try:
@@ -437,6 +466,7 @@ def _gate_hdr(kind: str | None = None, name: str | None = None) -> list[tuple[st
 
 
 _REASONS = {
+    429: "Too Many Requests",
     400: "Bad Request",
     403: "Forbidden",
     404: "Not Found",
