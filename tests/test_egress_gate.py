@@ -120,6 +120,20 @@ async def test_r3_curl_refused_and_recorded_for_the_turn(env: Env) -> None:
     assert run.blocked_subjects() == ["other.test"]
 
 
+async def test_curl_revoked_then_refused_again_on_the_next_connection(env: Env) -> None:
+    env.grants.grant(USER, CHAT, "site", "files.test")
+    run = env.run()
+    rc, out, _ = await curl(env, run, "https://files.test/hello")
+    assert rc == 0 and out.endswith("200")
+    env.grants.revoke(USER, CHAT, "site", "files.test")
+    rc, _, err = await curl(env, run, "https://files.test/hello")
+    assert rc != 0 and "403" in err
+    _, out, _ = await curl(env, run, "http://files.test/hello")
+    assert out.endswith("403")
+    assert [(r.name, r.port) for r in env.grants.refusals] == [("files.test", 443)]
+    assert run.blocked_subjects() == ["files.test"]
+
+
 async def test_grant_is_per_chat_and_per_user(env: Env) -> None:
     env.grants.grant(USER, "http:another-chat", "site", "files.test")
     env.grants.grant("U2", CHAT, "site", "files.test")
