@@ -94,10 +94,7 @@ class GatedLocalSandbox(PosixShellSandbox):
         if iso.mode == "netns" and not gate_unix_socket:
             iso = Isolation("none", (), "network NOT isolated: the gate has no unix socket to forward to")
         self.isolation = iso
-        if iso.mode == "none":
-            log.warning("sandbox: %s", iso.note)
-        else:
-            log.info("sandbox: %s", iso.note)
+        log.debug("sandbox: %s", iso.note)
         self.timeout = timeout
         self.output_limit = output_limit
         self.base_dir = base_dir

@@ -80,8 +80,8 @@ def make_run_script(
     # Decided once, at start-up (logged there); the sandbox itself is built on first use because
     # the gate's port and socket exist only once the gate has started.
     isolation = detect_isolation() if sandbox is None else None
-    if isolation is not None and isolation.mode == "none":
-        log.warning("run_script: %s", isolation.note)
+    if isolation is not None:  # said once at start-up, and again in every result
+        log.log(logging.WARNING if isolation.mode == "none" else logging.INFO, "run_script sandbox: %s", isolation.note)
     boxes: list[Sandbox] = [sandbox] if sandbox is not None else []
 
     def box_and_note() -> tuple[Sandbox, str]:

@@ -46,6 +46,7 @@ async def test_serve_with_sandbox_flags_end_to_end(tmp_path: Path) -> None:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     try:
         await wait_healthy(proc, port)
+        assert detect_isolation().note in log.read_text()  # said at start-up, before any run
         h = {"Authorization": f"Bearer {TOKEN}"}
         async with aiohttp.ClientSession(headers=h) as s:
             base = f"http://127.0.0.1:{port}/v1"
@@ -68,7 +69,6 @@ async def test_serve_with_sandbox_flags_end_to_end(tmp_path: Path) -> None:
         await origin.cleanup()
     text = log.read_text()
     assert "sandbox (run_script + egress gate): on" in text
-    assert detect_isolation().note in text  # said at start-up, isolated or not
     assert "egress gate on 127.0.0.1:" in text
 
 

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.clock import Clock, SystemClock
 from core.egress.backend import GrantsBackend
+from core.egress.index import PackageIndex
 from core.egress.policy import Resolve, Rules, is_public, normalize_host
 from core.egress.wire import Head, WireError, close, encode_head, pipe, read_head, respond
 from core.models import Refusal, SubjectKind
@@ -125,8 +126,6 @@ class Gate:
         self.port = 0
         self.unix_path: str | None = None
         self._conns: set[asyncio.Task[None]] = set()
-        from core.egress.index import PackageIndex  # the index view needs the Gate type
-
         self.index = PackageIndex(self, cfg.package_index) if cfg.package_index else None
 
     # ---- lifecycle ----
