@@ -262,3 +262,16 @@ async def test_pip_inside_the_namespace_goes_through_the_package_view() -> None:
     finally:
         await gate.close()
         await idx.cleanup()
+
+
+async def test_tool_result_says_not_isolated_and_timed_out(gate_and_origin: tuple[Gate, FakeGrants, int]) -> None:
+    """Without a namespace the tool says so in its result; a run past its limit is reported killed."""
+    gate, grants, _ = gate_and_origin
+    off = detect_isolation(allow=False)
+    box = GatedLocalSandbox(gate_unix_socket=gate.unix_path, gate_port=gate.port, isolation=off)
+    tool = make_run_script(gate, box, timeout=1.5)
+    code = "import time\nprint('working', flush=True)\ntime.sleep(30)\n"
+    text = await agent_turn(tool, ToolThenText(code), invocation_state(ctx(), grants))
+    lines = text.splitlines()
+    assert lines[1] == "timed out after 1.5 s (killed)"
+    assert off.note in lines and lines[lines.index("output:") + 1 :] == ["working"]
