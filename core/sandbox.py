@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 _FORWARDER = str(Path(__file__).with_name("egress") / "nsforward.py")
 _NS_FLAGS = ["--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
+_NET_ONLY = ["--net", "--kill-child", "--fork"]  # where PID/mount namespaces are refused
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,8 @@ class Isolation:
 
 
 def detect_isolation(*, allow: bool = True) -> Isolation:
-    """Try a real `unshare` once: as root plainly, otherwise inside a user namespace."""
+    """Try a real `unshare` once: as root plainly, otherwise inside a user namespace; with PID and
+    mount namespaces when allowed, else the network namespace alone."""
     none_note = (
         "network NOT isolated: {why}; the script gets the gate's proxy settings, but a script that "
         "ignores them can reach the network directly"
@@ -54,14 +56,14 @@ def detect_isolation(*, allow: bool = True) -> Isolation:
     unshare = shutil.which("unshare")
     if unshare is None or not sys.platform.startswith("linux"):
         return Isolation("none", (), none_note.format(why="no `unshare` on this host"))
-    candidates = [[unshare, *_NS_FLAGS]] if os.geteuid() == 0 else []
-    candidates.append([unshare, "--user", "--map-root-user", *_NS_FLAGS])
-    why = "unshare failed"
+    candidates = [[unshare, *f] for f in (_NS_FLAGS, _NET_ONLY)] if os.geteuid() == 0 else []
+    candidates += [[unshare, "--user", "--map-root-user", *f] for f in (_NS_FLAGS, _NET_ONLY)]
+    why = ""
     for prefix in candidates:
         try:
             p = subprocess.run([*prefix, "--", "true"], capture_output=True, timeout=10, check=False)
         except (OSError, subprocess.TimeoutExpired) as e:
-            why = str(e)
+            why = why or str(e)
             continue
         if p.returncode == 0:
             kind = "root" if "--user" not in prefix else "user namespace"
@@ -70,8 +72,8 @@ def detect_isolation(*, allow: bool = True) -> Isolation:
                 tuple(prefix),
                 f"network isolated ({kind}): own network namespace; the only way out is the egress gate",
             )
-        why = p.stderr.decode(errors="replace").strip() or f"unshare exited {p.returncode}"
-    return Isolation("none", (), none_note.format(why=why))
+        why = why or p.stderr.decode(errors="replace").strip() or f"unshare exited {p.returncode}"
+    return Isolation("none", (), none_note.format(why=why or "unshare failed"))
 
 
 class GatedLocalSandbox(PosixShellSandbox):

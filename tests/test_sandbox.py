@@ -59,14 +59,20 @@ def fetch_script(*urls: str) -> str:
     )
 
 
+@pytest.mark.parametrize("flags", ["detected", "net-only"])
 async def test_netns_script_ignoring_the_proxy_cannot_connect(
-    gate_and_origin: tuple[Gate, FakeGrants, int],
+    gate_and_origin: tuple[Gate, FakeGrants, int], flags: str
 ) -> None:
-    """A script that opens a socket directly fails, even to a server on the host's loopback."""
+    """A script that opens a socket directly fails, even to a server on the host's loopback; with
+    the full namespace set that start-up detected, and with the network namespace alone."""
     need_netns()
+    iso = ISO
+    if flags == "net-only":
+        prefix = (*ISO.prefix[:ISO.prefix.index("--net")], "--net", "--kill-child", "--fork")
+        iso = Isolation("netns", prefix, "net only")
     gate, grants, port = gate_and_origin
     grants.grant(USER, CHAT, "site", "files.test")
-    box = GatedLocalSandbox(gate_unix_socket=gate.unix_path, gate_port=gate.port, isolation=ISO)
+    box = GatedLocalSandbox(gate_unix_socket=gate.unix_path, gate_port=gate.port, isolation=iso)
     code = (
         "import socket, urllib.request\n"
         f"for addr in [('127.0.0.1', {port}), ('1.1.1.1', 80), ('8.8.8.8', 53)]:\n"
