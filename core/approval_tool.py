@@ -104,7 +104,12 @@ async def request_approval(
         return _result(tool_context, "error", wording.unattended_deny(open_sites, open_packages))  # R6
 
     # only URLs of sites still asked for: a refusal earlier in the turn may be approved by now (R13)
-    refused_urls = [r.url for r in refused if r.url and r.kind == "site" and r.name in open_sites]
+    # A refused URL shows what the sandbox really reached (a redirect, a mirror); where the model
+    # named a URL on that host, the named one says more (an HTTPS refusal only shows the host).
+    named_hosts = set(url_hosts)
+    refused_urls = [
+        r.url for r in refused if r.url and r.kind == "site" and r.name in open_sites and r.name not in named_hosts
+    ]
     card_urls = unique([u for u, h in zip(named_urls, url_hosts, strict=True) if h in open_sites] + refused_urls)
     draft: dict[str, Any] = {
         "reason": reason.strip(),

@@ -132,7 +132,7 @@ class ScriptedModel(Model):
         if "\nblocked: " not in "\n" + first:
             return self._output(urls, first), take(1), None
         if len(pending) < 2:
-            return "", cursor, {"name": APPROVAL_TOOL, "input": {"reason": reason}}
+            return "", cursor, approval  # the blocked hosts are merged in by the tool (R3)
         verdict = pending[1][2]
         if verdict.get("status") != "success":
             return self._without(urls, _text_of(verdict)), take(2), None
@@ -147,7 +147,9 @@ class ScriptedModel(Model):
     @staticmethod
     def _output(urls: list[str], result: str) -> str:
         out = result.split("output:", 1)[1].strip() if "output:" in result else result.strip()
-        return f"Downloaded {', '.join(urls)}:\n{out}"
+        # The script prints "URL: failed: why" for a download that did not work (R16: say so).
+        verb = "Tried to download" if ": failed: " in out else "Downloaded"
+        return f"{verb} {', '.join(urls)}:\n{out}"
 
     # --- the Model contract ----------------------------------------------------------
     async def stream(

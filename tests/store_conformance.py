@@ -342,10 +342,7 @@ def test_r13_replace_installs_the_chained_request(store: StoreBackend) -> None:
     assert store.rows.get_pointer_by_card(won.card_id) is None
     # the old secret and the old card id no longer claim anything; the new ones do
     assert claim(store.rows, nxt, secret="secret-1", now=T0 + 6) is None
-    assert (
-        store.rows.claim(won.chat, won.card_id, hash_secret("secret-1"), 0, "w2", T0 + 6, T0 + 36, T0 + 900)
-        is None
-    )
+    assert store.rows.claim(won.chat, won.card_id, hash_secret("secret-1"), 0, "w2", T0 + 6, T0 + 36, T0 + 900) is None
     assert store.rows.get_pointer(won.chat) == nxt
     assert claim(store.rows, nxt, secret="secret-2", now=T0 + 6) is not None
 
@@ -510,9 +507,7 @@ def test_r14_delete_grant(store: StoreBackend) -> None:
 
 
 def _refusal(name: str, *, turn: str = "turn-1", at: float = T0, kind: SubjectKind = "site") -> Refusal:
-    return Refusal(
-        chat="http:a", turn_id=turn, kind=kind, name=name, port=443, url=f"https://{name}/x", at=at
-    )
+    return Refusal(chat="http:a", turn_id=turn, kind=kind, name=name, port=443, url=f"https://{name}/x", at=at)
 
 
 def test_r3_refusals_are_idempotent_per_turn_and_listed_in_order(store: StoreBackend) -> None:
@@ -553,9 +548,7 @@ def test_claim_event_dedupes_until_its_ttl(store: StoreBackend) -> None:
 def test_audit_keeps_append_order_per_chat(store: StoreBackend) -> None:
     rows = store.rows
     events = [
-        AuditEvent(
-            chat="http:a", at=T0, kind="card_created", actor="U1", card_id="c_1", detail={"sites": ["a.org"]}
-        ),
+        AuditEvent(chat="http:a", at=T0, kind="card_created", actor="U1", card_id="c_1", detail={"sites": ["a.org"]}),
         AuditEvent(chat="http:a", at=T0, kind="claim_won", actor="w1", card_id="c_1"),
         AuditEvent(chat="http:b", at=T0, kind="turn", actor="U2"),
         AuditEvent(
@@ -575,9 +568,7 @@ def test_audit_keeps_append_order_per_chat(store: StoreBackend) -> None:
 
 
 def test_audit_lists_many_events(store: StoreBackend) -> None:
-    events = [
-        AuditEvent(chat="http:a", at=T0 + i, kind="turn", actor="U1", detail={"i": i}) for i in range(120)
-    ]
+    events = [AuditEvent(chat="http:a", at=T0 + i, kind="turn", actor="U1", detail={"i": i}) for i in range(120)]
     for e in events:
         store.rows.append_audit(e, T0 + RETENTION)
     assert store.rows.list_audit("http:a") == events

@@ -68,7 +68,7 @@ async def test_netns_script_ignoring_the_proxy_cannot_connect(
     need_netns()
     iso = ISO
     if flags == "net-only":
-        prefix = (*ISO.prefix[:ISO.prefix.index("--net")], "--net", "--kill-child", "--fork")
+        prefix = (*ISO.prefix[: ISO.prefix.index("--net")], "--net", "--kill-child", "--fork")
         iso = Isolation("netns", prefix, "net only")
     gate, grants, port = gate_and_origin
     grants.grant(USER, CHAT, "site", "files.test")
