@@ -81,6 +81,9 @@ class LeaseKeeper:
             time.sleep(self._every)
             with self._lock:
                 beats = list(self._beats)
+                if not beats:  # nothing held: end; the next hold() starts a new thread
+                    self._thread = None
+                    return
             for beat in beats:
                 if not beat.finished and not beat.tick():
                     with self._lock:

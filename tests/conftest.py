@@ -13,6 +13,7 @@ from bots.server import build_app
 from core.agent_factory import AgentFactory
 from core.approvals import Approvals
 from core.clock import ManualClock
+from core.models import Answer, CardOffer, ResumeResult
 from core.settings import Settings
 from store.aio import StoreIO
 from store.file_objects import FileObjects
@@ -62,6 +63,15 @@ def make_approvals(store: StoreIO, clock: ManualClock, factory: AgentFactory, **
 @pytest.fixture
 def approvals(store: StoreIO, clock: ManualClock, counter: Counter) -> Approvals:
     return make_approvals(store, clock, scripted_factory(counter))
+
+
+async def click(
+    a: Approvals, offer: CardOffer | None, *, user: str = "u", approved: bool = True, packages: list[str] | None = None
+) -> ResumeResult:
+    """One click on a card through the resume service, as its owner by default."""
+    assert offer is not None, "the turn did not pause on a card"
+    answer = Answer(approved=approved, packages=packages)
+    return await a.resume(card_id=offer.card.card_id, user=user, secret=offer.secret, answer=answer, platform="http")
 
 
 class Api:

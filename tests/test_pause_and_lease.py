@@ -17,7 +17,7 @@ from core.resume import CAP_REACHED
 from store.aio import StoreIO
 from store.base import ObjectStore, StoreError
 from tests.agents import policy_factory, results_of, text_of, work_policy
-from tests.conftest import make_approvals
+from tests.conftest import click, make_approvals
 from tests.test_rules_tool import ask
 
 TEXT = "fetch https://data.example/x"
@@ -128,13 +128,7 @@ async def test_r11_heartbeat_runs_on_its_own_thread_while_the_loop_is_blocked(
         return original(*args)
 
     store.rows.renew = counting_renew  # type: ignore[method-assign]
-    res = await a.resume(
-        card_id=turn.offer.card.card_id,
-        user="u",
-        secret=turn.offer.secret,
-        answer=Answer(approved=True),
-        platform="http",
-    )
+    res = await click(a, turn.offer, approved=True)
     assert res.outcome == "resumed" and res.result is not None and res.result.text == "hogged"
     assert len(calls) >= 3
 
@@ -204,13 +198,7 @@ async def test_r13_a_chained_card_is_not_written_when_the_claim_was_lost(store: 
     a = make_approvals(store, clock, policy_factory(policy, tools=[slow_step]))
     turn = await a.run_turn(chat="c", user="u", text="go", platform="http")
     assert turn.offer is not None
-    res = await a.resume(
-        card_id=turn.offer.card.card_id,
-        user="u",
-        secret=turn.offer.secret,
-        answer=Answer(approved=True),
-        platform="http",
-    )
+    res = await click(a, turn.offer, approved=True)
     assert res.outcome == "in_progress"
     p = store.rows.get_pointer("c")
     assert p is not None and p.card_id == turn.offer.card.card_id and p.worker == "thief"
@@ -243,3 +231,26 @@ async def test_concurrent_clicks_in_one_process_resume_once(
     assert outcomes.count("resumed") == 1
     assert set(outcomes) <= {"resumed", "in_progress", "replayed"}
     assert len(log.read_text().splitlines()) == 1
+
+
+def test_r11_lease_keeper_renews_every_held_lease_and_ends_when_none_is_held(clock: ManualClock) -> None:
+    """A real, bounded wait: the keeper's own thread ticks every 0.02 s."""
+    from core.lease import LeaseKeeper
+
+    renewed: list[str] = []
+    keeper = LeaseKeeper(every=0.02)
+    beats = [
+        keeper.hold(
+            Heartbeat(lambda now, until, n=n: renewed.append(n) is None, clock, lease=30, deadline=clock.now() + 900)
+        )
+        for n in ("a", "b")
+    ]
+    deadline = time.monotonic() + 5
+    while not {"a", "b"} <= set(renewed) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert {"a", "b"} <= set(renewed)
+    for beat in beats:
+        keeper.release(beat)
+    while keeper._thread is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert keeper._thread is None

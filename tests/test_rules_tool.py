@@ -10,10 +10,10 @@ from core import wording
 from core.approval_tool import own_interrupt_answered, request_approval
 from core.batch_rule import ALONE, MERGED, decide_batch
 from core.clock import ManualClock
-from core.models import Answer, Grant, Refusal
+from core.models import Grant, Refusal
 from store.aio import StoreIO
 from tests.agents import Counter, policy_factory, results_of, text_of
-from tests.conftest import make_approvals
+from tests.conftest import click, make_approvals
 
 
 def ask(**inp: Any) -> dict[str, Any]:
@@ -143,26 +143,14 @@ async def test_r2_resumed_body_answers_only_from_the_stored_card(store: StoreIO,
     store.rows.record_refusal(
         Refusal(chat="c", turn_id=pointer.turn_id, kind="site", name="late.example", at=clock.now()), clock.now() + 60
     )
-    res = await a.resume(
-        card_id=turn.offer.card.card_id,
-        user="u",
-        secret=turn.offer.secret,
-        answer=Answer(approved=True),
-        platform="http",
-    )
+    res = await click(a, turn.offer, approved=True)
     assert res.result is not None
     assert res.result.text == "success:" + wording.user_approved(["a.example"], [], [])
     assert "late.example" not in res.result.text and "Already approved" not in res.result.text
     # And after a deny it reports the deny, not the opposite.
     turn = await a.run_turn(chat="d", user="u", text="go", platform="http")
     assert turn.offer is not None
-    res = await a.resume(
-        card_id=turn.offer.card.card_id,
-        user="u",
-        secret=turn.offer.secret,
-        answer=Answer(approved=False),
-        platform="http",
-    )
+    res = await click(a, turn.offer, approved=False)
     assert res.result is not None and res.result.text == "error:" + wording.user_denied(["a.example"], [])
 
 
@@ -180,13 +168,7 @@ async def test_r2_a_second_new_approval_in_the_same_turn_takes_the_normal_path(
     a = approvals_for(store, clock, policy)
     turn = await a.run_turn(chat="c", user="u", text="go", platform="http")
     assert turn.offer is not None
-    res = await a.resume(
-        card_id=turn.offer.card.card_id,
-        user="u",
-        secret=turn.offer.secret,
-        answer=Answer(approved=True),
-        platform="http",
-    )
+    res = await click(a, turn.offer, approved=True)
     assert res.result is not None and res.result.offer is not None
     assert res.result.offer.card.sites == ["b.example"]  # validated and merged afresh, approved host dropped
 
@@ -235,13 +217,7 @@ async def test_r5_approval_runs_alone_in_its_batch(store: StoreIO, clock: Manual
     turn = await a.run_turn(chat="c", user="u", text="go", platform="http")
     assert turn.offer is not None and turn.offer.card.sites == ["a.example"]
     assert ran == []  # cancelled before it could run, even with the concurrent executor
-    res = await a.resume(
-        card_id=turn.offer.card.card_id,
-        user="u",
-        secret=turn.offer.secret,
-        answer=Answer(approved=False),
-        platform="http",
-    )
+    res = await click(a, turn.offer, approved=False)
     assert ran == []  # and not run after the answer either
     assert res.result is not None
     assert f"error:{ALONE}" in res.result.text and f"error:{MERGED}" in res.result.text
@@ -287,12 +263,6 @@ async def test_r15_partial_package_approval_grants_only_the_chosen(store: StoreI
     a = approvals_for(store, clock, ask_then_echo([ask(packages=["numpy", "pandas"])]))
     turn = await a.run_turn(chat="c", user="u", text="go", platform="http")
     assert turn.offer is not None and turn.offer.card.packages == ["numpy", "pandas"]
-    res = await a.resume(
-        card_id=turn.offer.card.card_id,
-        user="u",
-        secret=turn.offer.secret,
-        answer=Answer(approved=True, packages=["pandas"]),
-        platform="http",
-    )
+    res = await click(a, turn.offer, approved=True, packages=["pandas"])
     assert [(g.kind, g.name) for g in store.rows.list_grants("u", "c", clock.now())] == [("package", "pandas")]
     assert res.result is not None and "Not approved: package numpy" in res.result.text

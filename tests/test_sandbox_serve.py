@@ -12,26 +12,9 @@ import aiohttp
 
 from core.sandbox import detect_isolation
 from tests.gate_support import origin_app, start_site
-from tests.test_slack_serve import ROOT, free_port, stop
+from tests.serve_process import ROOT, free_port, stop, wait_healthy
 
 TOKEN = "serve-token"
-
-
-async def wait_healthy(proc: subprocess.Popen[bytes], port: int) -> None:
-    import asyncio
-    import time
-
-    deadline = time.monotonic() + 60  # a real process: bounded wait for it to listen
-    async with aiohttp.ClientSession() as s:
-        while True:
-            try:
-                async with s.get(f"http://127.0.0.1:{port}/healthz") as r:
-                    if r.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "serve did not start"
-            await asyncio.sleep(0.1)
 
 
 async def test_serve_with_sandbox_flags_end_to_end(tmp_path: Path) -> None:

@@ -3,11 +3,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,17 +15,9 @@ import aiohttp
 import pytest
 
 from tests import slack_payloads as P
+from tests.serve_process import ROOT, free_port, stop, wait_healthy
 from tests.slack_rig import DM, OWNER, assert_valid_blocks, buttons
 from tests.slack_standin import SlackStandIn
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture
@@ -44,31 +33,8 @@ async def serve(tmp: Path, port: int, slack_env: dict[str, str]) -> subprocess.P
     cmd = [sys.executable, "-m", "bots.cli", "serve", "--port", str(port),
            "--store", f"sqlite:///{tmp}/rows.db", "--objects", str(tmp / "objects")]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60  # a real process: bounded wait for it to listen
-    async with aiohttp.ClientSession() as session:
-        while True:
-            try:
-                async with session.get(f"http://127.0.0.1:{port}/healthz") as r:
-                    if r.status == 200:
-                        return proc
-            except aiohttp.ClientError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise AssertionError(f"chat-approvals serve did not start (exit {proc.poll()})")
-            await asyncio.sleep(0.1)
-
-
-async def stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGINT, then a bounded wait that keeps this loop (and so the stand-in) running, since the
-    server finishes its in-flight Web API calls before it exits."""
-    proc.send_signal(signal.SIGINT)
-    deadline = time.monotonic() + 20
-    while proc.poll() is None and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait(timeout=10)
+    await wait_healthy(proc, port)
+    return proc
 
 
 async def test_serve_mounts_slack_http_from_env(tmp_path: Path, standin: SlackStandIn) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from core.approvals import Approvals
 from core.clock import ManualClock
-from core.models import Answer
 from store.aio import StoreIO
+from tests.conftest import click
 
 
 async def test_sweep_keeps_rows_and_objects_for_the_retention_then_removes_them(
@@ -13,13 +13,7 @@ async def test_sweep_keeps_rows_and_objects_for_the_retention_then_removes_them(
 ) -> None:
     turn = await approvals.run_turn(chat="c", user="u", text="fetch https://a.example/x", platform="http")
     assert turn.offer is not None
-    await approvals.resume(
-        card_id=turn.offer.card.card_id,
-        user="u",
-        secret=turn.offer.secret,
-        answer=Answer(approved=True),
-        platform="http",
-    )
+    await click(approvals, turn.offer, approved=True)
     snapshot_key = f"snapshots/{turn.offer.card.card_id}.json"
     clock.advance(6 * 86400)  # past every logical expiry, within the retention
     assert await approvals.sweep() == 0
@@ -31,11 +25,5 @@ async def test_sweep_keeps_rows_and_objects_for_the_retention_then_removes_them(
     assert store.rows.list_audit("c") == []
     assert store.objects.get_key(snapshot_key) is None
     # A replay after the sweep is an unknown card, not a crash.
-    res = await approvals.resume(
-        card_id=turn.offer.card.card_id,
-        user="u",
-        secret=turn.offer.secret,
-        answer=Answer(approved=True),
-        platform="http",
-    )
+    res = await click(approvals, turn.offer, approved=True)
     assert res.outcome == "unknown"
