@@ -37,6 +37,7 @@ class ServerConfig(BaseSettings):
     resume_deadline: float = Field(default=Settings().resume_deadline)
     claim_cap: int = Field(default=Settings().claim_cap)
     retention: float = Field(default=Settings().retention)
+    history: bool = Field(default=Settings().history)
 
     def tokens(self) -> list[str]:
         return [t.strip() for t in self.api_token.split(",") if t.strip()]
@@ -50,4 +51,5 @@ class ServerConfig(BaseSettings):
             resume_deadline=self.resume_deadline,
             claim_cap=self.claim_cap,
             retention=self.retention,
+            history=self.history,
         )

@@ -9,6 +9,7 @@ import uuid
 from core.agent_factory import AgentFactory, default_factory
 from core.clock import Clock, SystemClock
 from core.grants import GrantBook
+from core.history import History
 from core.models import Answer, AuditEvent, Grant, Refusal, ResumeResult, SubjectKind, TurnResult
 from core.pause import Pauser
 from core.resume import OnClaimed, ResumeService
@@ -33,6 +34,7 @@ class Approvals:
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         factory = agent_factory or default_factory()
         self.pauser = Pauser(store, self.settings, self.clock)
+        self.history = History(store, self.settings, self.clock)
         self.grant_book = GrantBook(self)
         self.turns = TurnRunner(self, factory, self.pauser)
         self.resumes = ResumeService(self, factory, self.pauser, self.worker_id)

@@ -170,6 +170,7 @@ class ResumeService:
                 turn = await self.pauser.offer(agent, result, ctx, holding=holding)
             else:
                 turn = TurnResult(status="answered", text=final_text(result))
+                await self.approvals.history.save(p.chat, agent, p.created_at)
         except ClaimLost:
             return self._in_progress(p)
         finally:

@@ -21,3 +21,4 @@ class Settings(BaseModel):
     retention: float = 7 * DAY  # rows and objects outlive their logical expiry by this much
     max_snapshot_bytes: int = 4 * 1024 * 1024
     event_dedupe_ttl: float = 1 * DAY
+    history: bool = True  # a later turn in the chat sees the earlier ones

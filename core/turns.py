@@ -60,9 +60,11 @@ class TurnRunner:
                 approved_packages=packages,
             )
             agent = self.factory()
+            await self.approvals.history.restore(chat, agent)
             result = await agent.invoke_async(text, invocation_state=invocation_state(ctx, self.approvals))
             if result.stop_reason == "interrupt":
                 if unattended:  # R6: nobody can answer, so no card, whatever raised the interrupt
                     return TurnResult(status="answered", text=wording.unattended_deny([], []))
-                return await self.pauser.offer(agent, result, ctx)
+                return await self.pauser.offer(agent, result, ctx)  # the snapshot carries the history
+            await self.approvals.history.save(chat, agent, now)
             return TurnResult(status="answered", text=final_text(result))

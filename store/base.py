@@ -111,6 +111,16 @@ class RowStore(ABC):
     def list_audit(self, chat: str) -> list[AuditEvent]:
         """In the order they were appended."""
 
+    # --- conversation history (what a later turn in the chat remembers) ----------------
+    @abstractmethod
+    def put_session(self, chat: str, key: str, seq: float, ttl: float) -> bool:
+        """Point the chat's history at object `key`, only if `seq` is not older than the stored
+        one (a slower turn never rolls the history back)."""
+
+    @abstractmethod
+    def get_session(self, chat: str) -> str | None:
+        """The object key of the chat's latest history, if any."""
+
     # --- physical expiry ---------------------------------------------------------------
     @abstractmethod
     def sweep(self, now: float) -> int:

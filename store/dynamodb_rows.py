@@ -51,6 +51,7 @@ Item = dict[str, dict[str, Any]]
 POINTER_SK = "pointer"
 CARD_SK = "card"
 EVENT_SK = "event"
+SESSION_SK = "session"
 TTL_ATTRIBUTE = "ttl"
 
 
@@ -463,6 +464,27 @@ class DynamoRows(RowStore):
         cond = "attribute_not_exists(#pk) OR #ttl_at < :now"  # past its ttl though not yet swept
         r = self._write("put_item", pk, EVENT_SK, nonce, cond, Item=item, ExpressionAttributeValues={":now": _n(now)})
         return r is not None
+
+    # --- sessions -----------------------------------------------------------------------
+    def put_session(self, chat: str, key: str, seq: float, ttl: float) -> bool:
+        nonce = _nonce()
+        pk = _key("session", chat)
+        item: Item = {
+            "pk": _s(pk),
+            "sk": _s(SESSION_SK),
+            "object_key": _s(key),
+            "seq": _n(seq),
+            "ttl": _ttl(ttl),
+            "ttl_at": _n(ttl),
+            "op": _s(nonce),
+        }
+        cond = "attribute_not_exists(#pk) OR #seq <= :seq"
+        r = self._write("put_item", pk, SESSION_SK, nonce, cond, Item=item, ExpressionAttributeValues={":seq": _n(seq)})
+        return r is not None
+
+    def get_session(self, chat: str) -> str | None:
+        item = self._get(_key("session", chat), SESSION_SK)
+        return None if item is None else _get_s(item, "object_key")
 
     # --- audit ------------------------------------------------------------------------
     def append_audit(self, event: AuditEvent, ttl: float) -> None:

@@ -47,6 +47,8 @@ CREATE TABLE IF NOT EXISTS refusals (
 );
 CREATE INDEX IF NOT EXISTS refusals_ttl ON refusals(ttl);
 CREATE TABLE IF NOT EXISTS events (key TEXT PRIMARY KEY, ttl REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (chat TEXT PRIMARY KEY, key TEXT NOT NULL, seq REAL NOT NULL, ttl REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS sessions_ttl ON sessions(ttl);
 CREATE INDEX IF NOT EXISTS events_ttl ON events(ttl);
 CREATE TABLE IF NOT EXISTS audit (
   seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -309,6 +311,20 @@ class SqliteRows(RowStore):
         )
         return cur.rowcount == 1
 
+    # --- sessions ----------------------------------------------------------------------
+    def put_session(self, chat: str, key: str, seq: float, ttl: float) -> bool:
+        cur = self._exec(
+            """INSERT INTO sessions (chat, key, seq, ttl) VALUES (?, ?, ?, ?)
+               ON CONFLICT(chat) DO UPDATE SET key = excluded.key, seq = excluded.seq, ttl = excluded.ttl
+               WHERE sessions.seq <= excluded.seq""",
+            (chat, key, seq, ttl),
+        )
+        return cur.rowcount == 1
+
+    def get_session(self, chat: str) -> str | None:
+        row = self._exec("SELECT key FROM sessions WHERE chat = ?", (chat,)).fetchone()
+        return None if row is None else str(row["key"])
+
     # --- audit -------------------------------------------------------------------------
     def append_audit(self, event: AuditEvent, ttl: float) -> None:
         self._exec(
@@ -333,7 +349,7 @@ class SqliteRows(RowStore):
     # --- sweep -------------------------------------------------------------------------
     def sweep(self, now: float) -> int:
         removed = 0
-        for table in ("pointers", "grants", "refusals", "events", "audit"):
+        for table in ("pointers", "grants", "refusals", "events", "sessions", "audit"):
             while True:
                 cur = self._exec(
                     f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE ttl < ? LIMIT ?)",

@@ -38,7 +38,11 @@ class PolicyModel(ScriptedModel):
 
 
 def results_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [b["toolResult"] for m in messages for b in m["content"] if "toolResult" in b]
+    """Tool results of the current turn: after the last user text (earlier turns are history)."""
+    start = max(
+        (i for i, m in enumerate(messages) if m["role"] == "user" and any("text" in b for b in m["content"])), default=0
+    )
+    return [b["toolResult"] for m in messages[start:] for b in m["content"] if "toolResult" in b]
 
 
 def text_of(result: dict[str, Any]) -> str:

@@ -704,3 +704,24 @@ def test_object_sweep_removes_only_old_objects(store: StoreBackend) -> None:
     assert store.objects.get_key(old.key) is None
     assert store.objects.get(new) == b"new"
     assert store.objects.sweep(store.clock.now() - 50) == 0
+
+
+# --- sessions (conversation history pointer) ----------------------------------------------
+def test_sessions_point_at_the_newest_history_and_never_roll_back(store: StoreBackend) -> None:
+    rows = store.rows
+    assert rows.get_session("http:a") is None
+    assert rows.put_session("http:a", "sessions/1.json", T0, T0 + RETENTION)
+    assert rows.get_session("http:a") == "sessions/1.json"
+    assert rows.put_session("http:a", "sessions/2.json", T0 + 5, T0 + RETENTION)
+    assert rows.put_session("http:a", "sessions/3.json", T0 + 5, T0 + RETENTION)  # same time: the later write
+    assert not rows.put_session("http:a", "sessions/old.json", T0 + 1, T0 + RETENTION)  # a slower turn
+    assert rows.get_session("http:a") == "sessions/3.json"
+    assert rows.get_session("http:b") is None
+
+
+def test_sessions_are_swept_after_their_ttl(store: StoreBackend) -> None:
+    rows = store.rows
+    rows.put_session("http:a", "sessions/1.json", T0, T0 + 10)
+    rows.put_session("http:b", "sessions/2.json", T0, T0 + 100)
+    assert rows.sweep(T0 + 50) == 1
+    assert rows.get_session("http:a") is None and rows.get_session("http:b") == "sessions/2.json"
