@@ -186,13 +186,14 @@ def test_r2_unreadable_interrupt_state_assumes_the_card_is_this_calls() -> None:
 async def test_r4_identity_is_never_an_argument(store: StoreIO, clock: ManualClock) -> None:
     props = set(request_approval.tool_spec["inputSchema"]["json"]["properties"])
     assert props == {"reason", "urls", "packages"}
-    # A model that tries to name another user gets the tool's input error; the owner stays the turn's user.
+    # A model that tries to name another user is ignored: the owner is the turn's user.
     a = approvals_for(store, clock, ask_then_echo([ask(urls=["https://a.example/1"], user="mallory")]))
     turn = await a.run_turn(chat="c", user="alice", text="go", platform="http")
-    if turn.offer is not None:
-        assert turn.offer.card.owner == "alice"
-    else:
-        assert turn.text.startswith("error:")
+    assert turn.offer is not None and turn.offer.card.owner == "alice"
+    pointer = store.rows.get_pointer("c")
+    assert pointer is not None and pointer.owner == "alice"
+    res = await click(a, turn.offer, user="mallory")
+    assert res.outcome == "forbidden" and res.owner == "alice"
 
 
 async def test_r5_approval_runs_alone_in_its_batch(store: StoreIO, clock: ManualClock) -> None:
