@@ -88,36 +88,21 @@ async def test_r3_merges_hosts_the_sandbox_refused_this_turn(store: StoreIO, clo
     assert turn.offer.card.urls == ["https://named.example/a", "https://mirror.example/f"]
 
 
-async def test_r3_drops_what_is_already_approved(store: StoreIO, clock: ManualClock) -> None:
-    store.rows.put_grant(
-        Grant(
-            user="u",
-            chat="c",
-            kind="site",
-            name="old.example",
-            card_id="c_x",
-            created_at=0,
-            expires_at=clock.now() + 60,
-        ),
-        clock.now() + 120,
+def grant_old_example(store: StoreIO, clock: ManualClock, chat: str) -> None:
+    grant = Grant(
+        user="u", chat=chat, kind="site", name="old.example", card_id="c_x", created_at=0, expires_at=clock.now() + 60
     )
+    store.rows.put_grant(grant, clock.now() + 120)
+
+
+async def test_r3_drops_what_is_already_approved(store: StoreIO, clock: ManualClock) -> None:
+    grant_old_example(store, clock, "c")
     a = approvals_for(store, clock, ask_then_echo([ask(urls=["https://old.example/a", "https://new.example/b"])]))
     turn = await a.run_turn(chat="c", user="u", text="go", platform="http")
     assert turn.offer is not None and turn.offer.card.sites == ["new.example"]
     assert turn.offer.card.urls == ["https://new.example/b"]
     # Everything named already approved: say so (the request was not empty), and ask nothing.
-    store.rows.put_grant(
-        Grant(
-            user="u",
-            chat="c3",
-            kind="site",
-            name="old.example",
-            card_id="c_x",
-            created_at=0,
-            expires_at=clock.now() + 60,
-        ),
-        clock.now() + 120,
-    )
+    grant_old_example(store, clock, "c3")
     a2 = approvals_for(store, clock, ask_then_echo([ask(urls=["https://old.example/z"])]))
     turn2 = await a2.run_turn(chat="c3", user="u", text="go", platform="http")
     assert turn2.status == "answered"
