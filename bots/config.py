@@ -43,13 +43,4 @@ class ServerConfig(BaseSettings):
         return [t.strip() for t in self.api_token.split(",") if t.strip()]
 
     def protocol(self) -> Settings:
-        return Settings(
-            card_expiry=self.card_expiry,
-            grant_ttl=self.grant_ttl,
-            lease=self.lease,
-            heartbeat_every=self.heartbeat_every,
-            resume_deadline=self.resume_deadline,
-            claim_cap=self.claim_cap,
-            retention=self.retention,
-            history=self.history,
-        )
+        return Settings(**self.model_dump(include=set(Settings.model_fields)))

@@ -7,7 +7,7 @@ arguments. The SDK mutates the dict it is given, so every call gets a fresh one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from core.models import ApprovalCard
@@ -29,8 +29,6 @@ class RequestContext:
     approved_sites: frozenset[str] = frozenset()
     approved_packages: frozenset[str] = frozenset()
     resume_card: ApprovalCard | None = None
-    resume_tool_use_id: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def invocation_state(ctx: RequestContext, services: Approvals) -> dict[str, Any]:

@@ -155,7 +155,6 @@ class ResumeService:
                 approved_sites=sites,
                 approved_packages=packages,
                 resume_card=p.card,
-                resume_tool_use_id=p.tool_use_id,
             )
             response: dict[str, Any] = answer.model_dump(exclude_none=True)  # never null (null re-raises)
             reply: list[InterruptResponseContent] = [

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -50,17 +49,10 @@ def text_of(result: dict[str, Any]) -> str:
 
 
 class Counter:
-    """Counts model calls and tool bodies across every agent a factory builds (in one process)."""
+    """Counts model calls across every agent a factory builds (in one process)."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.model_calls = 0
-        self.tool_runs: dict[str, int] = {}
         self.models: list[ScriptedModel] = []
-
-    def bump(self, name: str) -> None:
-        with self.lock:
-            self.tool_runs[name] = self.tool_runs.get(name, 0) + 1
 
     def calls(self) -> int:
         return sum(m.calls for m in self.models)
