@@ -15,6 +15,7 @@ from bots.config import ServerConfig
 from core.approvals import Approvals
 from core.clock import Clock
 from core.egress import ApprovalsBackend, Gate, GateConfig
+from core.sandbox import detect_confinement
 from core.tools_sandbox import make_run_script
 
 log = logging.getLogger("chat_approvals.gate")
@@ -37,7 +38,18 @@ def build_gate(cfg: ServerConfig, clock: Clock | None = None) -> Gate | None:
 
 
 def sandbox_tools(gate: Gate | None, cfg: ServerConfig) -> list[object]:
-    return [make_run_script(gate, timeout=cfg.sandbox_timeout)] if gate is not None else []
+    """Raises NotConfined (a ValueError the CLI prints) when bubblewrap cannot confine the sandbox
+    and the operator did not pass --sandbox-unconfined."""
+    if gate is None:
+        return []
+    return [make_run_script(gate, limits=cfg.sandbox_limits(), allow_unconfined=cfg.sandbox_unconfined)]
+
+
+def confinement_line(cfg: ServerConfig) -> str:
+    """What the start-up output says about the sandbox."""
+    if not cfg.sandbox:
+        return "off (--sandbox)"
+    return f"on; {detect_confinement().note}"
 
 
 def mount_gate(app: web.Application, gate: Gate, approvals: Approvals) -> None:
