@@ -405,9 +405,10 @@ class Gate:
             return
         up_r, up_w = await self._open_upstream(host, port)
         try:
-            headers = [(k, v) for k, v in head.without_hop_by_hop()]
-            if not any(k.lower() == "host" for k, _ in headers):
-                headers.insert(0, ("Host", u.netloc.rpartition("@")[2]))
+            # the origin gets exactly the Host the gate decided on (a different one was refused)
+            headers = [(k, v) for k, v in head.without_hop_by_hop() if k.lower() != "host"]
+            shown = f"[{host}]" if ":" in host else host
+            headers.insert(0, ("Host", shown if port == 80 else f"{shown}:{port}"))
             headers.append(("Connection", "close"))  # one request per connection: each is decided
             path = (u.path or "/") + (f"?{u.query}" if u.query else "")
             up_w.write(encode_head(f"{method} {path} HTTP/1.1", headers))
