@@ -237,6 +237,9 @@ async def test_one_turn_per_chat_first_messages_reaching_two_replicas_at_once_ru
         assert len(done) == 1 and len(pending) == 1, "neither replica answered while the other held the turn"
         loser = done.pop().result()
         assert loser["status"] == "busy" and "still working" in loser["text"], loser
+        deadline = time.monotonic() + 30  # the winner holds the lease; its model call may come a bit later
+        while not (turns.exists() and turns.read_text()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
         assert len(turns.read_text().splitlines()) == 1  # one turn started, the other ran nothing
         block.unlink()
         winner = await pending.pop()
