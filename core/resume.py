@@ -234,7 +234,11 @@ class ResumeService:
                     await run
                 log.warning("resume past its deadline: the run was cancelled")
                 return False
-            await asyncio.wait({run}, timeout=min(every, left))
+            try:
+                await asyncio.wait({run}, timeout=min(every, left))
+            except asyncio.CancelledError:  # our caller went away: the run must not outlive its claim
+                run.cancel()
+                raise
         return True
 
     # --- refusals and replays ----------------------------------------------------------
