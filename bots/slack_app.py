@@ -34,6 +34,8 @@ from cards import slack_blocks as sb
 from cards.slack_answer import (
     SlackClick,
     SlackPayloadError,
+    command_actor,
+    event_actor,
     message_text,
     parse_click,
     parse_command,
@@ -307,9 +309,9 @@ class SlackFrontEnd:
 
     def _on_message(self, event: dict[str, Any], body: dict[str, Any], context: Mapping[str, Any]) -> None:
         team = context.get("team_id") or body.get("team_id") or event.get("team")
-        channel, user, ts = event.get("channel"), event.get("user"), event.get("ts")
+        channel, user, ts = event.get("channel"), event_actor(context, body, event), event.get("ts")
         if not (team and channel and user and ts):
-            log.info("slack event without team/channel/user/ts dropped")
+            log.info("slack event without team/channel/user identity/ts dropped")
             return
         self.spawn(
             self.turn(
@@ -365,12 +367,12 @@ class SlackFrontEnd:
         here = _location(c.channel, c.message_ts, c.thread_ts)
 
         async def on_claimed(p: Pointer) -> None:
-            await self.update(p.card_location or here, sb.resuming_message(p.card, c.user))
+            await self.update(p.card_location or here, sb.resuming_message(p.card, c.actor))
 
         try:
             res = await self.approvals.resume(
                 card_id=c.card_id,
-                user=c.user,
+                user=c.actor,
                 secret=c.secret,
                 answer=c.answer,
                 platform="slack",
@@ -437,9 +439,11 @@ class SlackFrontEnd:
         return revoked
 
     async def command(self, command: dict[str, Any], verb: str, subject: str | None, respond: AsyncRespond) -> None:
-        user, team = str(command.get("user_id") or ""), str(command.get("team_id") or "")
+        user, team = command_actor(command), str(command.get("team_id") or "")
         try:
-            if verb == "revoke" and subject:
+            if user is None:  # no full identity: nothing of anyone's can be listed or revoked
+                msg = sb.reply_message("Your workspace could not be told from this command; nothing was changed.")
+            elif verb == "revoke" and subject:
                 msg = sb.revoked_message(subject, await self._revoke_here(user, team, subject))
             else:
                 msg = sb.grants_message(await self._workspace_grants(user, team))

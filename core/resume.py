@@ -18,7 +18,7 @@ from strands.types.session import decode_bytes_values
 
 from core.agent_factory import AgentFactory
 from core.context import RequestContext, invocation_state
-from core.ids import secret_matches
+from core.ids import is_card_id, secret_matches
 from core.lease import Heartbeat, LeaseKeeper
 from core.models import Answer, ApprovalCard, AuditEvent, Pointer, ResumeResult, TurnResult
 from core.pause import ClaimLost, Holding, Pauser, final_text
@@ -78,6 +78,8 @@ class ResumeService:
         on_claimed: OnClaimed | None = None,
     ) -> ResumeResult:
         store, clock, settings = self.approvals.store, self.approvals.clock, self.approvals.settings
+        if not is_card_id(card_id):  # never reaches a key or a lookup (`A/1` would name card A's answer)
+            return ResumeResult(outcome="unknown", message=UNKNOWN)
         if answer is None:
             return ResumeResult(outcome="invalid", message=INVALID)
         p = await store.run(store.rows.get_pointer_by_card, card_id)
