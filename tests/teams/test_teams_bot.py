@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 
 from core.clock import ManualClock
 from core.settings import Settings
-from tests.teams.harness import CHAT, OTHER, OWNER_AAD, Bot, MockConnector, card_data, card_text
+from tests.teams.harness import CHAT, OTHER, OWNER, OWNER_AAD, Bot, MockConnector, card_data, card_text
 from tests.teams.schema import assert_valid_card
 
 URL = "https://example.com/data.csv"
@@ -75,7 +75,7 @@ async def test_r7_message_posts_card_and_records_its_location(bot: Bot, connecto
     data = card_data(card)
     assert set(data) == {"card_id", "secret"}  # R4: identity never rides on the card
     p = await bot.pointer(data["card_id"])
-    assert p is not None and p.state == "pending" and p.owner == OWNER_AAD and p.chat == CHAT
+    assert p is not None and p.state == "pending" and p.owner == OWNER and p.chat == CHAT
     assert p.card_location is not None
     assert p.card_location["activity_id"] == str(mock._next)  # the id the connector gave the card
     ref = json.loads(p.card_location["reference"])
@@ -128,7 +128,7 @@ async def test_r9_r12_execute_resumes_once_and_replaces_card(bot: Bot, connector
     assert "example.com" in replies[0]["body"]["text"]
     p = await bot.pointer(data["card_id"])
     assert p is not None and p.state == "done"
-    grants = await bot.approvals.grants(user=OWNER_AAD, chat=CHAT)
+    grants = await bot.approvals.grants(user=OWNER, chat=CHAT)
     assert [(g.kind, g.name) for g in grants] == [("site", "example.com")]
     # R12: a second click replays: nothing runs, nothing is posted, the answer is told again
     again = invoke_card(*await bot.click("approve", data))
@@ -144,7 +144,7 @@ async def test_r15_deny_grants_nothing(bot: Bot, connector: tuple[MockConnector,
     data = card_data(await ask(bot, mock))
     card = invoke_card(*await bot.click("deny", data))
     assert "Denied by Alex Wilber" in card_text(card)
-    assert await bot.approvals.grants(user=OWNER_AAD, chat=CHAT) == []
+    assert await bot.approvals.grants(user=OWNER, chat=CHAT) == []
     assert mock.texts()  # the agent continued without the data and said so
 
 
@@ -172,7 +172,7 @@ async def test_r9_expired_card_is_refused(bot: Bot, clock: ManualClock, connecto
     clock.advance(Settings().card_expiry + 1)
     card = invoke_card(*await bot.click("approve", data))
     assert "This request has expired" in card_text(card) and "actions" not in card
-    assert await bot.approvals.grants(user=OWNER_AAD, chat=CHAT) == []
+    assert await bot.approvals.grants(user=OWNER, chat=CHAT) == []
     assert len(mock.posts()) == posts  # no resume ran
     p = await bot.pointer(data["card_id"])
     assert p is not None and p.state == "expired"
@@ -186,7 +186,7 @@ async def test_r9_wrong_secret_looks_unknown_and_changes_nothing(
     before = await bot.pointer(data["card_id"])
     card = invoke_card(*await bot.click("approve", {**data, "secret": "guess"}))
     assert "Unknown request" in card_text(card)
-    card2 = invoke_card(*await bot.click("approve", {"card_id": "c_nope", "secret": data["secret"]}))
+    card2 = invoke_card(*await bot.click("approve", {"card_id": "c_" + "n" * 22, "secret": data["secret"]}))
     assert "Unknown request" in card_text(card2)
     assert await bot.pointer(data["card_id"]) == before
 
@@ -316,7 +316,7 @@ async def test_r14_approvals_lists_grants_and_revoke_button(bot: Bot, connector:
     assert "example.com" in card_text(listing) and '"verb": "revoke"' in card_text(listing)
     after = invoke_card(*await bot.click("revoke", {"subject": "example.com"}))
     assert "Revoked: example.com." in card_text(after) and "no approvals" in card_text(after)
-    assert await bot.approvals.grants(user=OWNER_AAD, chat=CHAT) == []
+    assert await bot.approvals.grants(user=OWNER, chat=CHAT) == []
 
 
 async def test_r14_revoke_text_commands(bot: Bot, connector: tuple[MockConnector, str]) -> None:
@@ -324,10 +324,10 @@ async def test_r14_revoke_text_commands(bot: Bot, connector: tuple[MockConnector
     await approve_one(bot, mock)
     await bot.say("revoke nothing.example")
     assert "Nothing to revoke" in card_text(mock.cards()[-1])
-    assert len(await bot.approvals.grants(user=OWNER_AAD, chat=CHAT)) == 1
+    assert len(await bot.approvals.grants(user=OWNER, chat=CHAT)) == 1
     await bot.say("revoke all")
     assert "Revoked: example.com." in card_text(mock.cards()[-1])
-    assert await bot.approvals.grants(user=OWNER_AAD, chat=CHAT) == []
+    assert await bot.approvals.grants(user=OWNER, chat=CHAT) == []
     await bot.say("revoke")
     assert "revoke HOST_OR_PACKAGE" in mock.texts()[-1]
     await bot.say("help")
@@ -340,7 +340,7 @@ async def test_r14_another_user_cannot_revoke_the_owners_grants(bot: Bot, connec
     await approve_one(bot, mock)
     card = invoke_card(*await bot.click("revoke", {"subject": "all"}, **{"from": OTHER}))
     assert "Nothing to revoke" in card_text(card)
-    assert len(await bot.approvals.grants(user=OWNER_AAD, chat=CHAT)) == 1
+    assert len(await bot.approvals.grants(user=OWNER, chat=CHAT)) == 1
 
 
 async def test_proactive_update_from_another_os_process(
@@ -488,5 +488,5 @@ async def test_r15_package_choice_approves_only_the_chosen_subset(
         # Teams merges the multi-select's value (comma-separated) into the Execute data
         done = invoke_card(*await b.click("approve", {**card_data(card), "packages": "pandas"}))
         assert "Approved (packages: pandas) by Alex Wilber" in card_text(done)
-        grants = await b.approvals.grants(user=OWNER_AAD, chat=CHAT)
+        grants = await b.approvals.grants(user=OWNER, chat=CHAT)
         assert [(g.kind, g.name) for g in grants] == [("package", "pandas")]
