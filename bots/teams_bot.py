@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -29,6 +29,7 @@ from botbuilder.schema import Activity, ActivityTypes, Attachment, ResourceRespo
 from pydantic import BaseModel, ConfigDict
 
 from bots import teams_compat
+from bots.teams_auth import TokenValidator
 from bots.teams_compat import TeamsAuth
 from cards import adaptive
 from cards.identity import TeamsUser, parse_teams_user, unverified
@@ -47,8 +48,7 @@ HELP = (
     "shows this. Anything else goes to the agent."
 )
 NO_IDENTITY = (
-    "I cannot tell who you are from this message (Teams sent no tenant or Entra object id), so I run "
-    "nothing for it."
+    "I cannot tell who you are from this message (Teams sent no tenant or Entra object id), so I run nothing for it."
 )
 WAITING = "Waiting for your approval: this chat already has an open request. Answer that card first."
 
@@ -407,6 +407,7 @@ def mount_teams(
     *,
     host: str,
     say: Callable[[str], Any] = print,
+    validator: TokenValidator | None = None,
 ) -> TeamsFrontEnd | None:
     """Add `POST /api/messages` to the server. With no Microsoft App id the endpoint would be
     unauthenticated, so it is served only when the server binds a loopback address (and it refuses
@@ -419,7 +420,9 @@ def mount_teams(
             "(set CHAT_APPROVALS_TEAMS_APP_ID with its password or certificate, or bind to 127.0.0.1)"
         )
         return None
-    adapter = teams_compat.make_adapter(auth)
+    if auth.enabled and validator is None:
+        validator = TokenValidator(auth.app_id)  # Bot Framework's own OpenID configuration
+    adapter = teams_compat.make_adapter(auth, validator if auth.enabled else None)
     adapter.on_turn_error = _on_error
     bot = ApprovalsTeamsBot(approvals, adapter, cfg)
 
@@ -433,6 +436,15 @@ def mount_teams(
 
     app.router.add_post(ROUTE, messages)
     app.on_shutdown.append(drain)
+    if auth.enabled and validator is not None:
+        keys = validator
+
+        async def signing_keys(_app: web.Application) -> AsyncIterator[None]:
+            await keys.start()  # bounded: a slow key endpoint delays start-up by fetch_timeout at most
+            yield
+            await keys.close()
+
+        app.cleanup_ctx.append(signing_keys)
     if auth.enabled:
         tenant = f", tenant {auth.tenant_id}" if auth.app_type == "SingleTenant" else ""
         kind = "certificate" if auth.certificate_thumbprint else "password"

@@ -101,7 +101,9 @@ class BlockActions(_Wire):
         team = self.team.id if self.team else None
         if not team:
             return unverified("slack")
-        enterprise = (self.enterprise.id if self.enterprise else None) or (self.team.enterprise_id if self.team else None)
+        enterprise = (self.enterprise.id if self.enterprise else None) or (
+            self.team.enterprise_id if self.team else None
+        )
         who = SlackUser.of(enterprise, self.user.team_id or team, self.user.id)
         return who.key if who is not None else unverified("slack")
 

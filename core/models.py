@@ -205,9 +205,10 @@ def read_answer(status: object, payload: object) -> Answer:
 
 
 def parse_answer(status: object, payload: object) -> Answer:
-    """R15 where an answer must be interpreted (the tool reading the SDK's response), fail closed: only `status == "resolved"` with exactly `{"approved": true}` (and, optionally,
-    `"packages"`: a list of strings) approves. Cancelled, unknown status, a missing field, an extra
-    field, a non-bool `approved`, or any other shape is a deny."""
+    """R15 where an answer must be interpreted (the tool reading the SDK's response), fail closed:
+    only `status == "resolved"` with exactly `{"approved": true}` (and, optionally, `"packages"`: a
+    list of strings) approves. Cancelled, unknown status, a missing field, an extra field, a
+    non-bool `approved`, or any other shape is a deny."""
     deny = Answer(approved=False)
     if status != "resolved" or not isinstance(payload, dict):
         return deny

@@ -179,7 +179,9 @@ async def test_r15_a_cancelled_answer_is_a_deny(api: Api, store: StoreIO) -> Non
         card["card_id"], {"user": "alice", "secret": card["secret"], "responses": [{**entry, "payload": {}}]}
     )
     assert code == 422 and json.loads(text)["outcome"] == "invalid"
-    code, text = await api.resume_raw(card["card_id"], {"user": "alice", "secret": card["secret"], "responses": [entry]})
+    code, text = await api.resume_raw(
+        card["card_id"], {"user": "alice", "secret": card["secret"], "responses": [entry]}
+    )
     body = json.loads(text)
     assert code == 200 and body["answer"] == {"approved": False}
     assert "continued without the data" in body["result"]["text"]

@@ -154,7 +154,9 @@ def test_parse_package_choice() -> None:
     )
     assert isinstance(click, adaptive.ApprovalClick)
     assert click.answer == Answer(approved=True, packages=["numpy", "pandas"])
-    none_chosen = adaptive.parse_invoke(execute_value("approve", {"card_id": "c_abcdefghijklmnopqrstuv", "secret": "s", "packages": ""}))
+    none_chosen = adaptive.parse_invoke(
+        execute_value("approve", {"card_id": "c_abcdefghijklmnopqrstuv", "secret": "s", "packages": ""})
+    )
     assert isinstance(none_chosen, adaptive.ApprovalClick)
     assert none_chosen.answer == Answer(approved=True, packages=[])
 
@@ -166,7 +168,9 @@ def test_parse_the_captured_invoke_shape_with_our_data() -> None:
     value["action"]["data"] = {"card_id": "c_abcdefghijklmnopqrstuv", "secret": "x"}
     value["trigger"] = "manual"
     value["action"]["id"] = "approve"
-    assert adaptive.parse_invoke(value) == adaptive.ApprovalClick("c_abcdefghijklmnopqrstuv", "x", Answer(approved=True))
+    assert adaptive.parse_invoke(value) == adaptive.ApprovalClick(
+        "c_abcdefghijklmnopqrstuv", "x", Answer(approved=True)
+    )
 
 
 def test_parse_revoke() -> None:
@@ -208,7 +212,9 @@ def test_parse_malformed_is_a_clear_error(value: object) -> None:
 def test_parse_fails_closed_on_extra_answer_fields() -> None:
     """R15: the approve verb with a non-string package list is refused, never approved."""
     with pytest.raises(adaptive.InvalidInvoke):
-        adaptive.parse_invoke(execute_value("approve", {"card_id": "c_abcdefghijklmnopqrstuv", "secret": "s", "packages": [1, 2]}))
+        adaptive.parse_invoke(
+            execute_value("approve", {"card_id": "c_abcdefghijklmnopqrstuv", "secret": "s", "packages": [1, 2]})
+        )
 
 
 def test_invoke_bodies() -> None:

@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 
 from core.clock import ManualClock
 from core.settings import Settings
-from tests.teams.harness import CHAT, OTHER, OWNER, OWNER_AAD, Bot, MockConnector, card_data, card_text
+from tests.teams.harness import CHAT, OTHER, OWNER, Bot, MockConnector, card_data, card_text
 from tests.teams.schema import assert_valid_card
 
 URL = "https://example.com/data.csv"
