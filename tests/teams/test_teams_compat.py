@@ -32,6 +32,7 @@ from store.aio import StoreIO
 from store.file_objects import FileObjects
 from store.sqlite_rows import SqliteRows
 from tests.teams.harness import OWNER_AAD, TENANT, fixture
+from tests.teams.token_issuer import LocalIssuer, NoOutsideNames
 
 APP_ID = "11111111-2222-3333-4444-555555555555"
 
@@ -204,10 +205,22 @@ async def test_startup_says_unauthenticated_or_authenticated(approvals: Approval
 
 async def test_authenticated_endpoint_refuses_a_request_without_token(approvals: Approvals) -> None:
     cfg = ServerConfig(host="0.0.0.0")
-    app = build_app(approvals, cfg, sweep=False, teams=TeamsConfig(auth=TeamsAuth(app_id=APP_ID, app_password="pw")))
-    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
-        resp = await client.post("/api/messages", json=fixture("playground-message-text.json"))
-        assert resp.status == 401
+    issuer = await LocalIssuer().start()  # the validator's keys come from loopback, never from Microsoft
+    try:
+        with NoOutsideNames() as guard:
+            app = build_app(
+                approvals,
+                cfg,
+                sweep=False,
+                teams=TeamsConfig(auth=TeamsAuth(app_id=APP_ID, app_password="pw")),
+                teams_validator=issuer.validator(APP_ID),
+            )
+            async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+                resp = await client.post("/api/messages", json=fixture("playground-message-text.json"))
+                assert resp.status == 401
+        assert guard.asked == []
+    finally:
+        await issuer.stop()
 
 
 def test_loopback() -> None:
