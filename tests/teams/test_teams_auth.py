@@ -29,7 +29,7 @@ from store.sqlite_rows import SqliteRows
 from tests.agents import Counter, scripted_factory
 from tests.raw_http import raw_request
 from tests.teams.harness import CHAT, fixture
-from tests.teams.token_issuer import APP_ID, ISSUER, LocalIssuer, NoOutsideNames, new_key
+from tests.teams.token_issuer import APP_ID, LocalIssuer, NoOutsideNames, new_key
 
 SERVICE_URL = "http://127.0.0.1:9/_connector"  # never called: the activities below need no reply
 
