@@ -10,24 +10,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import re
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
+from urllib.parse import parse_qsl
 
 import aiohttp
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
 )
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from cards import slack_blocks as sb
@@ -142,6 +146,8 @@ class SlackFrontEnd:
         self._auth: dict[str, Any] | None = None
         self._auth_lock = asyncio.Lock()
         self._socket: AsyncSocketModeHandler | None = None
+        # HTTP mode only (Socket Mode has no signing secret and serves no HTTP route).
+        self.verifier = SignatureVerifier(cfg.signing_secret) if cfg.signing_secret else None
 
         # Bolt passes arguments by name (a bound method's `self` would confuse it).
         async def authorize(enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
@@ -208,7 +214,13 @@ class SlackFrontEnd:
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def handle_http(self, request: web.Request) -> web.Response:
-        bolt_request = await to_bolt_request(request)
+        raw = await request.read()
+        if self.verifier is None:
+            return _plain(404, "Slack is not served over HTTP here")
+        refused = _refuse_before_bolt(self.verifier, raw, request.headers)
+        if refused is not None:
+            return refused
+        bolt_request = AsyncBoltRequest(body=raw.decode(), query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
         response: web.Response = await to_aiohttp_response(await self.bolt.async_dispatch(bolt_request))
         return response
 
@@ -473,6 +485,62 @@ class SlackFrontEnd:
             msg = sb.reply_message(UNAVAILABLE)
         # The list is ephemeral: only its response_url can replace it.
         await self._call("response_url", respond, text=msg.text, blocks=msg.block_dicts(), replace_original=True)
+
+
+# ---------------------------------------------------------------------- HTTP requests
+
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+_SIGNATURE = re.compile(r"v0=[0-9a-f]{64}")
+
+
+def _plain(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def _refuse_before_bolt(verifier: SignatureVerifier, raw: bytes, headers: Mapping[str, str]) -> web.Response | None:
+    """Bolt parses a body, and reads ids out of it, before it checks the signature, and fails with a
+    500 on what it cannot read (a non-numeric timestamp, a body that is not UTF-8, a JSON array,
+    `payload=` that is not JSON, `{"team": 5}`). So the signature is checked here first, on the raw
+    bytes, and only a signed body whose shape Bolt can read reaches it. A refusal is a plain 4xx."""
+    timestamp = headers.get("X-Slack-Request-Timestamp", "")
+    signature = headers.get("X-Slack-Signature", "")
+    signed = (
+        _TIMESTAMP.fullmatch(timestamp) is not None
+        and _SIGNATURE.fullmatch(signature) is not None
+        and verifier.is_valid(body=raw, timestamp=timestamp, signature=signature)
+    )
+    if not signed:
+        if _is_ssl_check(raw):
+            return web.Response(status=200, text="")  # Slack's certificate probe is not signed
+        return _plain(401, "invalid request")
+    try:
+        body = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return _plain(400, "the body is not UTF-8")
+    if not _readable_shape(body, headers.get("Content-Type", "")):
+        return _plain(400, "the body is not a JSON object, a form, or a form with a JSON object as payload")
+    return None
+
+
+def _is_ssl_check(raw: bytes) -> bool:
+    try:
+        return dict(parse_qsl(raw.decode("ascii"), keep_blank_values=True)).get("ssl_check") == "1"
+    except (UnicodeDecodeError, ValueError):
+        return False
+
+
+def _readable_shape(body: str, content_type: str) -> bool:
+    """What bolt's `parse_body` will make of it must be a JSON object (or a plain form)."""
+    try:
+        if content_type.split(";")[0].strip() == "application/json" or body.startswith("{"):
+            return isinstance(json.loads(body), dict)
+        if "payload" in body:
+            payload = dict(parse_qsl(body, keep_blank_values=True)).get("payload")
+            return payload is None or isinstance(json.loads(payload), dict)
+        parse_qsl(body, keep_blank_values=True)
+        return True
+    except (ValueError, RecursionError):
+        return False
 
 
 # ---------------------------------------------------------------------- mounting
