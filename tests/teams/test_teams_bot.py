@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 
 from core.clock import ManualClock
 from core.settings import Settings
-from tests.teams.harness import CHAT, OTHER, OWNER, Bot, MockConnector, card_data, card_text
+from tests.teams.harness import CHAT, OTHER, OWNER, OWNER_AAD, TENANT, Bot, MockConnector, card_data, card_text
 from tests.teams.schema import assert_valid_card
 
 URL = "https://example.com/data.csv"
@@ -159,10 +159,58 @@ async def test_r9_another_users_click_is_read_only_and_changes_nothing(
     assert "Not yours to answer" in card_text(card) and "Only Alex Wilber may answer" in card_text(card)
     assert "actions" not in card
     assert await bot.pointer(data["card_id"]) == before
-    assert await bot.approvals.grants(user=OTHER["aadObjectId"], chat=CHAT) == []
+    assert await bot.approvals.grants(user=f"teams:{TENANT}:{OTHER['aadObjectId']}", chat=CHAT) == []
     assert len(mock.posts()) == posts
     # the owner can still answer afterwards
     assert "Approved by" in card_text(invoke_card(*await bot.click("approve", data)))
+
+
+def _in_tenant(tenant: str) -> dict[str, Any]:
+    """The activity fields that say which tenant a click comes from."""
+    return {
+        "channelData": {"tenant": {"id": tenant}, "source": {"name": "message"}},
+        "conversation": {"conversationType": "personal", "tenantId": tenant, "id": CHAT.split(":", 2)[2]},
+    }
+
+
+@pytest.mark.parametrize(
+    "elsewhere",
+    [
+        # R17: the same Entra object id in another tenant is someone else
+        _in_tenant("99999999-0000-0000-0000-000000000001"),
+        # no Entra object id: the channel's from.id (even the owner's) is never an approver
+        {"from": {"id": "user-id-0", "name": "Alex Wilber"}},
+        {"from": {"id": OWNER_AAD, "name": "Alex Wilber"}},
+        # no tenant at all
+        {"channelData": {"source": {"name": "message"}}, "conversation": {"conversationType": "personal", "id": "x"}},
+    ],
+)
+async def test_r17_a_click_without_the_owners_full_identity_is_refused(
+    bot: Bot, connector: tuple[MockConnector, str], elsewhere: dict[str, Any]
+) -> None:
+    mock, _ = connector
+    data = card_data(await ask(bot, mock))
+    before = await bot.pointer(data["card_id"])
+    audit = await bot.approvals.audit(CHAT)
+    posts = len(mock.posts())
+    card = invoke_card(*await bot.click("approve", data, **elsewhere))
+    assert "Not yours to answer" in card_text(card) and "actions" not in card
+    assert await bot.pointer(data["card_id"]) == before and await bot.approvals.audit(CHAT) == audit
+    assert await bot.approvals.grants(user=OWNER, chat=CHAT) == []
+    assert len(mock.posts()) == posts
+    assert "Approved by" in card_text(invoke_card(*await bot.click("approve", data)))  # still answerable
+
+
+async def test_r17_a_message_without_an_entra_object_id_runs_nothing(
+    bot: Bot, connector: tuple[MockConnector, str]
+) -> None:
+    mock, _ = connector
+    status, _ = await bot.say(f"please fetch {URL}", **{"from": {"id": "user-id-0", "name": "Alex Wilber"}})
+    assert status == 201
+    assert mock.texts()[-1].startswith("I cannot tell who you are")
+    assert not mock.cards()
+    store = bot.approvals.store
+    assert await store.run(store.rows.get_pointer, CHAT) is None
 
 
 async def test_r9_expired_card_is_refused(bot: Bot, clock: ManualClock, connector: tuple[MockConnector, str]) -> None:
