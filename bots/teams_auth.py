@@ -8,7 +8,7 @@ timeouts, cached, and refreshed in the background; a request never waits longer 
 `min_refresh_gap`), and the signature check itself runs in a worker thread.
 
 What is checked, as Bot Framework specifies for channel -> bot requests: `Authorization: Bearer`,
-RS256 only, a known key id whose endorsements name the activity's channel, the issuer, the
+RSA signatures only (RS256/384/512), a known key id whose endorsements name the activity's channel, the issuer, the
 audience (this bot's app id), expiry and not-before (5 minutes' leeway), and the `serviceurl`
 claim equal to the activity's serviceUrl. Any failure is `TokenRejected` (the adapter answers 401).
 """
@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 BOT_FRAMEWORK_OPENID = "https://login.botframework.com/v1/.well-known/openidconfiguration"
 BOT_FRAMEWORK_ISSUER = "https://api.botframework.com"
+ALGORITHMS = ("RS256", "RS384", "RS512")  # as botbuilder allows; never "none", never HMAC
 MAX_TOKEN = 16_384
 MAX_DOCUMENT = 1_000_000
 
@@ -139,8 +140,8 @@ class TokenValidator:
         except jwt.PyJWTError as e:
             raise TokenRejected("the token is not a JWT") from e
         kid = header.get("kid")
-        if header.get("alg") != "RS256" or not isinstance(kid, str):
-            raise TokenRejected("the token is not RS256-signed with a key id")
+        if header.get("alg") not in ALGORITHMS or not isinstance(kid, str):
+            raise TokenRejected("the token is not RSA-signed with a key id")
         key = await self._key(kid)
         if key is None:
             raise TokenRejected("the token's signing key is unknown")
@@ -158,7 +159,7 @@ class TokenValidator:
             claims: dict[str, Any] = jwt.decode(
                 token,
                 key,
-                algorithms=["RS256"],
+                algorithms=list(ALGORITHMS),
                 audience=self.app_id,
                 issuer=self.issuer,
                 leeway=self.leeway,
