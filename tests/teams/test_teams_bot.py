@@ -538,3 +538,16 @@ async def test_r15_package_choice_approves_only_the_chosen_subset(
         assert "Approved (packages: pandas) by Alex Wilber" in card_text(done)
         grants = await b.approvals.grants(user=OWNER, chat=CHAT)
         assert [(g.kind, g.name) for g in grants] == [("package", "pandas")]
+
+
+@pytest.mark.parametrize("bad", ["{id}/1", "%2e%2e", "{id}\x00", "c_" + "a" * 150, "{id}.json"])
+async def test_a_card_id_not_of_the_minted_shape_is_a_400_and_replays_nothing(
+    bot: Bot, connector: tuple[MockConnector, str], bad: str
+) -> None:
+    mock, _ = connector
+    data = card_data(await ask(bot, mock))
+    assert "Approved by" in card_text(invoke_card(*await bot.click("approve", data)))  # A's answer is stored
+    audit = await bot.approvals.audit(CHAT)
+    status, body = await bot.click("approve", {**data, "card_id": bad.format(id=data["card_id"])})
+    assert status == 400 and body["statusCode"] == 400 and "not a card id" in body["value"]["message"]
+    assert await bot.approvals.audit(CHAT) == audit  # no "replayed"
