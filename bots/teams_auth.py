@@ -110,7 +110,7 @@ class TokenValidator:
             if keys:
                 self._keys = keys
             log.info("teams: %d signing keys loaded from %s", len(keys), self.metadata_url)
-        except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+        except Exception as e:  # whatever the endpoint did, the cached keys stay and no request fails with it
             log.warning("teams: signing keys not refreshed (%s); keeping %d cached", e, len(self._keys))
 
     async def _get_json(self, url: str) -> Any:

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 _SLACK_ID = re.compile(r"[A-Z0-9]{2,32}")  # U…/W… users, T… teams, E… enterprises
+# A GUID; the Agents Playground's built-in ids have 13 digits in the last group, so that is allowed too.
 _GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12,13}")
 NO_ENTERPRISE = "-"
 
