@@ -13,6 +13,9 @@ from aiohttp import web
 
 from cards.http_json import HTTP_STATUS, BadRequest, grant_body, parse_resume, parse_turn, resume_body, turn_body
 from core.approvals import Approvals
+from core.ids import is_card_id
+from core.models import ResumeResult
+from core.resume import UNKNOWN
 
 APPROVALS: web.AppKey[Approvals] = web.AppKey("approvals", Approvals)
 TOKENS: web.AppKey[list[str]] = web.AppKey("tokens", list)
@@ -31,7 +34,9 @@ async def bearer_auth(request: web.Request, handler: Any) -> web.StreamResponse:
     if request.path.startswith("/v1/"):
         header = request.headers.get("Authorization", "")
         given = header[7:].strip() if header.startswith("Bearer ") else ""
-        ok = any(hmac.compare_digest(given.encode(), t.encode()) for t in request.app[TOKENS])
+        # aiohttp hands non-UTF-8 header bytes over as surrogates: compare bytes, never fail on them.
+        raw = given.encode("utf-8", "surrogateescape")
+        ok = any(hmac.compare_digest(raw, t.encode("utf-8", "surrogateescape")) for t in request.app[TOKENS])
         if not given or not ok:
             return _json(401, {"outcome": "unauthorized", "status": "unauthorized", "message": "bad bearer token"})
     resp: web.StreamResponse = await handler(request)
@@ -51,6 +56,9 @@ async def post_turn(request: web.Request) -> web.Response:
 
 async def post_resume(request: web.Request) -> web.Response:
     card_id = request.match_info["card_id"]
+    if not is_card_id(card_id):  # before it is used anywhere: `/`, `..`, NUL, 5,000 characters
+        res = ResumeResult(outcome="unknown", message=UNKNOWN)
+        return web.Response(text=resume_body(res), status=HTTP_STATUS[res.outcome], content_type="application/json")
     try:
         req = parse_resume(card_id, await request.read())
     except BadRequest as e:

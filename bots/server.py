@@ -14,6 +14,7 @@ from bots.config import ServerConfig
 from bots.gate import mount_gate, sandbox_tools
 from bots.http_api import mount_http_api
 from bots.slack_app import mount_slack
+from bots.teams_auth import TokenValidator
 from bots.teams_bot import TeamsConfig, mount_teams
 from core.agent_factory import AgentFactory, default_factory, user_factory
 from core.approvals import Approvals
@@ -70,7 +71,10 @@ def build_app(
     sweep: bool = True,
     teams: TeamsConfig | None = None,
     gate: Gate | None = None,
+    teams_validator: TokenValidator | None = None,
 ) -> web.Application:
+    """`teams_validator` is for tests only (a validator pointed at a local OpenID configuration);
+    with an app id the server builds its own, on Bot Framework's endpoints."""
     app = web.Application(middlewares=[store_faults])
     app[CONFIG] = cfg
     app.router.add_get("/healthz", healthz)
@@ -79,7 +83,8 @@ def build_app(
     else:
         log.info("no API token set: the HTTP front end (/v1) is off")
     mount_slack(app, approvals)  # SLACK_* env: HTTP at /slack/events or Socket Mode; off when unset
-    mount_teams(app, approvals, teams or TeamsConfig.from_env(os.environ), host=cfg.host)  # /api/messages
+    teams_cfg = teams or TeamsConfig.from_env(os.environ)
+    mount_teams(app, approvals, teams_cfg, host=cfg.host, validator=teams_validator)  # /api/messages
     if gate is not None:
         mount_gate(app, gate, approvals)  # the sandbox's egress gate starts and stops with the app
     if sweep:

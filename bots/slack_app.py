@@ -10,19 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
+import json
 import logging
 import os
 import re
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
+from urllib.parse import parse_qsl
 
 import aiohttp
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -34,6 +40,8 @@ from cards import slack_blocks as sb
 from cards.slack_answer import (
     SlackClick,
     SlackPayloadError,
+    command_actor,
+    event_actor,
     message_text,
     parse_click,
     parse_command,
@@ -207,7 +215,13 @@ class SlackFrontEnd:
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def handle_http(self, request: web.Request) -> web.Response:
-        bolt_request = await to_bolt_request(request)
+        raw = await request.read()
+        if not self.cfg.signing_secret:  # Socket Mode only: nothing here can be verified
+            return _plain(404, "Slack is not served over HTTP here")
+        refused = _refuse_before_bolt(self.cfg.signing_secret, raw, request.headers)
+        if refused is not None:
+            return refused
+        bolt_request = AsyncBoltRequest(body=raw.decode(), query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
         response: web.Response = await to_aiohttp_response(await self.bolt.async_dispatch(bolt_request))
         return response
 
@@ -308,9 +322,9 @@ class SlackFrontEnd:
 
     def _on_message(self, event: dict[str, Any], body: dict[str, Any], context: Mapping[str, Any]) -> None:
         team = context.get("team_id") or body.get("team_id") or event.get("team")
-        channel, user, ts = event.get("channel"), event.get("user"), event.get("ts")
+        channel, user, ts = event.get("channel"), event_actor(context, body, event), event.get("ts")
         if not (team and channel and user and ts):
-            log.info("slack event without team/channel/user/ts dropped")
+            log.info("slack event without team/channel/user identity/ts dropped")
             return
         self.spawn(
             self.turn(
@@ -370,12 +384,12 @@ class SlackFrontEnd:
         here = _location(c.channel, c.message_ts, c.thread_ts)
 
         async def on_claimed(p: Pointer) -> None:
-            await self.update(p.card_location or here, sb.resuming_message(p.card, c.user))
+            await self.update(p.card_location or here, sb.resuming_message(p.card, c.actor))
 
         try:
             res = await self.approvals.resume(
                 card_id=c.card_id,
-                user=c.user,
+                user=c.actor,
                 secret=c.secret,
                 answer=c.answer,
                 platform="slack",
@@ -443,9 +457,11 @@ class SlackFrontEnd:
         return revoked
 
     async def command(self, command: dict[str, Any], verb: str, subject: str | None, respond: AsyncRespond) -> None:
-        user, team = str(command.get("user_id") or ""), str(command.get("team_id") or "")
+        user, team = command_actor(command), str(command.get("team_id") or "")
         try:
-            if verb == "revoke" and subject:
+            if user is None:  # no full identity: nothing of anyone's can be listed or revoked
+                msg = sb.reply_message("Your workspace could not be told from this command; nothing was changed.")
+            elif verb == "revoke" and subject:
                 msg = sb.revoked_message(subject, await self._revoke_here(user, team, subject))
             else:
                 msg = sb.grants_message(await self._workspace_grants(user, team))
@@ -475,6 +491,70 @@ class SlackFrontEnd:
             msg = sb.reply_message(UNAVAILABLE)
         # The list is ephemeral: only its response_url can replace it.
         await self._call("response_url", respond, text=msg.text, blocks=msg.block_dicts(), replace_original=True)
+
+
+# ---------------------------------------------------------------------- HTTP requests
+
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+_SIGNATURE = re.compile(r"v0=[0-9a-f]{64}")
+SIGNATURE_WINDOW = 300  # seconds either side of now, as Slack and Bolt have it
+
+
+def _plain(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def _signature(secret: str, timestamp: str, raw: bytes) -> str:
+    """Slack's recipe (as slack_sdk's SignatureVerifier, which would first decode the body as UTF-8)."""
+    base = b"v0:" + timestamp.encode() + b":" + raw
+    return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+
+
+def _refuse_before_bolt(secret: str, raw: bytes, headers: Mapping[str, str]) -> web.Response | None:
+    """Bolt parses a body, and reads ids out of it, before it checks the signature, and fails with a
+    500 on what it cannot read (a non-numeric timestamp, a body that is not UTF-8, a JSON array,
+    `payload=` that is not JSON, `{"team": 5}`). So the signature is checked here first, on the raw
+    bytes, and only a signed body whose shape Bolt can read reaches it. A refusal is a plain 4xx."""
+    timestamp = headers.get("X-Slack-Request-Timestamp", "")
+    signature = headers.get("X-Slack-Signature", "")
+    signed = (
+        _TIMESTAMP.fullmatch(timestamp) is not None
+        and _SIGNATURE.fullmatch(signature) is not None
+        and abs(time.time() - int(timestamp)) <= SIGNATURE_WINDOW
+        and hmac.compare_digest(_signature(secret, timestamp, raw), signature)
+    )
+    if not signed:
+        if _is_ssl_check(raw):
+            return web.Response(status=200, text="")  # Slack's certificate probe is not signed
+        return _plain(401, "invalid request")
+    try:
+        body = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return _plain(400, "the body is not UTF-8")
+    if not _readable_shape(body, headers.get("Content-Type", "")):
+        return _plain(400, "the body is not a JSON object, a form, or a form with a JSON object as payload")
+    return None
+
+
+def _is_ssl_check(raw: bytes) -> bool:
+    try:
+        return dict(parse_qsl(raw.decode("ascii"), keep_blank_values=True)).get("ssl_check") == "1"
+    except (UnicodeDecodeError, ValueError):
+        return False
+
+
+def _readable_shape(body: str, content_type: str) -> bool:
+    """What bolt's `parse_body` will make of it must be a JSON object (or a plain form)."""
+    try:
+        if content_type.split(";")[0].strip() == "application/json" or body.startswith("{"):
+            return isinstance(json.loads(body), dict)
+        if "payload" in body:
+            payload = dict(parse_qsl(body, keep_blank_values=True)).get("payload")
+            return payload is None or isinstance(json.loads(payload), dict)
+        parse_qsl(body, keep_blank_values=True)
+        return True
+    except (ValueError, RecursionError):
+        return False
 
 
 # ---------------------------------------------------------------------- mounting

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -29,8 +29,10 @@ from botbuilder.schema import Activity, ActivityTypes, Attachment, ResourceRespo
 from pydantic import BaseModel, ConfigDict
 
 from bots import teams_compat
+from bots.teams_auth import TokenValidator
 from bots.teams_compat import TeamsAuth
 from cards import adaptive
+from cards.identity import TeamsUser, parse_teams_user, unverified
 from core import wording
 from core.approvals import Approvals
 from core.models import ApprovalCard, Pointer, ResumeResult, TurnResult
@@ -45,6 +47,9 @@ HELP = (
     "ask you here. Commands: 'approvals' lists what you approved in this chat (with a Revoke button "
     "each); 'revoke HOST_OR_PACKAGE' takes one back; 'revoke all' takes back everything; 'help' "
     "shows this. Anything else goes to the agent."
+)
+NO_IDENTITY = (
+    "I cannot tell who you are from this message (Teams sent no tenant or Entra object id), so I run nothing for it."
 )
 WAITING = "Waiting for your approval: this chat already has an open request. Answer that card first."
 
@@ -96,17 +101,17 @@ def chat_key(activity: Activity) -> str:
     return f"teams:{tenant}:{conv}"
 
 
-def user_of(activity: Activity) -> str:
-    """The Entra object id when Teams sends it (stable across chats), else the channel user id."""
+def user_of(activity: Activity) -> str | None:
+    """R17: tenant + Entra object id (cards.identity). None without either: the channel's `from.id`
+    is never a fallback, so such an activity can neither start a turn nor answer a card."""
     who = activity.from_property
-    if who is None:
-        return ""
-    return str(who.aad_object_id or who.id or "")
+    user = TeamsUser.of(teams_compat.tenant_of(activity), who.aad_object_id if who is not None else None)
+    return user.key if user is not None else None
 
 
 def name_of(activity: Activity) -> str:
     who = activity.from_property
-    return str((who.name if who is not None else None) or user_of(activity))
+    return str((who.name if who is not None else None) or "someone")
 
 
 class Command(NamedTuple):
@@ -156,6 +161,9 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             return
         text = (TurnContext.remove_recipient_mention(act) or act.text or "").strip()
         chat, user = chat_key(act), user_of(act)
+        if user is None:
+            await turn_context.send_activity(NO_IDENTITY)
+            return
         if act.id and not await self.approvals.first_delivery(f"teams:activity:{chat}:{act.id}"):
             log.info("teams: redelivered activity %s ignored", act.id)
             return
@@ -237,7 +245,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             click = adaptive.parse_invoke(act.value)
         except adaptive.InvalidInvoke as exc:
             return teams_compat.invoke_response(400, adaptive.invoke_error_body(400, str(exc)))
-        chat, user = chat_key(act), user_of(act)
+        chat, user = chat_key(act), user_of(act) or unverified(PLATFORM)  # unverified: refused like a stranger
         if isinstance(click, adaptive.RevokeClick):
             revoked = await self.approvals.revoke(user=user, chat=chat, subject=click.subject)
             remaining = await self.approvals.grants(user=user, chat=chat)
@@ -286,7 +294,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         return teams_compat.invoke_response(200, adaptive.invoke_response_body(card))
 
     async def _outcome_card(self, ctx: TurnContext, r: ResumeResult) -> dict[str, Any]:
-        by = name_of(ctx.activity) if r.answered_by == user_of(ctx.activity) else (r.answered_by or "someone")
+        by = name_of(ctx.activity) if r.answered_by == user_of(ctx.activity) else "someone else"
         if r.outcome == "resumed" and r.card is not None and r.answer is not None:
             return adaptive.outcome_card(r.card, r.answer, by, r.answered_at or self.approvals.clock.now(), r.result)
         if r.outcome == "replayed" and r.card is not None and r.answer is not None:
@@ -294,19 +302,22 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             verdict = "approved" if r.answer.approved else "denied"
             return adaptive.refusal_card("answered", f"It was {verdict} by {by} at {when}.", card=r.card)
         if r.outcome == "forbidden":
-            owner = await self._display_name(ctx, r.owner) if r.owner else None
+            owner = await self._display_name(ctx, r.owner) if r.owner else None  # None: "the person who asked"
             return adaptive.refusal_card("forbidden", card=r.card, owner=owner)
         if r.outcome in ("expired", "in_progress"):
             return adaptive.refusal_card(r.outcome, r.message, card=r.card)
         return adaptive.refusal_card("unknown", r.message or "This card is not known here.")
 
-    async def _display_name(self, ctx: TurnContext, user: str) -> str:
-        """Who may answer, as a name when Teams can tell us quickly; the id otherwise."""
+    async def _display_name(self, ctx: TurnContext, user: str) -> str | None:
+        """Who may answer, as a name when Teams can tell us quickly (by Entra object id)."""
+        who = parse_teams_user(user)
+        if who is None:
+            return None
         try:
-            member = await asyncio.wait_for(TeamsInfo.get_member(ctx, user), timeout=2.0)
-            return str(member.name or user)
+            member = await asyncio.wait_for(TeamsInfo.get_member(ctx, who.aad_object_id), timeout=2.0)
+            return str(member.name) if member.name else None
         except Exception:  # a lookup failure only costs the nicer wording
-            return user
+            return None
 
     # --- after the resume: the card's outcome and the agent's reply --------------------
     async def _after_resume(self, ctx: TurnContext | None, r: ResumeResult, by: str, *, in_invoke: bool) -> None:
@@ -407,6 +418,7 @@ def mount_teams(
     *,
     host: str,
     say: Callable[[str], Any] = print,
+    validator: TokenValidator | None = None,
 ) -> TeamsFrontEnd | None:
     """Add `POST /api/messages` to the server. With no Microsoft App id the endpoint would be
     unauthenticated, so it is served only when the server binds a loopback address (and it refuses
@@ -419,7 +431,9 @@ def mount_teams(
             "(set CHAT_APPROVALS_TEAMS_APP_ID with its password or certificate, or bind to 127.0.0.1)"
         )
         return None
-    adapter = teams_compat.make_adapter(auth)
+    if auth.enabled and validator is None:
+        validator = TokenValidator(auth.app_id)  # Bot Framework's own OpenID configuration
+    adapter = teams_compat.make_adapter(auth, validator if auth.enabled else None)
     adapter.on_turn_error = _on_error
     bot = ApprovalsTeamsBot(approvals, adapter, cfg)
 
@@ -433,6 +447,15 @@ def mount_teams(
 
     app.router.add_post(ROUTE, messages)
     app.on_shutdown.append(drain)
+    if auth.enabled and validator is not None:
+        keys = validator
+
+        async def signing_keys(_app: web.Application) -> AsyncIterator[None]:
+            await keys.start()  # bounded: a slow key endpoint delays start-up by fetch_timeout at most
+            yield
+            await keys.close()
+
+        app.cleanup_ctx.append(signing_keys)
     if auth.enabled:
         tenant = f", tenant {auth.tenant_id}" if auth.app_type == "SingleTenant" else ""
         kind = "certificate" if auth.certificate_thumbprint else "password"

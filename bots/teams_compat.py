@@ -16,6 +16,11 @@ SDK. Keeping each workaround here means a move to it touches this file and no ot
    parses an Authorization header even with auth disabled (a junk header -> 500). `process()`
    answers those with a clear 4xx first.
 5. The adapters' `process` signatures differ; only CloudAdapter is used, through `process()`.
+6. With an app id, botbuilder validates a token by fetching the OpenID metadata and keys with a
+   synchronous HTTP call without a timeout, on the event loop, and answers 500 to a malformed
+   token. `_ValidatedAuthentication` hands token validation to `bots.teams_auth.TokenValidator`
+   (async fetches with timeouts, cached keys, background refresh, a 401 for every bad token) and
+   keeps botbuilder for what comes after (the connector factory for replies).
 """
 
 from __future__ import annotations
@@ -30,14 +35,19 @@ from aiohttp import web
 from botbuilder.core import Bot, InvokeResponse, TurnContext
 from botbuilder.core import serializer_helper as _original_serializer_helper
 from botbuilder.integration.aiohttp import CloudAdapter, ConfigurationBotFrameworkAuthentication
-from botbuilder.schema import Activity, ConversationReference
+from botbuilder.schema import Activity, CallerIdConstants, ConversationReference
 from botbuilder.schema.teams import TeamsChannelData
 from botframework.connector.auth import (
+    AuthenticationConstants,
     CertificateServiceClientCredentialsFactory,
+    ClaimsIdentity,
     PasswordServiceClientCredentialFactory,
     ServiceClientCredentialsFactory,
 )
+from botframework.connector.auth.authenticate_request_result import AuthenticateRequestResult
 from pydantic import BaseModel, ConfigDict
+
+from bots.teams_auth import TokenRejected, TokenValidator
 
 log = logging.getLogger(__name__)
 
@@ -111,12 +121,43 @@ def credentials_factory(auth: TeamsAuth) -> ServiceClientCredentialsFactory:
     return PasswordServiceClientCredentialFactory(auth.app_id, auth.app_password, tenant)
 
 
-def make_adapter(auth: TeamsAuth) -> CloudAdapter:
+class _ValidatedAuthentication(ConfigurationBotFrameworkAuthentication):
+    """Workaround 6: botbuilder's configuration, with inbound tokens checked by our validator."""
+
+    def __init__(self, auth: TeamsAuth, validator: TokenValidator | None) -> None:
+        self._credentials = credentials_factory(auth)
+        super().__init__(_Config(auth), credentials_factory=self._credentials)
+        self._validator = validator
+
+    async def authenticate_request(self, activity: Activity, auth_header: str) -> AuthenticateRequestResult:
+        if self._validator is None:  # no app id: botbuilder's anonymous identity (process() refused any header)
+            result: AuthenticateRequestResult = await super().authenticate_request(activity, auth_header)
+            return result
+        claims = await self._validator.validate(
+            auth_header, channel_id=activity.channel_id, service_url=activity.service_url
+        )
+        identity = ClaimsIdentity(claims, True, "Bearer")
+        result = AuthenticateRequestResult()
+        result.claims_identity = identity
+        result.audience = AuthenticationConstants.TO_CHANNEL_FROM_BOT_OAUTH_SCOPE
+        result.caller_id = str(CallerIdConstants.public_azure_channel.value)
+        result.connector_factory = self.create_connector_factory(identity)
+        return result
+
+    async def authenticate_streaming_request(self, auth_header: str, channel_id: str) -> AuthenticateRequestResult:
+        raise TokenRejected("streaming connections are not served")
+
+    async def authenticate_channel_request(self, auth_header: str) -> ClaimsIdentity:
+        raise TokenRejected("skill requests are not served")
+
+
+def make_adapter(auth: TeamsAuth, validator: TokenValidator | None = None) -> CloudAdapter:
+    """With an app id, `validator` checks every inbound token (it must be started by the caller)."""
     auth.check()
     apply()
-    return CloudAdapter(
-        ConfigurationBotFrameworkAuthentication(_Config(auth), credentials_factory=credentials_factory(auth))
-    )
+    if auth.enabled and validator is None:
+        raise ValueError("Teams: an app id needs a token validator")
+    return CloudAdapter(_ValidatedAuthentication(auth, validator if auth.enabled else None))
 
 
 async def process(adapter: CloudAdapter, request: web.Request, bot: Bot, *, auth_enabled: bool) -> web.Response:

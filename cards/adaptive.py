@@ -15,7 +15,8 @@ import datetime as _dt
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
 
-from core.models import Answer, ApprovalCard, Grant, TurnResult, parse_answer
+from core.ids import is_card_id
+from core.models import Answer, ApprovalCard, Grant, InvalidAnswer, TurnResult, read_answer
 
 CONTENT_TYPE = "application/vnd.microsoft.card.adaptive"
 ERROR_CONTENT_TYPE = "application/vnd.microsoft.error"
@@ -310,7 +311,7 @@ def _packages(raw: object) -> list[str] | None:
 def parse_invoke(value: object) -> Click:
     """The `value` of an `adaptiveCard/action` invoke -> a typed click, or `InvalidInvoke`.
 
-    Approve and deny become an `Answer` through `parse_answer` (R15, fail closed): only the
+    Approve and deny become an `Answer` through `read_answer` (R15): only the
     approve verb can approve, and the packages chosen are passed on for the core to check.
     """
     if not isinstance(value, Mapping):
@@ -332,13 +333,17 @@ def parse_invoke(value: object) -> Click:
     if verb not in (VERB_APPROVE, VERB_DENY):
         raise InvalidInvoke(f"unknown verb {verb!r}")
     card_id, secret = _token(data, "card_id"), _token(data, "secret")
-    if verb == VERB_DENY:
-        return ApprovalClick(card_id, secret, parse_answer("resolved", {"approved": False}))
-    packages = _packages(data.get(PACKAGES_INPUT))
-    payload: dict[str, Any] = {"approved": True}
-    if packages is not None:
-        payload["packages"] = packages
-    return ApprovalClick(card_id, secret, parse_answer("resolved", payload))
+    if not is_card_id(card_id):  # checked before it is used anywhere
+        raise InvalidInvoke("action.data.card_id is not a card id")
+    payload: dict[str, Any] = {"approved": verb == VERB_APPROVE}
+    if verb == VERB_APPROVE:
+        packages = _packages(data.get(PACKAGES_INPUT))
+        if packages is not None:
+            payload["packages"] = packages
+    try:
+        return ApprovalClick(card_id, secret, read_answer("resolved", payload))
+    except InvalidAnswer as e:
+        raise InvalidInvoke(str(e)) from e
 
 
 def invoke_response_body(card: Card) -> dict[str, Any]:

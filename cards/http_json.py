@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from core.models import Answer, ApprovalCard, Grant, ResumeResult, TurnResult, parse_answer
+from core.models import Answer, ApprovalCard, Grant, InvalidAnswer, ResumeResult, TurnResult, read_answer
 
 
 class TurnRequest(BaseModel):
@@ -37,7 +37,7 @@ class ResumeRequest(BaseModel):
     model_config = ConfigDict(frozen=True)
     user: str
     secret: str
-    answer: Answer | None  # None: the entry list was not exactly one well-formed entry for this card
+    answer: Answer
 
 
 class BadRequest(ValueError):
@@ -48,25 +48,62 @@ def iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z")
 
 
-def parse_resume(card_id: str, raw: bytes) -> ResumeRequest:
-    """R15 for HTTP: exactly one entry naming this card; its status and payload are read fail-closed."""
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise BadRequest(f"duplicate key {key!r} in the JSON body")
+        obj[key] = value
+    return obj
+
+
+def _no_constant(name: str) -> Any:
+    raise BadRequest(f"{name} is not JSON")
+
+
+def loads_strict(raw: bytes) -> Any:
+    """JSON as RFC 8259 has it, plus: no duplicate keys (which one would win is a parser's whim,
+    and `{"approved": false, "approved": true}` must not approve), no NaN/Infinity."""
     try:
-        body = _ResumeBody.model_validate_json(raw)
+        return json.loads(raw, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except BadRequest:
+        raise
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+        raise BadRequest("the body is not UTF-8 JSON") from e
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _validate(model: type[M], raw: bytes) -> M:
+    try:
+        return model.model_validate(loads_strict(raw))
     except ValidationError as e:
         raise BadRequest(_first_error(e)) from e
+
+
+def parse_resume(card_id: str, raw: bytes) -> ResumeRequest:
+    """R15 for HTTP: exactly one well-formed entry naming this card, or BadRequest (422, nothing changes)."""
+    body = _validate(_ResumeBody, raw)
     if not body.user or not body.secret:
         raise BadRequest("user and secret must be non-empty")
-    if len(body.responses) != 1 or body.responses[0].interruptId != card_id:
-        return ResumeRequest(user=body.user, secret=body.secret, answer=None)
+    if len(body.responses) != 1:
+        raise BadRequest("responses must hold exactly one entry")
     entry = body.responses[0]
-    return ResumeRequest(user=body.user, secret=body.secret, answer=parse_answer(entry.status, entry.payload))
+    if entry.interruptId != card_id:
+        raise BadRequest("responses[0].interruptId must be this card's id")
+    fields = entry.model_fields_set
+    try:
+        answer = read_answer(entry.status, entry.payload if "payload" in fields else None)
+    except InvalidAnswer as e:
+        raise BadRequest(str(e)) from e
+    if entry.status == "resolved" and "payload" not in fields:
+        raise BadRequest("a resolved answer needs its payload")
+    return ResumeRequest(user=body.user, secret=body.secret, answer=answer)
 
 
 def parse_turn(raw: bytes) -> TurnRequest:
-    try:
-        req = TurnRequest.model_validate_json(raw)
-    except ValidationError as e:
-        raise BadRequest(_first_error(e)) from e
+    req = _validate(TurnRequest, raw)
     if not req.chat or not req.user or not req.text.strip():
         raise BadRequest("chat, user and text must be non-empty")
     return req

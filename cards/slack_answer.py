@@ -1,7 +1,7 @@
 """Slack payload -> typed answer: block_actions clicks, Revoke clicks, `/approvals` arguments.
 
 Pure and fail closed. A payload we cannot read raises `SlackPayloadError` (the front end then
-refuses and changes nothing); a readable click becomes an `Answer` through `parse_answer` (R15).
+refuses and changes nothing); a readable click becomes an `Answer` through `read_answer` (R15).
 Slack adds fields over time, so the wire models ignore unknown keys but type the ones we use.
 """
 
@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from cards.identity import SlackUser, unverified
 from cards.slack_blocks import ACTION_APPROVE, ACTION_DENY, ACTION_REVOKE, packages_block_id
-from core.models import Answer, parse_answer
+from core.ids import is_card_id
+from core.models import Answer, InvalidAnswer, read_answer
 
 
 class SlackPayloadError(ValueError):
@@ -32,6 +35,7 @@ class _Id(_Wire):
 
 class _Team(_Wire):
     id: str | None = None
+    enterprise_id: str | None = None
 
 
 class _User(_Wire):
@@ -76,6 +80,7 @@ class BlockActions(_Wire):
     type: Literal["block_actions"]
     user: _User
     team: _Team | None = None
+    enterprise: _Team | None = None
     channel: _Id | None = None
     container: _Container = Field(default_factory=_Container)
     actions: list[_Action] = Field(min_length=1, max_length=1)
@@ -87,6 +92,20 @@ class BlockActions(_Wire):
     def team_id(self) -> str | None:
         # org-wide installs may send team=null; Slack then puts the team on the user
         return (self.team.id if self.team else None) or self.user.team_id
+
+    @property
+    def actor(self) -> str:
+        """R17: enterprise + team + user. The click's workspace is required: `team: null` (or a
+        part that is not an id) gives no identity, so the click is refused like a stranger's.
+        A Slack Connect user from another workspace is their own team's user."""
+        team = self.team.id if self.team else None
+        if not team:
+            return unverified("slack")
+        enterprise = (self.enterprise.id if self.enterprise else None) or (
+            self.team.enterprise_id if self.team else None
+        )
+        who = SlackUser.of(enterprise, self.user.team_id or team, self.user.id)
+        return who.key if who is not None else unverified("slack")
 
     @property
     def channel_id(self) -> str | None:
@@ -106,6 +125,13 @@ class _CardValue(BaseModel):
     card: str = Field(min_length=1, max_length=200)
     secret: str = Field(min_length=1, max_length=200)
 
+    @field_validator("card")
+    @classmethod
+    def _minted(cls, value: str) -> str:
+        if not is_card_id(value):  # checked before it is used anywhere
+            raise ValueError("not a card id")
+        return value
+
 
 class _RevokeValue(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -120,7 +146,8 @@ class SlackClick:
     card_id: str
     secret: str
     answer: Answer
-    user: str
+    user: str  # the Slack user id: where ephemeral refusals go
+    actor: str  # R17: the full identity the resume service compares (cards.identity)
     team: str | None
     channel: str | None
     message_ts: str | None
@@ -129,7 +156,7 @@ class SlackClick:
 
 @dataclass(frozen=True)
 class RevokeClick:
-    user: str
+    user: str  # R17: the full identity (cards.identity)
     team: str | None
     chat: str
     subject: str
@@ -191,14 +218,18 @@ def parse_click(payload: object) -> SlackClick:
         chosen = _chosen_packages(ba, value.card)
         if chosen is not None:
             body["packages"] = chosen
-        answer = parse_answer("resolved", body)
     else:
-        answer = parse_answer("resolved", {"approved": False})
+        body = {"approved": False}
+    try:
+        answer = read_answer("resolved", body)
+    except InvalidAnswer as e:
+        raise SlackPayloadError(str(e)) from e
     return SlackClick(
         card_id=value.card,
         secret=value.secret,
         answer=answer,
         user=ba.user.id,
+        actor=ba.actor,
         team=ba.team_id,
         channel=ba.channel_id,
         message_ts=ba.message_ts,
@@ -212,7 +243,7 @@ def parse_revoke_click(payload: object) -> RevokeClick:
     if action.action_id != ACTION_REVOKE:
         raise SlackPayloadError(f"unknown action {action.action_id!r}")
     value: _RevokeValue = _loads(action.value, _RevokeValue, "revoke")
-    return RevokeClick(user=ba.user.id, team=ba.team_id, chat=value.chat, subject=value.name)
+    return RevokeClick(user=ba.actor, team=ba.team_id, chat=value.chat, subject=value.name)
 
 
 # ----------------------------------------------------------------------------- /approvals
@@ -269,3 +300,26 @@ def message_text(text: str | None) -> str:
     plain = _ANGLE.sub(_unangle, text or "")
     plain = plain.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
     return " ".join(plain.split())
+
+
+# ----------------------------------------------------------------------------- identities (R17)
+
+
+def _first_team(*candidates: object) -> str | None:
+    # Slack Connect events may put an enterprise id where a team id is expected: skip those.
+    return next((c for c in candidates if isinstance(c, str) and c.startswith("T")), None)
+
+
+def event_actor(context: Mapping[str, Any], body: Mapping[str, Any], event: Mapping[str, Any]) -> str | None:
+    """Who wrote a message event: Bolt's actor ids (it knows Slack Connect's cases), else the event's
+    own team fields. None when the workspace cannot be told: then no turn runs for it."""
+    team = _first_team(context.get("actor_team_id"), event.get("user_team"), event.get("team"), body.get("team_id"))
+    enterprise = context.get("actor_enterprise_id") or context.get("enterprise_id") or body.get("enterprise_id")
+    who = SlackUser.of(enterprise, team, context.get("actor_user_id") or event.get("user"))
+    return who.key if who is not None else None
+
+
+def command_actor(command: Mapping[str, Any]) -> str | None:
+    """Who ran `/approvals`: enterprise + team + user from the command's own fields."""
+    who = SlackUser.of(command.get("enterprise_id"), command.get("team_id"), command.get("user_id"))
+    return who.key if who is not None else None

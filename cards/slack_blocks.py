@@ -28,6 +28,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
+from cards.identity import slack_user_id
 from cards.slack_chat import parse_chat_key
 from core.models import Answer, ApprovalCard, Grant
 
@@ -92,7 +93,8 @@ def date_token(at: float, prefix: str = "") -> str:
 
 
 def user_ref(user: str) -> str:
-    return f"<@{escape(user)}>"
+    """A mention of an identity (R17: `slack:E:T:U`, see cards.identity): Slack renders `<@U…>`."""
+    return f"<@{escape(slack_user_id(user))}>"
 
 
 def _listed(items: Sequence[str]) -> str:
@@ -269,7 +271,7 @@ def outcome_message(card: ApprovalCard, answer: Answer, answered_by: str, answer
             ]
         ),
     ]
-    return SlackMessage(text=f"{plain} by {answered_by}", blocks=blocks)
+    return SlackMessage(text=f"{plain} by {slack_user_id(answered_by)}", blocks=blocks)
 
 
 def expired_message(card: ApprovalCard) -> SlackMessage:

@@ -169,10 +169,49 @@ class ResumeResult(Strict):
     card_location: dict[str, str] | None = None
 
 
+class InvalidAnswer(ValueError):
+    """Not exactly one well-formed answer: a front end refuses it (`invalid`) and changes nothing."""
+
+
+ANSWER_STATUSES = ("resolved", "cancelled")
+
+
+def read_answer(status: object, payload: object) -> Answer:
+    """R15 for front ends: accept exactly one well-formed answer, refuse everything else.
+
+    `status` is exactly "resolved" or "cancelled". Resolved: `payload` is an object with exactly
+    `approved` (a JSON bool) and, only with `approved: true`, an optional `packages` list of strings.
+    Cancelled (a deny): no payload, or null. Anything else raises InvalidAnswer; nothing is guessed.
+    """
+    if status == "cancelled":
+        if payload is not None:
+            raise InvalidAnswer("a cancelled answer carries no payload")
+        return Answer(approved=False)
+    if status != "resolved":
+        raise InvalidAnswer(f"status must be one of {', '.join(ANSWER_STATUSES)}")
+    if not isinstance(payload, dict):
+        raise InvalidAnswer("payload must be an object")
+    extra = set(payload) - {"approved", "packages"}
+    if extra:
+        raise InvalidAnswer(f"payload has unknown field(s): {', '.join(sorted(map(str, extra)))}")
+    approved = payload.get("approved")
+    if not isinstance(approved, bool):
+        raise InvalidAnswer("payload.approved must be true or false")
+    if "packages" not in payload:
+        return Answer(approved=approved)
+    packages = payload["packages"]
+    if not approved:
+        raise InvalidAnswer("payload.packages goes only with an approval")
+    if not isinstance(packages, list) or not all(isinstance(p, str) for p in packages):
+        raise InvalidAnswer("payload.packages must be a list of strings")
+    return Answer(approved=True, packages=list(packages))
+
+
 def parse_answer(status: object, payload: object) -> Answer:
-    """R15, fail closed: only `status == "resolved"` with exactly `{"approved": true}` (and, optionally,
-    `"packages"`: a list of strings) approves. Cancelled, unknown status, a missing field, an extra
-    field, a non-bool `approved`, or any other shape is a deny."""
+    """R15 where an answer must be interpreted (the tool reading the SDK's response), fail closed:
+    only `status == "resolved"` with exactly `{"approved": true}` (and, optionally, `"packages"`: a
+    list of strings) approves. Cancelled, unknown status, a missing field, an extra field, a
+    non-bool `approved`, or any other shape is a deny."""
     deny = Answer(approved=False)
     if status != "resolved" or not isinstance(payload, dict):
         return deny

@@ -25,7 +25,7 @@ from strands.types.session import decode_bytes_values
 from core import wording
 from core.agent_factory import AgentFactory
 from core.context import RequestContext, invocation_state
-from core.ids import hash_secret, mint_secret, secret_matches
+from core.ids import hash_secret, is_card_id, mint_secret, secret_matches
 from core.lease import Heartbeat
 from core.models import Answer, ApprovalCard, AuditEvent, CardOffer, Pointer, ResumeResult, TurnResult
 from core.pause import ClaimLost, Holding, Pauser, final_text
@@ -87,6 +87,8 @@ class ResumeService:
         on_claimed: OnClaimed | None = None,
     ) -> ResumeResult:
         store, clock, settings = self.approvals.store, self.approvals.clock, self.approvals.settings
+        if not is_card_id(card_id):  # never reaches a key or a lookup (`A/1` would name card A's answer)
+            return ResumeResult(outcome="unknown", message=UNKNOWN)
         if answer is None:
             return ResumeResult(outcome="invalid", message=INVALID)
         p = await store.run(store.rows.get_pointer_by_card, card_id)

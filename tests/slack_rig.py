@@ -18,6 +18,7 @@ from bots.config import ServerConfig
 from bots.server import build_app
 from bots.slack_app import SLACK, SlackFrontEnd
 from cards import slack_blocks as sb
+from cards.identity import SlackUser
 from core.agent_factory import AgentFactory
 from core.approvals import Approvals
 from core.clock import ManualClock
@@ -32,6 +33,7 @@ for _k in [k for k in os.environ if k.startswith("SLACK_")]:
 
 OWNER = "U0OWNER"
 OTHER = "U0OTHER"
+OWNER_KEY = SlackUser(None, P.TEAM, OWNER).key  # R17: the identity grants and owners are keyed by
 DM = "D0DMCHAN1"
 
 
@@ -175,7 +177,7 @@ class SlackRig:
         chat = pointer.chat if pointer else ""
         return {
             "pointer": pointer.model_dump() if pointer else None,
-            "grants": [g.model_dump() for g in await self.approvals.grants(user=OWNER)],
+            "grants": [g.model_dump() for g in await self.approvals.grants(user=OWNER_KEY)],
             "audit": [e.model_dump() for e in await self.approvals.audit(chat)],
         }
 

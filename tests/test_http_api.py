@@ -176,9 +176,18 @@ async def test_r14_deny_removes_stored_rows_for_what_it_names(api: Api, store: S
     assert store.rows.list_grants("alice", "chat-1", clock.now()) == []
 
 
-async def test_r15_cancelled_or_malformed_payload_is_a_deny(api: Api, store: StoreIO) -> None:
+async def test_r15_a_cancelled_answer_is_a_deny(api: Api, store: StoreIO) -> None:
     card = await _card(api)
-    code, body = await api.resume(card["card_id"], "alice", card["secret"], status="cancelled")
+    entry = {"interruptId": card["card_id"], "status": "cancelled"}
+    # A cancelled answer carries no payload: one that does is not well-formed, and changes nothing.
+    code, text = await api.resume_raw(
+        card["card_id"], {"user": "alice", "secret": card["secret"], "responses": [{**entry, "payload": {}}]}
+    )
+    assert code == 422 and json.loads(text)["outcome"] == "invalid"
+    code, text = await api.resume_raw(
+        card["card_id"], {"user": "alice", "secret": card["secret"], "responses": [entry]}
+    )
+    body = json.loads(text)
     assert code == 200 and body["answer"] == {"approved": False}
     assert "continued without the data" in body["result"]["text"]
     assert store.rows.list_grants("alice", "chat-1", 0) == []

@@ -304,7 +304,7 @@ def test_revoke_click_parses() -> None:
     value = buttons(dicts)[0]["value"]
     p = block_actions(action_id=sb.ACTION_REVOKE, value=value, user="U0OWNER", channel="C1", message_ts="1.2")
     r = parse_revoke_click(p)
-    assert (r.user, r.team, r.chat, r.subject) == ("U0OWNER", "T0APPROV1", a, "example.org")
+    assert (r.user, r.team, r.chat, r.subject) == ("slack:-:T0APPROV1:U0OWNER", "T0APPROV1", a, "example.org")
     p["actions"][0]["value"] = '{"chat": "x"}'
     with pytest.raises(SlackPayloadError):
         parse_revoke_click(p)

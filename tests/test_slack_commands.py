@@ -11,7 +11,7 @@ from slack_sdk.models.blocks import Block
 
 from cards import slack_blocks as sb
 from tests import slack_payloads as P
-from tests.slack_rig import DM, OTHER, OWNER, SlackRig, assert_valid_blocks, buttons
+from tests.slack_rig import DM, OTHER, OWNER, OWNER_KEY, SlackRig, assert_valid_blocks, buttons
 from tests.slack_standin import Call
 
 
@@ -45,7 +45,7 @@ def hooks(rig: SlackRig) -> list[Call]:
 
 
 async def names(rig: SlackRig) -> list[str]:
-    return sorted(g.name for g in await rig.approvals.grants(user=OWNER))
+    return sorted(g.name for g in await rig.approvals.grants(user=OWNER_KEY))
 
 
 async def test_r14_list_shows_grants_by_chat_with_revoke_buttons(rig: SlackRig) -> None:
@@ -67,12 +67,12 @@ async def test_r14_list_is_per_user(rig: SlackRig) -> None:
 
 
 async def test_r14_revoke_host_in_all_chats_takes_effect_at_once(rig: SlackRig) -> None:
-    chats = {g.chat for g in await rig.approvals.grants(user=OWNER) if g.name == "example.org"}
+    chats = {g.chat for g in await rig.approvals.grants(user=OWNER_KEY) if g.name == "example.org"}
     assert await rig.command("revoke example.org") == (200, "")
     await rig.settle()
     assert await names(rig) == ["other.org"]
     for chat in chats:
-        assert not await rig.approvals.is_allowed(user=OWNER, chat=chat, kind="site", name="example.org")
+        assert not await rig.approvals.is_allowed(user=OWNER_KEY, chat=chat, kind="site", name="example.org")
     (said,) = hooks(rig)
     assert "Revoked" in said.args["text"] and "2 chats" in said.args["text"]
 

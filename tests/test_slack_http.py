@@ -17,7 +17,7 @@ from cards import slack_blocks as sb
 from cards.slack_chat import chat_key
 from tests import slack_payloads as P
 from tests.agents import policy_factory, results_of
-from tests.slack_rig import DM, OTHER, OWNER, SlackRig, assert_valid_blocks, buttons
+from tests.slack_rig import DM, OTHER, OWNER, OWNER_KEY, SlackRig, assert_valid_blocks, buttons
 from tests.slack_standin import Call
 
 URL = "https://example.org/data.csv"
@@ -90,7 +90,7 @@ async def test_r9_r12_dm_card_click_resume_update_reply_in_thread(rig: SlackRig)
     assert_valid_blocks(replies[0])
     audit = [e.kind for e in await rig.approvals.audit(pointer.chat)]
     assert audit.count("claim_won") == 1
-    assert [g.name for g in await rig.approvals.grants(user=OWNER)] == ["example.org"]
+    assert [g.name for g in await rig.approvals.grants(user=OWNER_KEY)] == ["example.org"]
     assert not rig.standin.of("chat.postEphemeral")
 
 
@@ -103,7 +103,7 @@ async def test_r13_chained_card_is_a_new_message_in_the_thread(rig: SlackRig) ->
     assert "b.example.com" in json.dumps(cards[1].args["blocks"])
     await rig.click(rig.click_payload(cards[1]))
     await rig.settle()
-    assert sorted(g.name for g in await rig.approvals.grants(user=OWNER)) == ["b.example.com", "example.org"]
+    assert sorted(g.name for g in await rig.approvals.grants(user=OWNER_KEY)) == ["b.example.com", "example.org"]
 
 
 async def test_r15_deny_updates_card_and_grants_nothing(rig: SlackRig) -> None:
@@ -111,7 +111,7 @@ async def test_r15_deny_updates_card_and_grants_nothing(rig: SlackRig) -> None:
     await rig.click(rig.click_payload(card, action=sb.ACTION_DENY))
     await rig.settle()
     assert "Denied" in texts(rig.standin.of("chat.update"))[-1]
-    assert await rig.approvals.grants(user=OWNER) == []
+    assert await rig.approvals.grants(user=OWNER_KEY) == []
 
 
 # ----------------------------------------------------------------------------- concurrency
@@ -279,7 +279,7 @@ async def test_r15_package_choice_reaches_the_resume() -> None:
         }
         await rig.click(payload)
         await rig.settle()
-        granted = sorted(g.name for g in await rig.approvals.grants(user=OWNER) if g.kind == "package")
+        granted = sorted(g.name for g in await rig.approvals.grants(user=OWNER_KEY) if g.kind == "package")
         assert granted == ["numpy", "scipy"]
         outcome = texts(rig.standin.of("chat.update"))[-1]
         assert "Approved" in outcome and "Not allowed" in outcome and "pandas" in outcome

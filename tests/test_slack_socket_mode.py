@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests import slack_payloads as P
-from tests.slack_rig import DM, OWNER, SlackRig, assert_valid_blocks, buttons
+from tests.slack_rig import DM, OWNER, OWNER_KEY, SlackRig, assert_valid_blocks, buttons
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ async def test_socket_mode_dm_click_resume_and_command(rig: SlackRig) -> None:
     updates = rig.standin.of("chat.update")
     assert len(updates) == 2 and "Approved" in json.dumps(updates[-1].args["blocks"])
     assert not buttons(assert_valid_blocks(updates[-1]))
-    assert [g.name for g in await rig.approvals.grants(user=OWNER)] == ["example.org"]
+    assert [g.name for g in await rig.approvals.grants(user=OWNER_KEY)] == ["example.org"]
 
     fields = P.slash_command(text="", user=OWNER, channel=DM, response_url=rig.standin.response_url("cmd"))
     ack = await rig.standin.push(envelope("slash_commands", fields, 4))

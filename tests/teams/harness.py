@@ -26,6 +26,7 @@ from store.sqlite_rows import SqliteRows
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "teams"
 TENANT = "00000000-0000-0000-0000-0000000000001"
 OWNER_AAD = "00000000-0000-0000-0000-0000000000020"
+OWNER = f"teams:{TENANT}:{OWNER_AAD}"  # R17: tenant + Entra object id, as owners and grants hold it
 CHAT = f"teams:{TENANT}:f62ca891-03b2-45a6-b15b-0e20fc6f66b1"
 OTHER = {"id": "user-id-1", "name": "Megan Bowen", "aadObjectId": "00000000-0000-0000-0000-0000000000021"}
 

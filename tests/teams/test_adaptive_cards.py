@@ -19,7 +19,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "data" / "teams"  # copied from
 
 def make_card(**over: Any) -> ApprovalCard:
     base: dict[str, Any] = dict(
-        card_id="c_abc",
+        card_id="c_abcdefghijklmnopqrstuv",
         chat="teams:t1:conv1",
         owner="aad-1",
         platform="teams",
@@ -47,7 +47,7 @@ def test_approval_card_schema_and_data_holds_only_id_and_secret() -> None:
         ("Action.Execute", "deny"),
     ]
     for a in actions:
-        assert a["data"] == {"card_id": "c_abc", "secret": "s3cret"}
+        assert a["data"] == {"card_id": "c_abcdefghijklmnopqrstuv", "secret": "s3cret"}
     text = json.dumps(card)
     for shown in (
         "example.com",
@@ -139,22 +139,24 @@ def test_message_card_valid() -> None:
 
 
 def test_parse_approve_and_deny() -> None:
-    data = {"card_id": "c_abc", "secret": "s"}
+    data = {"card_id": "c_abcdefghijklmnopqrstuv", "secret": "s"}
     click = adaptive.parse_invoke(execute_value("approve", data))
-    assert click == adaptive.ApprovalClick("c_abc", "s", Answer(approved=True))
+    assert click == adaptive.ApprovalClick("c_abcdefghijklmnopqrstuv", "s", Answer(approved=True))
     card_id, secret, answer = click  # unpacks as (card_id, secret, Answer)
-    assert (card_id, secret, answer.approved) == ("c_abc", "s", True)
+    assert (card_id, secret, answer.approved) == ("c_abcdefghijklmnopqrstuv", "s", True)
     deny = adaptive.parse_invoke(execute_value("deny", dict(data, packages="numpy")))
-    assert deny == adaptive.ApprovalClick("c_abc", "s", Answer(approved=False))
+    assert deny == adaptive.ApprovalClick("c_abcdefghijklmnopqrstuv", "s", Answer(approved=False))
 
 
 def test_parse_package_choice() -> None:
     click = adaptive.parse_invoke(
-        execute_value("approve", {"card_id": "c", "secret": "s", "packages": "numpy, pandas"})
+        execute_value("approve", {"card_id": "c_abcdefghijklmnopqrstuv", "secret": "s", "packages": "numpy, pandas"})
     )
     assert isinstance(click, adaptive.ApprovalClick)
     assert click.answer == Answer(approved=True, packages=["numpy", "pandas"])
-    none_chosen = adaptive.parse_invoke(execute_value("approve", {"card_id": "c", "secret": "s", "packages": ""}))
+    none_chosen = adaptive.parse_invoke(
+        execute_value("approve", {"card_id": "c_abcdefghijklmnopqrstuv", "secret": "s", "packages": ""})
+    )
     assert isinstance(none_chosen, adaptive.ApprovalClick)
     assert none_chosen.answer == Answer(approved=True, packages=[])
 
@@ -163,10 +165,12 @@ def test_parse_the_captured_invoke_shape_with_our_data() -> None:
     """The Playground's real invoke, with this app's data in it; Teams adds trigger and action.id."""
     path = FIXTURES / "playground-invoke-adaptiveCard-action.json"
     value = copy.deepcopy(json.loads(path.read_text())["activity"]["value"])
-    value["action"]["data"] = {"card_id": "c_1", "secret": "x"}
+    value["action"]["data"] = {"card_id": "c_abcdefghijklmnopqrstuv", "secret": "x"}
     value["trigger"] = "manual"
     value["action"]["id"] = "approve"
-    assert adaptive.parse_invoke(value) == adaptive.ApprovalClick("c_1", "x", Answer(approved=True))
+    assert adaptive.parse_invoke(value) == adaptive.ApprovalClick(
+        "c_abcdefghijklmnopqrstuv", "x", Answer(approved=True)
+    )
 
 
 def test_parse_revoke() -> None:
@@ -189,8 +193,13 @@ def test_parse_revoke() -> None:
         execute_value("approve", {"card_id": "", "secret": "s"}),
         execute_value("approve", {"card_id": 5, "secret": "s"}),
         execute_value("approve", {"card_id": "c" * 500, "secret": "s"}),
-        execute_value("approve", {"card_id": "c", "secret": "s", "packages": 3}),
+        execute_value("approve", {"card_id": "c_abcdefghijklmnopqrstuv", "secret": "s", "packages": 3}),
         execute_value("refresh", {"card_id": "c", "secret": "s"}),
+        # Not of the minted shape (core/ids.py): refused before the id is used anywhere.
+        execute_value("approve", {"card_id": "c_abcdefghijklmnopqrstuv/1", "secret": "s"}),
+        execute_value("approve", {"card_id": "%2e%2e", "secret": "s"}),
+        execute_value("approve", {"card_id": "c_abcdefghijklmnopqrst\x00v", "secret": "s"}),
+        execute_value("approve", {"card_id": "c_" + "a" * 4998, "secret": "s"}),
         execute_value("revoke", {"subject": ""}),
         execute_value("revoke", {}),
     ],
@@ -203,7 +212,9 @@ def test_parse_malformed_is_a_clear_error(value: object) -> None:
 def test_parse_fails_closed_on_extra_answer_fields() -> None:
     """R15: the approve verb with a non-string package list is refused, never approved."""
     with pytest.raises(adaptive.InvalidInvoke):
-        adaptive.parse_invoke(execute_value("approve", {"card_id": "c", "secret": "s", "packages": [1, 2]}))
+        adaptive.parse_invoke(
+            execute_value("approve", {"card_id": "c_abcdefghijklmnopqrstuv", "secret": "s", "packages": [1, 2]})
+        )
 
 
 def test_invoke_bodies() -> None:

@@ -25,7 +25,7 @@ from store.sqlite_rows import SqliteRows
 ROOT = Path(__file__).resolve().parents[2]
 NEEDED = ("TEAMS_PLAYGROUND_URL", "TEAMS_E2E_BOT_PORT", "TEAMS_PLAYWRIGHT")
 TENANT = "00000000-0000-0000-0000-0000000000001"
-OWNER = "00000000-0000-0000-0000-0000000000020"  # the Playground's default user (Alex Wilber)
+OWNER = f"teams:{TENANT}:00000000-0000-0000-0000-0000000000020"  # the Playground's default user (Alex Wilber)
 CHAT = f"teams:{TENANT}:personal-e2e"  # 40-teams.sh starts it with --conversation-id personal-e2e
 
 

@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 
 from core.clock import ManualClock
 from core.settings import Settings
-from tests.teams.harness import CHAT, OTHER, OWNER_AAD, Bot, MockConnector, card_data, card_text
+from tests.teams.harness import CHAT, OTHER, OWNER, OWNER_AAD, TENANT, Bot, MockConnector, card_data, card_text
 from tests.teams.schema import assert_valid_card
 
 URL = "https://example.com/data.csv"
@@ -75,7 +75,7 @@ async def test_r7_message_posts_card_and_records_its_location(bot: Bot, connecto
     data = card_data(card)
     assert set(data) == {"card_id", "secret"}  # R4: identity never rides on the card
     p = await bot.pointer(data["card_id"])
-    assert p is not None and p.state == "pending" and p.owner == OWNER_AAD and p.chat == CHAT
+    assert p is not None and p.state == "pending" and p.owner == OWNER and p.chat == CHAT
     assert p.card_location is not None
     assert p.card_location["activity_id"] == str(mock._next)  # the id the connector gave the card
     ref = json.loads(p.card_location["reference"])
@@ -169,7 +169,7 @@ async def test_r9_r12_execute_resumes_once_and_replaces_card(bot: Bot, connector
     assert "example.com" in replies[0]["body"]["text"]
     p = await bot.pointer(data["card_id"])
     assert p is not None and p.state == "done"
-    grants = await bot.approvals.grants(user=OWNER_AAD, chat=CHAT)
+    grants = await bot.approvals.grants(user=OWNER, chat=CHAT)
     assert [(g.kind, g.name) for g in grants] == [("site", "example.com")]
     # R12: a second click replays: nothing runs, nothing is posted, the answer is told again
     again = invoke_card(*await bot.click("approve", data))
@@ -185,7 +185,7 @@ async def test_r15_deny_grants_nothing(bot: Bot, connector: tuple[MockConnector,
     data = card_data(await ask(bot, mock))
     card = invoke_card(*await bot.click("deny", data))
     assert "Denied by Alex Wilber" in card_text(card)
-    assert await bot.approvals.grants(user=OWNER_AAD, chat=CHAT) == []
+    assert await bot.approvals.grants(user=OWNER, chat=CHAT) == []
     assert mock.texts()  # the agent continued without the data and said so
 
 
@@ -200,10 +200,58 @@ async def test_r9_another_users_click_is_read_only_and_changes_nothing(
     assert "Not yours to answer" in card_text(card) and "Only Alex Wilber may answer" in card_text(card)
     assert "actions" not in card
     assert await bot.pointer(data["card_id"]) == before
-    assert await bot.approvals.grants(user=OTHER["aadObjectId"], chat=CHAT) == []
+    assert await bot.approvals.grants(user=f"teams:{TENANT}:{OTHER['aadObjectId']}", chat=CHAT) == []
     assert len(mock.posts()) == posts
     # the owner can still answer afterwards
     assert "Approved by" in card_text(invoke_card(*await bot.click("approve", data)))
+
+
+def _in_tenant(tenant: str) -> dict[str, Any]:
+    """The activity fields that say which tenant a click comes from."""
+    return {
+        "channelData": {"tenant": {"id": tenant}, "source": {"name": "message"}},
+        "conversation": {"conversationType": "personal", "tenantId": tenant, "id": CHAT.split(":", 2)[2]},
+    }
+
+
+@pytest.mark.parametrize(
+    "elsewhere",
+    [
+        # R17: the same Entra object id in another tenant is someone else
+        _in_tenant("99999999-0000-0000-0000-000000000001"),
+        # no Entra object id: the channel's from.id (even the owner's) is never an approver
+        {"from": {"id": "user-id-0", "name": "Alex Wilber"}},
+        {"from": {"id": OWNER_AAD, "name": "Alex Wilber"}},
+        # no tenant at all
+        {"channelData": {"source": {"name": "message"}}, "conversation": {"conversationType": "personal", "id": "x"}},
+    ],
+)
+async def test_r17_a_click_without_the_owners_full_identity_is_refused(
+    bot: Bot, connector: tuple[MockConnector, str], elsewhere: dict[str, Any]
+) -> None:
+    mock, _ = connector
+    data = card_data(await ask(bot, mock))
+    before = await bot.pointer(data["card_id"])
+    audit = await bot.approvals.audit(CHAT)
+    posts = len(mock.posts())
+    card = invoke_card(*await bot.click("approve", data, **elsewhere))
+    assert "Not yours to answer" in card_text(card) and "actions" not in card
+    assert await bot.pointer(data["card_id"]) == before and await bot.approvals.audit(CHAT) == audit
+    assert await bot.approvals.grants(user=OWNER, chat=CHAT) == []
+    assert len(mock.posts()) == posts
+    assert "Approved by" in card_text(invoke_card(*await bot.click("approve", data)))  # still answerable
+
+
+async def test_r17_a_message_without_an_entra_object_id_runs_nothing(
+    bot: Bot, connector: tuple[MockConnector, str]
+) -> None:
+    mock, _ = connector
+    status, _ = await bot.say(f"please fetch {URL}", **{"from": {"id": "user-id-0", "name": "Alex Wilber"}})
+    assert status == 201
+    assert mock.texts()[-1].startswith("I cannot tell who you are")
+    assert not mock.cards()
+    store = bot.approvals.store
+    assert await store.run(store.rows.get_pointer, CHAT) is None
 
 
 async def test_r9_expired_card_is_refused(bot: Bot, clock: ManualClock, connector: tuple[MockConnector, str]) -> None:
@@ -213,7 +261,7 @@ async def test_r9_expired_card_is_refused(bot: Bot, clock: ManualClock, connecto
     clock.advance(Settings().card_expiry + 1)
     card = invoke_card(*await bot.click("approve", data))
     assert "This request has expired" in card_text(card) and "actions" not in card
-    assert await bot.approvals.grants(user=OWNER_AAD, chat=CHAT) == []
+    assert await bot.approvals.grants(user=OWNER, chat=CHAT) == []
     assert len(mock.posts()) == posts  # no resume ran
     p = await bot.pointer(data["card_id"])
     assert p is not None and p.state == "expired"
@@ -227,7 +275,7 @@ async def test_r9_wrong_secret_looks_unknown_and_changes_nothing(
     before = await bot.pointer(data["card_id"])
     card = invoke_card(*await bot.click("approve", {**data, "secret": "guess"}))
     assert "Unknown request" in card_text(card)
-    card2 = invoke_card(*await bot.click("approve", {"card_id": "c_nope", "secret": data["secret"]}))
+    card2 = invoke_card(*await bot.click("approve", {"card_id": "c_" + "n" * 22, "secret": data["secret"]}))
     assert "Unknown request" in card_text(card2)
     assert await bot.pointer(data["card_id"]) == before
 
@@ -357,7 +405,7 @@ async def test_r14_approvals_lists_grants_and_revoke_button(bot: Bot, connector:
     assert "example.com" in card_text(listing) and '"verb": "revoke"' in card_text(listing)
     after = invoke_card(*await bot.click("revoke", {"subject": "example.com"}))
     assert "Revoked: example.com." in card_text(after) and "no approvals" in card_text(after)
-    assert await bot.approvals.grants(user=OWNER_AAD, chat=CHAT) == []
+    assert await bot.approvals.grants(user=OWNER, chat=CHAT) == []
 
 
 async def test_r14_revoke_text_commands(bot: Bot, connector: tuple[MockConnector, str]) -> None:
@@ -365,10 +413,10 @@ async def test_r14_revoke_text_commands(bot: Bot, connector: tuple[MockConnector
     await approve_one(bot, mock)
     await bot.say("revoke nothing.example")
     assert "Nothing to revoke" in card_text(mock.cards()[-1])
-    assert len(await bot.approvals.grants(user=OWNER_AAD, chat=CHAT)) == 1
+    assert len(await bot.approvals.grants(user=OWNER, chat=CHAT)) == 1
     await bot.say("revoke all")
     assert "Revoked: example.com." in card_text(mock.cards()[-1])
-    assert await bot.approvals.grants(user=OWNER_AAD, chat=CHAT) == []
+    assert await bot.approvals.grants(user=OWNER, chat=CHAT) == []
     await bot.say("revoke")
     assert "revoke HOST_OR_PACKAGE" in mock.texts()[-1]
     await bot.say("help")
@@ -381,7 +429,7 @@ async def test_r14_another_user_cannot_revoke_the_owners_grants(bot: Bot, connec
     await approve_one(bot, mock)
     card = invoke_card(*await bot.click("revoke", {"subject": "all"}, **{"from": OTHER}))
     assert "Nothing to revoke" in card_text(card)
-    assert len(await bot.approvals.grants(user=OWNER_AAD, chat=CHAT)) == 1
+    assert len(await bot.approvals.grants(user=OWNER, chat=CHAT)) == 1
 
 
 async def test_proactive_update_from_another_os_process(
@@ -529,5 +577,18 @@ async def test_r15_package_choice_approves_only_the_chosen_subset(
         # Teams merges the multi-select's value (comma-separated) into the Execute data
         done = invoke_card(*await b.click("approve", {**card_data(card), "packages": "pandas"}))
         assert "Approved (packages: pandas) by Alex Wilber" in card_text(done)
-        grants = await b.approvals.grants(user=OWNER_AAD, chat=CHAT)
+        grants = await b.approvals.grants(user=OWNER, chat=CHAT)
         assert [(g.kind, g.name) for g in grants] == [("package", "pandas")]
+
+
+@pytest.mark.parametrize("bad", ["{id}/1", "%2e%2e", "{id}\x00", "c_" + "a" * 150, "{id}.json"])
+async def test_a_card_id_not_of_the_minted_shape_is_a_400_and_replays_nothing(
+    bot: Bot, connector: tuple[MockConnector, str], bad: str
+) -> None:
+    mock, _ = connector
+    data = card_data(await ask(bot, mock))
+    assert "Approved by" in card_text(invoke_card(*await bot.click("approve", data)))  # A's answer is stored
+    audit = await bot.approvals.audit(CHAT)
+    status, body = await bot.click("approve", {**data, "card_id": bad.format(id=data["card_id"])})
+    assert status == 400 and body["statusCode"] == 400 and "not a card id" in body["value"]["message"]
+    assert await bot.approvals.audit(CHAT) == audit  # no "replayed"

@@ -32,6 +32,7 @@ from store.aio import StoreIO
 from store.file_objects import FileObjects
 from store.sqlite_rows import SqliteRows
 from tests.teams.harness import OWNER_AAD, TENANT, fixture
+from tests.teams.token_issuer import LocalIssuer, NoOutsideNames
 
 APP_ID = "11111111-2222-3333-4444-555555555555"
 
@@ -106,16 +107,16 @@ def test_workaround_3_tenant_is_read_from_channel_data() -> None:
     no_channel_data = Activity().deserialize({**fixture("playground-message-text.json"), "channelData": None})
     assert teams_compat.tenant_of(no_channel_data) == TENANT  # from the conversation's extra keys
     assert chat_key(act) == f"teams:{TENANT}:f62ca891-03b2-45a6-b15b-0e20fc6f66b1"
-    assert user_of(act) == OWNER_AAD
+    assert user_of(act) == f"teams:{TENANT}:{OWNER_AAD}"
 
 
-def test_channel_reply_chain_is_its_own_chat_and_owner_falls_back_to_from_id() -> None:
+def test_channel_reply_chain_is_its_own_chat_and_without_aad_object_id_there_is_no_identity() -> None:
     raw = fixture("playground-message-text.json")
     raw["conversation"] = {"conversationType": "channel", "id": "19:abc@thread.tacv2;messageid=1700000000000"}
     raw["from"] = {"id": "29:1xyz", "name": "No AAD"}
     act = Activity().deserialize(raw)
     assert chat_key(act) == f"teams:{TENANT}:19:abc@thread.tacv2;messageid=1700000000000"
-    assert user_of(act) == "29:1xyz"
+    assert user_of(act) is None  # R17: never the channel's from.id
 
 
 def test_location_round_trip_keeps_the_tenant() -> None:
@@ -204,10 +205,22 @@ async def test_startup_says_unauthenticated_or_authenticated(approvals: Approval
 
 async def test_authenticated_endpoint_refuses_a_request_without_token(approvals: Approvals) -> None:
     cfg = ServerConfig(host="0.0.0.0")
-    app = build_app(approvals, cfg, sweep=False, teams=TeamsConfig(auth=TeamsAuth(app_id=APP_ID, app_password="pw")))
-    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
-        resp = await client.post("/api/messages", json=fixture("playground-message-text.json"))
-        assert resp.status == 401
+    issuer = await LocalIssuer().start()  # the validator's keys come from loopback, never from Microsoft
+    try:
+        with NoOutsideNames() as guard:
+            app = build_app(
+                approvals,
+                cfg,
+                sweep=False,
+                teams=TeamsConfig(auth=TeamsAuth(app_id=APP_ID, app_password="pw")),
+                teams_validator=issuer.validator(APP_ID),
+            )
+            async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+                resp = await client.post("/api/messages", json=fixture("playground-message-text.json"))
+                assert resp.status == 401
+        assert guard.asked == []
+    finally:
+        await issuer.stop()
 
 
 def test_loopback() -> None:

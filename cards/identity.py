@@ -1,0 +1,90 @@
+"""Who a person is, per platform (R17), as one canonical string that `core/` compares as opaque.
+
+The owner of a turn, whoever answers a card, grants, revokes and the audit trail all hold this
+string, so the same Slack user id from another workspace (or another workspace of the same
+Enterprise Grid org) is a different person, and a Teams user is their tenant + Entra object id,
+never the channel's `from.id`. The parts are checked against the platforms' id shapes, so no part
+can smuggle a separator and no two identities render alike. HTTP keeps the user the trusted
+caller states, verbatim.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_SLACK_ID = re.compile(r"[A-Z0-9]{2,32}")  # U…/W… users, T… teams, E… enterprises
+# A GUID; the Agents Playground's built-in ids have 13 digits in the last group, so that is allowed too.
+_GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12,13}")
+NO_ENTERPRISE = "-"
+
+
+def _slack_id(value: object, first: str) -> str | None:
+    if isinstance(value, str) and _SLACK_ID.fullmatch(value) and value[0] in first:
+        return value
+    return None
+
+
+@dataclass(frozen=True)
+class SlackUser:
+    enterprise: str | None
+    team: str
+    user: str
+
+    @property
+    def key(self) -> str:
+        return f"slack:{self.enterprise or NO_ENTERPRISE}:{self.team}:{self.user}"
+
+    @classmethod
+    def of(cls, enterprise: object, team: object, user: object) -> SlackUser | None:
+        """The identity from a payload's parts, or None when a part is missing or not an id."""
+        t, u = _slack_id(team, "T"), _slack_id(user, "UWB")
+        e = _slack_id(enterprise, "E") if enterprise else None
+        if t is None or u is None or (enterprise and e is None):
+            return None
+        return cls(e, t, u)
+
+
+def parse_slack_user(key: str) -> SlackUser | None:
+    parts = key.split(":")
+    if len(parts) != 4 or parts[0] != "slack":
+        return None
+    return SlackUser.of(None if parts[1] == NO_ENTERPRISE else parts[1], parts[2], parts[3])
+
+
+def slack_user_id(key: str) -> str:
+    """The Slack user id to mention (`<@U…>`) for an identity; a non-Slack string as it is."""
+    who = parse_slack_user(key)
+    return who.user if who is not None else key
+
+
+@dataclass(frozen=True)
+class TeamsUser:
+    tenant: str
+    aad_object_id: str
+
+    @property
+    def key(self) -> str:
+        return f"teams:{self.tenant.lower()}:{self.aad_object_id.lower()}"
+
+    @classmethod
+    def of(cls, tenant: object, aad_object_id: object) -> TeamsUser | None:
+        """Tenant + Entra object id, both GUIDs; None when either is missing (no fallback to `from.id`)."""
+        if not isinstance(tenant, str) or not isinstance(aad_object_id, str):
+            return None
+        if not _GUID.fullmatch(tenant) or not _GUID.fullmatch(aad_object_id):
+            return None
+        return cls(tenant, aad_object_id)
+
+
+def parse_teams_user(key: str) -> TeamsUser | None:
+    parts = key.split(":")
+    if len(parts) != 3 or parts[0] != "teams":
+        return None
+    return TeamsUser.of(parts[1], parts[2])
+
+
+def unverified(platform: str) -> str:
+    """Stands in for a clicker whose full identity the payload did not give: it matches no owner
+    (owners are always built from checked parts), so the click is refused like a stranger's."""
+    return f"{platform}:unverified"
