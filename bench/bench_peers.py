@@ -127,12 +127,10 @@ async def strands_in_memory_sync_call(i: int) -> None:
 
 def write_durably(path: Path, data: bytes) -> None:
     """A new file that survives a crash: its bytes and its folder entry fsync'd."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with open(path, "xb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
