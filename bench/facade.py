@@ -17,11 +17,11 @@ from typing import Any, ParamSpec, TypeVar, cast
 
 from core.agent_factory import default_factory
 from core.approvals import Approvals
+from core.clock import SystemClock
 from core.models import Answer
 from store.aio import StoreIO
 from store.base import ObjectStore, RowStore
-from store.file_objects import FileObjects
-from store.sqlite_rows import SqliteRows
+from store.open import open_objects, open_rows
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -73,9 +73,12 @@ class FacadeCycle:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.tally: Counter[str] = Counter()
-        self.db = root / "approvals.db"
-        self.io = CountingIO(SqliteRows(self.db), FileObjects(root / "objects"), self.tally)
-        self.approvals = Approvals(self.io, agent_factory=default_factory("scripted"))
+        clock = SystemClock()
+        # opened from URLs as `chat-approvals serve --store ... --objects ...` opens them
+        rows = open_rows(f"sqlite:///{(root / 'approvals.db').resolve()}")
+        objects = open_objects(str((root / "objects").resolve()), clock)
+        self.io = CountingIO(rows, objects, self.tally)
+        self.approvals = Approvals(self.io, clock=clock, agent_factory=default_factory("scripted"))
 
     async def cycle(self, chat: str) -> None:
         a = self.approvals
