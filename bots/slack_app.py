@@ -41,6 +41,7 @@ from cards.slack_answer import (
     read_block_actions,
 )
 from cards.slack_chat import chat_key, in_workspace, parse_chat_key
+from core import wording
 from core.approvals import Approvals
 from core.models import Grant, Pointer, ResumeResult, TurnResult
 from store.base import StoreError
@@ -345,6 +346,10 @@ class SlackFrontEnd:
         if result.status == "awaiting_approval" and result.offer is not None:
             offer = result.offer
             ts = await self.post(channel, thread_ts, sb.card_message(offer.card, offer.secret))
+            if ts is None:  # not posted after retries: a card nobody sees must not hold the chat
+                await self.approvals.withdraw(chat=chat, card_id=offer.card.card_id, why="slack post failed")
+                await self.post(channel, thread_ts, sb.reply_message(wording.WITHDRAWN))
+                return
             loc = _location(channel, ts, thread_ts)
             if loc is not None:
                 await self.approvals.record_card_location(chat=chat, card_id=offer.card.card_id, location=loc)
@@ -390,7 +395,8 @@ class SlackFrontEnd:
             await self.update(loc, outcome, or_post=res.outcome == "resumed")
             if res.outcome == "replayed":
                 refusal = sb.refusal_answered(res.card, res.answer, res.answered_by, res.answered_at)
-            elif res.result is not None:
+            if res.result is not None and (res.outcome == "resumed" or res.result.offer is not None):
+                # a replay carries a card only when it re-offers the still-open chained card
                 where = parse_chat_key(res.card.chat)
                 if where is not None:
                     await self.show_turn(res.card.chat, where.channel, where.thread_ts, res.result)

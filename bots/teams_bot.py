@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict
 from bots import teams_compat
 from bots.teams_compat import TeamsAuth
 from cards import adaptive
+from core import wording
 from core.approvals import Approvals
 from core.models import ApprovalCard, Pointer, ResumeResult, TurnResult
 
@@ -197,15 +198,21 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
 
     async def _deliver(self, ctx: TurnContext, chat: str, result: TurnResult, location: dict[str, str]) -> None:
         """Send what a turn (or a resume) ended with. A new card's location is stored for later updates."""
-        if result.status == "answered":
+        if result.status in ("answered", "busy"):
             await ctx.send_activity(MessageFactory.text(result.text or "(the agent gave no text)"))
         elif result.status == "waiting":
             await ctx.send_activity(MessageFactory.text(WAITING))
         elif result.offer is not None:
             offer = result.offer
-            sent: ResourceResponse | None = await ctx.send_activity(
-                _card_activity(adaptive.approval_card(offer.card, offer.secret))
-            )
+            try:
+                sent: ResourceResponse | None = await ctx.send_activity(
+                    _card_activity(adaptive.approval_card(offer.card, offer.secret))
+                )
+            except Exception as e:  # not posted after retries: a card nobody sees must not hold the chat
+                log.warning("teams: card %s could not be posted: %s", offer.card.card_id, e)
+                await self.approvals.withdraw(chat=chat, card_id=offer.card.card_id, why="teams post failed")
+                await ctx.send_activity(MessageFactory.text(wording.WITHDRAWN))
+                return
             if sent is None or not sent.id:
                 log.warning("teams: card %s posted without an activity id; it cannot be updated", offer.card.card_id)
                 return
@@ -269,6 +276,10 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             return teams_compat.invoke_response(400, adaptive.invoke_error_body(400, r.message))
         if r.outcome == "resumed":
             await self._after_resume(ctx, r, name_of(act), in_invoke=True)
+        elif r.outcome == "replayed" and r.result is not None and r.result.offer is not None:
+            # the replay re-offered the still-open chained card with a new secret: post it
+            where = {**teams_compat.reference_to_location(act, ""), "owner_name": name_of(act)}
+            await self._deliver(ctx, r.result.offer.card.chat, r.result, where)
         return self._card(await self._outcome_card(ctx, r))
 
     def _card(self, card: dict[str, Any]) -> InvokeResponse:

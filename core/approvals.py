@@ -10,6 +10,7 @@ from core.agent_factory import AgentFactory, default_factory
 from core.clock import Clock, SystemClock
 from core.grants import GrantBook
 from core.history import History
+from core.lease import LeaseKeeper
 from core.models import Answer, AuditEvent, Grant, Refusal, ResumeResult, SubjectKind, TurnResult
 from core.pause import Pauser
 from core.resume import OnClaimed, ResumeService
@@ -33,6 +34,7 @@ class Approvals:
         self.clock = clock or SystemClock()
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         factory = agent_factory or default_factory()
+        self.keeper = LeaseKeeper(self.settings.heartbeat_every)  # renews claims and turn leases
         self.pauser = Pauser(store, self.settings, self.clock)
         self.history = History(store, self.settings, self.clock)
         self.grant_book = GrantBook(self)
@@ -58,6 +60,17 @@ class Approvals:
         return await self.resumes.resume(
             card_id=card_id, user=user, secret=secret, answer=answer, platform=platform, on_claimed=on_claimed
         )
+
+    async def withdraw(self, *, chat: str, card_id: str, why: str) -> bool:
+        """Take back a request whose card could not be shown (one conditional write: the card is
+        expired unless it is being resumed or was answered). The chat is free for a new turn."""
+        now = self.clock.now()
+        if not await self.store.run(self.store.rows.expire, chat, card_id, now):
+            return False
+        await self.pauser.audit(
+            AuditEvent(chat=chat, at=now, kind="withdrawn", actor="system", card_id=card_id, detail={"why": why})
+        )
+        return True
 
     async def grants(self, *, user: str, chat: str | None = None) -> list[Grant]:
         return await self.grant_book.live(user, chat)

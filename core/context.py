@@ -29,6 +29,11 @@ class RequestContext:
     approved_sites: frozenset[str] = frozenset()
     approved_packages: frozenset[str] = frozenset()
     resume_card: ApprovalCard | None = None
+    # On a resume: the claim's fencing token (1 for the first attempt, 2 after a dead worker's
+    # lease lapsed and another worker claimed the card...). A worker killed after a side effect
+    # and before the resume is marked done may be resumed again; a tool can key its side effect
+    # on (resume_card.card_id, resume_attempt) to tell a retry from a first attempt.
+    resume_attempt: int | None = None
 
 
 def invocation_state(ctx: RequestContext, services: Approvals) -> dict[str, Any]:

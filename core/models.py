@@ -117,6 +117,8 @@ AuditKind = Literal[
     "revoke",
     "refused",
     "turn",
+    "reoffered",
+    "withdrawn",
 ]
 
 
@@ -134,9 +136,10 @@ class TurnResult(Strict):
 
     answered: the agent replied. awaiting_approval: it paused on a card (`offer`).
     waiting: the chat already has an open request, so no second run was started.
+    busy: another turn of this chat is running (on any replica), so this one ran nothing.
     """
 
-    status: Literal["answered", "awaiting_approval", "waiting"]
+    status: Literal["answered", "awaiting_approval", "waiting", "busy"]
     text: str = ""
     offer: CardOffer | None = None
 

@@ -3,10 +3,16 @@
 parse (done by the caller) -> load pointer -> id -> secret hash (constant time) -> owner ->
 done? replay -> past expiry? expire -> claim (one conditional write) -> grants -> resume the
 stored run with the heartbeat renewing the lease -> done (answer stored) or chained card.
+
+At the resume deadline the run is cancelled and the card is answered as a deny (its grants
+removed, the claim finished). R19: a stored answer never holds a card secret; the replay of a
+card that chained to a still-open card re-offers that card with a freshly rotated secret.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -16,13 +22,14 @@ from strands.types._snapshot import Snapshot
 from strands.types.interrupt import InterruptResponseContent
 from strands.types.session import decode_bytes_values
 
+from core import wording
 from core.agent_factory import AgentFactory
 from core.context import RequestContext, invocation_state
-from core.ids import secret_matches
-from core.lease import Heartbeat, LeaseKeeper
-from core.models import Answer, ApprovalCard, AuditEvent, Pointer, ResumeResult, TurnResult
+from core.ids import hash_secret, mint_secret, secret_matches
+from core.lease import Heartbeat
+from core.models import Answer, ApprovalCard, AuditEvent, CardOffer, Pointer, ResumeResult, TurnResult
 from core.pause import ClaimLost, Holding, Pauser, final_text
-from core.turns import approved_sets
+from core.turns import approved_sets, is_answerable
 
 if TYPE_CHECKING:
     from core.approvals import Approvals
@@ -44,7 +51,9 @@ def forbidden_message(owner: str) -> str:
 
 
 def answer_doc(p: Pointer, user: str, answer: Answer, at: float, result: TurnResult) -> bytes:
-    """The stored answer. `result_json` is kept as a string so a replay returns it byte for byte."""
+    """The stored answer. `result_json` is kept as a string so a replay returns it byte for byte.
+    R19: a chained card's offer (its secret) is never stored, only which card it was."""
+    chained = result.offer.card.card_id if result.offer is not None else None
     return json.dumps(
         {
             "card_id": p.card_id,
@@ -54,7 +63,8 @@ def answer_doc(p: Pointer, user: str, answer: Answer, at: float, result: TurnRes
             "answer": answer.model_dump(),
             "answered_by": user,
             "answered_at": at,
-            "result_json": result.model_dump_json(),
+            "result_json": result.model_copy(update={"offer": None}).model_dump_json(),
+            "chained_card_id": chained,
         }
     ).encode()
 
@@ -65,7 +75,6 @@ class ResumeService:
         self.factory = factory
         self.pauser = pauser
         self.worker = worker_id
-        self.keeper = LeaseKeeper(approvals.settings.heartbeat_every)
 
     async def resume(
         self,
@@ -137,7 +146,8 @@ class ResumeService:
         def renew(at: float, until: float) -> bool:
             return store.rows.renew(p.chat, p.card_id, self.worker, token, at, until)
 
-        heartbeat = self.keeper.hold(Heartbeat(renew, clock, settings.lease, deadline))
+        keeper = self.approvals.keeper
+        heartbeat = keeper.hold(Heartbeat(renew, clock, settings.lease, deadline))
         try:
             await self.approvals.grant_book.apply(p, user, answer, now)
             await self._audit(p, "answered", user, now, {"approved": answer.approved, "packages": answer.packages})
@@ -155,16 +165,21 @@ class ResumeService:
                 approved_sites=sites,
                 approved_packages=packages,
                 resume_card=p.card,
+                resume_attempt=token,
             )
             response: dict[str, Any] = answer.model_dump(exclude_none=True)  # never null (null re-raises)
             reply: list[InterruptResponseContent] = [
                 {"interruptResponse": {"interruptId": p.sdk_interrupt_id, "response": response}}
             ]
-            result = await agent.invoke_async(
-                reply,
-                invocation_state=invocation_state(ctx, self.approvals),
-            )
-            if result.stop_reason == "interrupt":
+            state = invocation_state(ctx, self.approvals)
+            run = asyncio.ensure_future(agent.invoke_async(reply, invocation_state=state))
+            if not await self._until_deadline(run, deadline):
+                answer = Answer(approved=False)  # the card is answered as a deny: take back its grants
+                at = clock.now()
+                await self.approvals.grant_book.apply(p, "system", answer, at)
+                await self._audit(p, "answered", "system", at, {"approved": False, "why": "resume deadline"})
+                turn = TurnResult(status="answered", text=wording.RESUME_TOO_LONG)
+            elif (result := run.result()).stop_reason == "interrupt":
                 holding = Holding(card_id=p.card_id, worker=self.worker, token=token)
                 turn = await self.pauser.offer(agent, result, ctx, holding=holding)
             else:
@@ -173,7 +188,7 @@ class ResumeService:
         except ClaimLost:
             return self._in_progress(p)
         finally:
-            self.keeper.release(heartbeat)
+            keeper.release(heartbeat)
 
         done_at = clock.now()
         doc = answer_doc(p, user, answer, done_at, turn)
@@ -206,6 +221,25 @@ class ResumeService:
             await self.approvals.grant_book.apply(p, "system", denied, now)
             await self._audit(p, "expired", "system", now, {"why": "claim cap", "claims": p.claim_count})
         return self._expired(p, CAP_REACHED, answer=denied)
+
+    async def _until_deadline(self, run: asyncio.Future[Any], deadline: float) -> bool:
+        """Wait for the run; at the deadline (by the injected clock, looked at every heartbeat
+        period) cancel it. True when it finished in time."""
+        clock, every = self.approvals.clock, self.approvals.settings.heartbeat_every
+        while not run.done():
+            left = deadline - clock.now()
+            if left <= 0:
+                run.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await run
+                log.warning("resume past its deadline: the run was cancelled")
+                return False
+            try:
+                await asyncio.wait({run}, timeout=min(every, left))
+            except asyncio.CancelledError:  # our caller went away: the run must not outlive its claim
+                run.cancel()
+                raise
+        return True
 
     # --- refusals and replays ----------------------------------------------------------
     async def _replay(self, p: Pointer, key: str | None) -> ResumeResult:
@@ -242,7 +276,26 @@ class ResumeService:
             return ResumeResult(outcome="unknown", message=UNKNOWN)
         if user != doc["owner"]:
             return ResumeResult(outcome="forbidden", message=forbidden_message(doc["owner"]), owner=doc["owner"])
-        return self._from_doc(doc, None)
+        res = self._from_doc(doc, None)
+        chained = doc.get("chained_card_id")
+        offer = await self._reoffer(chained) if isinstance(chained, str) else None
+        if offer is None or res.result is None:
+            return res  # the chained card was answered or is gone: the stored result as it is
+        result = res.result.model_copy(update={"offer": offer})
+        return res.model_copy(update={"result": result, "result_json": result.model_dump_json()})
+
+    async def _reoffer(self, card_id: str) -> CardOffer | None:
+        """R19: the chained card's secret was never stored; give its owner a new one (one
+        conditional write; the secret handed out before stops working)."""
+        store, now = self.approvals.store, self.approvals.clock.now()
+        p = await store.run(store.rows.get_pointer_by_card, card_id)
+        if p is None or not is_answerable(p, now):
+            return None
+        secret = mint_secret()
+        if not await store.run(store.rows.rotate_secret, p.chat, p.card_id, p.secret_hash, hash_secret(secret), now):
+            return None
+        await self._audit(p, "reoffered", p.owner, now, {"via": "replay"})
+        return CardOffer(card=p.card, secret=secret)
 
     @staticmethod
     def _in_progress(p: Pointer) -> ResumeResult:

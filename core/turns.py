@@ -1,20 +1,32 @@
-"""The turn runner: one agent turn for one chat, with the request context set by the server."""
+"""The turn runner: one agent turn for one chat, with the request context set by the server.
+
+One turn per chat across every replica: a turn first takes the chat's durable turn lease (one
+conditional write), renewed by the lease keeper while the agent runs and released at the end;
+a process that dies mid-turn leaves a lease that lapses on its own. A message that finds the
+lease held is answered "busy" and runs nothing. No per-chat state is kept in the process.
+
+A chat with an open request answers "waiting", except to the request's owner, who gets that
+request back (re-offered with a new secret: the card may never have reached them).
+"""
 
 from __future__ import annotations
 
-import asyncio
+import logging
 import uuid
-from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from core import wording
 from core.agent_factory import AgentFactory
 from core.context import RequestContext, invocation_state
-from core.models import Grant, Pointer, TurnResult
+from core.ids import hash_secret, mint_secret
+from core.lease import Heartbeat
+from core.models import AuditEvent, CardOffer, Grant, Pointer, TurnResult
 from core.pause import Pauser, final_text
 
 if TYPE_CHECKING:
     from core.approvals import Approvals
+
+log = logging.getLogger(__name__)
 
 
 def is_open(p: Pointer | None, now: float) -> bool:
@@ -24,6 +36,12 @@ def is_open(p: Pointer | None, now: float) -> bool:
     if p.state == "claimed" and p.lease_until is not None and p.lease_until >= now:
         return True
     return p.expires_at > now
+
+
+def is_answerable(p: Pointer, now: float) -> bool:
+    """Can a click claim it now (pending, or a dead worker's claim), before its expiry?"""
+    lapsed = p.state == "claimed" and (p.lease_until is None or p.lease_until < now)
+    return (p.state == "pending" or lapsed) and p.expires_at > now
 
 
 def approved_sets(grants: list[Grant]) -> tuple[frozenset[str], frozenset[str]]:
@@ -38,33 +56,70 @@ class TurnRunner:
         self.approvals = approvals
         self.factory = factory
         self.pauser = pauser
-        # One turn per chat at a time in this process; across processes the pointer's open
-        # request turns a second message away ("waiting").
-        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def run(self, *, chat: str, user: str, text: str, platform: str, unattended: bool) -> TurnResult:
+        store, clock, settings = self.approvals.store, self.approvals.clock, self.approvals.settings
+        holder = f"{self.approvals.worker_id}:turn:{uuid.uuid4().hex[:12]}"
+        now = clock.now()
+        if not await store.run(store.rows.take_turn, chat, holder, now, now + settings.lease):
+            return TurnResult(status="busy", text=wording.BUSY)
+
+        def renew(at: float, until: float) -> bool:
+            return store.rows.renew_turn(chat, holder, at, until)
+
+        beat = self.approvals.keeper.hold(Heartbeat(renew, clock, settings.lease, now + settings.resume_deadline))
+        try:
+            return await self._run_holding(chat=chat, user=user, text=text, platform=platform, unattended=unattended)
+        finally:
+            self.approvals.keeper.release(beat)
+            try:
+                await store.run(store.rows.release_turn, chat, holder)
+            except Exception as e:  # the lease lapses by itself
+                log.warning("turn lease release failed for %s: %s", chat, e)
+
+    async def _run_holding(self, *, chat: str, user: str, text: str, platform: str, unattended: bool) -> TurnResult:
         store, clock = self.approvals.store, self.approvals.clock
-        async with self._locks[chat]:
-            now = clock.now()
-            if is_open(await store.run(store.rows.get_pointer, chat), now):
-                return TurnResult(status="waiting", text=wording.WAITING)
-            grants = await store.run(store.rows.list_grants, user, chat, now)
-            sites, packages = approved_sets(grants)
-            ctx = RequestContext(
-                user=user,
-                chat=chat,
-                platform=platform,
-                turn_id=uuid.uuid4().hex,
-                can_ask_human=not unattended,
-                approved_sites=sites,
-                approved_packages=packages,
-            )
-            agent = self.factory()
-            await self.approvals.history.restore(chat, agent)
-            result = await agent.invoke_async(text, invocation_state=invocation_state(ctx, self.approvals))
-            if result.stop_reason == "interrupt":
-                if unattended:  # R6: nobody can answer, so no card, whatever raised the interrupt
-                    return TurnResult(status="answered", text=wording.unattended_deny([], []))
-                return await self.pauser.offer(agent, result, ctx)  # the snapshot carries the history
-            await self.approvals.history.save(chat, agent, now)
-            return TurnResult(status="answered", text=final_text(result))
+        now = clock.now()
+        pointer = await store.run(store.rows.get_pointer, chat)
+        if pointer is not None and is_open(pointer, now):
+            if user == pointer.owner and not unattended:
+                again = await self.reoffer(pointer, now)
+                if again is not None:
+                    return again
+            return TurnResult(status="waiting", text=wording.WAITING)
+        grants = await store.run(store.rows.list_grants, user, chat, now)
+        sites, packages = approved_sets(grants)
+        ctx = RequestContext(
+            user=user,
+            chat=chat,
+            platform=platform,
+            turn_id=uuid.uuid4().hex,
+            can_ask_human=not unattended,
+            approved_sites=sites,
+            approved_packages=packages,
+        )
+        agent = self.factory()
+        await self.approvals.history.restore(chat, agent)
+        result = await agent.invoke_async(text, invocation_state=invocation_state(ctx, self.approvals))
+        if result.stop_reason == "interrupt":
+            if unattended:  # R6: nobody can answer, so no card, whatever raised the interrupt
+                return TurnResult(status="answered", text=wording.unattended_deny([], []))
+            return await self.pauser.offer(agent, result, ctx)  # the snapshot carries the history
+        await self.approvals.history.save(chat, agent, now)
+        return TurnResult(status="answered", text=final_text(result))
+
+    async def reoffer(self, p: Pointer, now: float) -> TurnResult | None:
+        """The owner's open request, shown again (R19: with a new secret, one conditional write;
+        the old secret stops working). None when it cannot be answered now (being resumed)."""
+        if not is_answerable(p, now):
+            return None
+        store = self.approvals.store
+        secret = mint_secret()
+        if not await store.run(store.rows.rotate_secret, p.chat, p.card_id, p.secret_hash, hash_secret(secret), now):
+            return None  # claimed, answered or replaced meanwhile
+        await self.pauser.audit(
+            AuditEvent(chat=p.chat, at=now, kind="reoffered", actor=p.owner, card_id=p.card_id, detail={})
+        )
+        return TurnResult(
+            status="awaiting_approval", text=wording.REOFFERED, offer=CardOffer(card=p.card, secret=secret)
+        )

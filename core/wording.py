@@ -19,6 +19,16 @@ SNAPSHOT_FAILED = (
     "offered. Please ask again."
 )
 CANNOT_OFFER = "I needed an approval to continue but another approval is already open in this chat."
+BUSY = "I am still working on an earlier message in this chat; send this again once it has been answered."
+REOFFERED = "This chat is waiting for your approval: here is the request again (the earlier card no longer works)."
+WITHDRAWN = (
+    "I needed your approval to continue but could not show you the approval card, so the request was "
+    "withdrawn. Please ask again."
+)
+RESUME_TOO_LONG = (
+    "The approved step took too long: it was stopped at its deadline and the approval was treated as "
+    "a deny. Please ask again."
+)
 
 
 def unattended_deny(sites: list[str], packages: list[str]) -> str:

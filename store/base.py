@@ -78,6 +78,25 @@ class RowStore(ABC):
     def set_card_location(self, chat: str, card_id: str, location: dict[str, str]) -> bool:
         """Record where the card was posted, while `card_id` is still the chat's card."""
 
+    @abstractmethod
+    def rotate_secret(self, chat: str, card_id: str, old_hash: str, new_hash: str, now: float) -> bool:
+        """R19: a card shown again gets a new secret, never the old one re-read. Applies only while
+        `card_id` is the chat's card, its hash is `old_hash`, it is answerable (pending, or claimed
+        with a lapsed lease) and not past expiry. The old secret stops working."""
+
+    # --- the per-chat turn lease: one turn per chat across replicas ---------------------
+    @abstractmethod
+    def take_turn(self, chat: str, holder: str, now: float, lease_until: float) -> bool:
+        """Hold the chat's turn: only if nobody holds it (absent, released, or its lease lapsed)."""
+
+    @abstractmethod
+    def renew_turn(self, chat: str, holder: str, now: float, lease_until: float) -> bool:
+        """Extend the turn lease; only while `holder` holds it and it has not lapsed."""
+
+    @abstractmethod
+    def release_turn(self, chat: str, holder: str) -> bool:
+        """Give the turn back; only `holder` can."""
+
     # --- grants (R14) ------------------------------------------------------------------
     @abstractmethod
     def put_grant(self, grant: Grant, ttl: float) -> None:
@@ -149,4 +168,5 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def sweep(self, older_than: float) -> int:
-        """Delete objects written before `older_than`; returns how many."""
+        """Delete objects written before `older_than`, and the leftovers of interrupted writes
+        from before it; returns how many."""

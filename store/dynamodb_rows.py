@@ -10,6 +10,7 @@ chat key, user id or name can collide with a separator):
 | grant         | ["grant", user]             | [chat, kind, name]      |
 | refusal       | ["refusal", chat, turn_id]  | [kind, name]            |
 | event dedupe  | ["event", key]              | "event"                 |
+| turn lease    | ["turn", chat]              | "turn"                  |
 | audit event   | ["audit", chat]             | "<ns:020d>.<nonce>"     |
 
 `get_pointer_by_card` must be strongly consistent, and a GSI never is. The card index is a
@@ -52,6 +53,7 @@ POINTER_SK = "pointer"
 CARD_SK = "card"
 EVENT_SK = "event"
 SESSION_SK = "session"
+TURN_SK = "turn"
 TTL_ATTRIBUTE = "ttl"
 
 
@@ -379,6 +381,76 @@ class DynamoRows(RowStore):
     def set_card_location(self, chat: str, card_id: str, location: dict[str, str]) -> bool:
         values = {":cid": _s(card_id), ":loc": _s(json.dumps(location))}
         return self._update(chat, "#card_id = :cid", "SET #card_location = :loc", values) is not None
+
+    def rotate_secret(self, chat: str, card_id: str, old_hash: str, new_hash: str, now: float) -> bool:
+        cond = (
+            "#card_id = :cid AND #sh = :old AND #expires_at > :now"
+            " AND (#state = :pending OR (#state = :claimed AND #lease_until < :now))"
+        )
+        values = {
+            ":cid": _s(card_id),
+            ":old": _s(old_hash),
+            ":new": _s(new_hash),
+            ":now": _n(now),
+            ":pending": _s("pending"),
+            ":claimed": _s("claimed"),
+        }
+        return self._update(chat, cond, "SET #sh = :new", values) is not None
+
+    # --- turn lease -------------------------------------------------------------------
+    def take_turn(self, chat: str, holder: str, now: float, lease_until: float) -> bool:
+        nonce = _nonce()
+        pk = _key("turn", chat)
+        item: Item = {
+            "pk": _s(pk),
+            "sk": _s(TURN_SK),
+            "holder": _s(holder),
+            "lease_until": _n(lease_until),
+            "ttl": _ttl(lease_until),
+            "ttl_at": _n(lease_until),
+            "op": _s(nonce),
+        }
+        cond = "attribute_not_exists(#pk) OR #lease_until < :now"
+        r = self._write("put_item", pk, TURN_SK, nonce, cond, Item=item, ExpressionAttributeValues={":now": _n(now)})
+        return r is not None
+
+    def renew_turn(self, chat: str, holder: str, now: float, lease_until: float) -> bool:
+        nonce = _nonce()
+        cond = "#holder = :h AND #lease_until >= :now"
+        upd = "SET #op = :op, #lease_until = :lu, #ttl = :ttl, #ttl_at = :lu"
+        values = {
+            ":h": _s(holder),
+            ":now": _n(now),
+            ":lu": _n(lease_until),
+            ":ttl": _ttl(lease_until),
+            ":op": _s(nonce),
+        }
+        r = self._write(
+            "update_item",
+            _key("turn", chat),
+            TURN_SK,
+            nonce,
+            cond,
+            UpdateExpression=upd,
+            ExpressionAttributeValues=values,
+        )
+        return r is not None
+
+    def release_turn(self, chat: str, holder: str) -> bool:
+        cond = "#holder = :h"
+        try:
+            self._call(
+                "delete_item",
+                Key={"pk": _s(_key("turn", chat)), "sk": _s(TURN_SK)},
+                ConditionExpression=cond,
+                ExpressionAttributeNames=_names(cond),
+                ExpressionAttributeValues={":h": _s(holder)},
+            )
+        except ClientError as e:  # another holder (ours lapsed and was taken), or already gone
+            if error_code(e) != "ConditionalCheckFailedException":
+                raise StoreError(f"dynamodb release_turn on {self.table}: {e}") from e
+            return False
+        return True
 
     # --- grants -----------------------------------------------------------------------
     def put_grant(self, grant: Grant, ttl: float) -> None:

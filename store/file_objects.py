@@ -3,6 +3,7 @@
 A write goes to a temporary file, is fsynced, then hard-linked into place: `link` fails if
 the name exists, which makes every key write-once without a lock, and a reader never sees a
 half-written object. The checksum and write time live in a sidecar written before the link.
+A process killed mid-write leaves its temporary file behind; the sweep removes those too.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from core.models import ObjectRef
 from store.base import CorruptObject, ObjectExists, ObjectStore
 
 _META = ".meta"
+_TMP = ".tmp"
 
 
 class FileObjects(ObjectStore):
@@ -29,7 +31,15 @@ class FileObjects(ObjectStore):
 
     def _path(self, key: str) -> Path:
         parts = key.split("/")
-        if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts) or key.endswith(_META):
+        if (
+            not key
+            or key.startswith("/")
+            or any(p in ("", ".", "..") for p in parts)
+            or key.endswith(_META)
+            or (
+                parts[-1].startswith(".") and key.endswith(_TMP)  # the name of a write in progress
+            )
+        ):
             raise ValueError(f"bad object key: {key!r}")
         return self.root.joinpath(*parts)
 
@@ -47,7 +57,7 @@ class FileObjects(ObjectStore):
         path.parent.mkdir(parents=True, exist_ok=True)
         digest = hashlib.sha256(data).hexdigest()
         meta = json.dumps({"sha256": digest, "size": len(data), "written_at": self.clock.now()}).encode()
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}{_TMP}")
         try:
             self._write_synced(tmp, meta)
             meta_path = Path(str(path) + _META)
@@ -89,7 +99,7 @@ class FileObjects(ObjectStore):
             return None
 
     def sweep(self, older_than: float) -> int:
-        removed = 0
+        removed = self._sweep_leftovers(older_than)
         for meta_path in self.root.rglob("*" + _META):
             try:
                 written_at = float(json.loads(meta_path.read_bytes())["written_at"])
@@ -101,4 +111,17 @@ class FileObjects(ObjectStore):
                     data_path.unlink()
                     removed += 1
                 meta_path.unlink(missing_ok=True)
+        return removed
+
+    def _sweep_leftovers(self, older_than: float) -> int:
+        """Temporary files of writes that never finished (the writer died between its open and
+        its link). A live write's file is seconds old, far younger than any sweep horizon."""
+        removed = 0
+        for tmp in self.root.rglob(".*" + _TMP):
+            try:
+                if tmp.is_file() and tmp.stat().st_mtime < older_than:
+                    tmp.unlink()
+                    removed += 1
+            except FileNotFoundError:  # its writer finished (or another sweep won) meanwhile
+                continue
         return removed

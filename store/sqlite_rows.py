@@ -46,6 +46,9 @@ CREATE TABLE IF NOT EXISTS refusals (
   PRIMARY KEY (chat, turn_id, kind, name)
 );
 CREATE INDEX IF NOT EXISTS refusals_ttl ON refusals(ttl);
+CREATE TABLE IF NOT EXISTS turns (chat TEXT PRIMARY KEY, holder TEXT NOT NULL, lease_until REAL NOT NULL,
+  ttl REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS turns_ttl ON turns(ttl);
 CREATE TABLE IF NOT EXISTS events (key TEXT PRIMARY KEY, ttl REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions (chat TEXT PRIMARY KEY, key TEXT NOT NULL, seq REAL NOT NULL, ttl REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS sessions_ttl ON sessions(ttl);
@@ -222,6 +225,37 @@ class SqliteRows(RowStore):
         )
         return cur.rowcount == 1
 
+    def rotate_secret(self, chat: str, card_id: str, old_hash: str, new_hash: str, now: float) -> bool:
+        cur = self._exec(
+            """UPDATE pointers SET sh = ?
+               WHERE chat = ? AND card_id = ? AND sh = ? AND expires_at > ?
+                 AND (state = 'pending' OR (state = 'claimed' AND lease_until < ?))""",
+            (new_hash, chat, card_id, old_hash, now, now),
+        )
+        return cur.rowcount == 1
+
+    # --- turn lease --------------------------------------------------------------------
+    def take_turn(self, chat: str, holder: str, now: float, lease_until: float) -> bool:
+        cur = self._exec(
+            """INSERT INTO turns (chat, holder, lease_until, ttl) VALUES (?, ?, ?, ?)
+               ON CONFLICT(chat) DO UPDATE SET holder = excluded.holder, lease_until = excluded.lease_until,
+                 ttl = excluded.ttl
+               WHERE turns.lease_until < ?""",
+            (chat, holder, lease_until, lease_until, now),
+        )
+        return cur.rowcount == 1
+
+    def renew_turn(self, chat: str, holder: str, now: float, lease_until: float) -> bool:
+        cur = self._exec(
+            "UPDATE turns SET lease_until = ?, ttl = ? WHERE chat = ? AND holder = ? AND lease_until >= ?",
+            (lease_until, lease_until, chat, holder, now),
+        )
+        return cur.rowcount == 1
+
+    def release_turn(self, chat: str, holder: str) -> bool:
+        cur = self._exec("DELETE FROM turns WHERE chat = ? AND holder = ?", (chat, holder))
+        return cur.rowcount == 1
+
     # --- grants ------------------------------------------------------------------------
     def put_grant(self, grant: Grant, ttl: float) -> None:
         self._exec(
@@ -349,7 +383,7 @@ class SqliteRows(RowStore):
     # --- sweep -------------------------------------------------------------------------
     def sweep(self, now: float) -> int:
         removed = 0
-        for table in ("pointers", "grants", "refusals", "events", "sessions", "audit"):
+        for table in ("pointers", "grants", "refusals", "events", "sessions", "audit", "turns"):
             while True:
                 cur = self._exec(
                     f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE ttl < ? LIMIT ?)",

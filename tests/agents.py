@@ -21,6 +21,8 @@ from core.scripted_model import ScriptedModel
 
 WORK_LOG_ENV = "CHAT_APPROVALS_TEST_WORK_LOG"
 BLOCK_ENV = "CHAT_APPROVALS_TEST_BLOCK_FILE"
+TURN_LOG_ENV = "CHAT_APPROVALS_TEST_TURN_LOG"  # a line per turn started (the model's first call)
+TURN_BLOCK_ENV = "CHAT_APPROVALS_TEST_TURN_BLOCK_FILE"  # the first call waits while this file exists
 
 Policy = Callable[[list[dict[str, Any]]], tuple[str, list[dict[str, Any]]]]
 
@@ -88,20 +90,29 @@ def do_work(label: str) -> str:
     if path:
         with open(path, "a") as f:
             f.write(json.dumps({"label": label, "pid": os.getpid()}) + "\n")
-    block = os.environ.get(BLOCK_ENV)
-    if block:  # hold the resume open until the test removes the file (bounded)
+    _hold_while(BLOCK_ENV)  # hold the resume open until the test removes the file
+    return f"did {label}"
+
+
+def _hold_while(env: str) -> None:
+    block = os.environ.get(env)
+    if block:  # hold until the test removes the file (bounded)
         import time
 
         for _ in range(600):
             if not os.path.exists(block):
                 break
             time.sleep(0.05)
-    return f"did {label}"
 
 
 def work_policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     results = results_of(messages)
     if not results:
+        path = os.environ.get(TURN_LOG_ENV)
+        if path:
+            with open(path, "a") as f:
+                f.write(json.dumps({"pid": os.getpid()}) + "\n")
+        _hold_while(TURN_BLOCK_ENV)
         return "", [{"name": "request_approval", "input": {"reason": "fetch data", "urls": ["https://data.example/x"]}}]
     if len(results) == 1:
         if results[0]["status"] != "success":

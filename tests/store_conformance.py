@@ -433,6 +433,111 @@ def test_r13_set_card_location_refused_on_a_replaced_card(store: StoreBackend) -
     assert store.rows.get_pointer("http:absent") is None
 
 
+# --- rotate_secret (R19) --------------------------------------------------------------------
+
+
+def test_r19_rotate_secret_replaces_the_hash_and_the_old_secret_stops_working(store: StoreBackend) -> None:
+    p = pending(store)
+    assert store.rows.rotate_secret(p.chat, p.card_id, p.secret_hash, hash_secret("secret-2"), T0 + 1)
+    got = store.rows.get_pointer(p.chat)
+    assert got is not None and got == p.model_copy(update={"secret_hash": hash_secret("secret-2")})
+    assert claim(store.rows, got, secret="secret-1") is None  # the old secret claims nothing
+    won = claim(store.rows, got, secret="secret-2")
+    assert won is not None and won.claim_count == 1
+
+
+def test_r19_rotate_secret_on_a_lapsed_claim(store: StoreBackend) -> None:
+    won = claimed(store)
+    assert store.rows.rotate_secret(won.chat, won.card_id, won.secret_hash, hash_secret("s2"), T0 + 2 + LEASE)
+    got = store.rows.get_pointer(won.chat)
+    assert got is not None and got.secret_hash == hash_secret("s2") and got.claim_count == 1
+
+
+@pytest.mark.parametrize("case", ["wrong-id", "wrong-old-hash", "past-expiry", "live-lease", "done", "expired"])
+def test_r19_rotate_secret_refused_and_changes_nothing(store: StoreBackend, case: str) -> None:
+    p = pending(store)
+    now, card_id, old = T0 + 1, p.card_id, p.secret_hash
+    if case == "wrong-id":
+        card_id = mint_card_id()
+    elif case == "wrong-old-hash":
+        old = hash_secret("not-it")
+    elif case == "past-expiry":
+        now = p.expires_at
+    elif case == "live-lease":
+        assert claim(store.rows, p) is not None
+    elif case == "done":
+        won = claim(store.rows, p)
+        assert won is not None and store.rows.finish(p.chat, p.card_id, "w1", won.claim_count, "answers/x")
+    else:
+        assert store.rows.expire(p.chat, p.card_id, now)
+    before = store.rows.get_pointer(p.chat)
+    assert not store.rows.rotate_secret(p.chat, card_id, old, hash_secret("secret-2"), now)
+    assert store.rows.get_pointer(p.chat) == before
+    assert not store.rows.rotate_secret("http:absent", p.card_id, old, hash_secret("x"), now)
+    assert store.rows.get_pointer("http:absent") is None
+
+
+# --- turn lease (one turn per chat across replicas) -----------------------------------------
+
+
+def test_turn_lease_one_holder_per_chat_until_released(store: StoreBackend) -> None:
+    rows = store.rows
+    assert rows.take_turn("http:t", "h1", T0, T0 + LEASE)
+    assert not rows.take_turn("http:t", "h2", T0 + 1, T0 + 1 + LEASE)  # held
+    assert not rows.take_turn("http:t", "h1", T0 + 1, T0 + 1 + LEASE)  # not re-entrant either
+    assert rows.take_turn("http:other", "h2", T0 + 1, T0 + 1 + LEASE)  # chats are independent
+    assert not rows.release_turn("http:t", "h2")  # only the holder releases
+    assert not rows.take_turn("http:t", "h2", T0 + 2, T0 + 2 + LEASE)
+    assert rows.release_turn("http:t", "h1")
+    assert not rows.release_turn("http:t", "h1")  # once
+    assert rows.take_turn("http:t", "h2", T0 + 3, T0 + 3 + LEASE)
+
+
+def test_turn_lease_renew_only_by_a_live_holder_and_a_lapsed_lease_can_be_taken(store: StoreBackend) -> None:
+    rows = store.rows
+    assert rows.take_turn("http:t", "h1", T0, T0 + LEASE)
+    assert rows.renew_turn("http:t", "h1", T0 + 20, T0 + 20 + LEASE)
+    assert not rows.renew_turn("http:t", "h2", T0 + 21, T0 + 21 + LEASE)
+    assert not rows.take_turn("http:t", "h2", T0 + 20 + LEASE - 1, T0 + 100)  # renewed: still live
+    lapse = T0 + 20 + LEASE + 1  # the holder died: its lease runs out
+    assert not rows.renew_turn("http:t", "h1", lapse, lapse + LEASE)
+    assert rows.take_turn("http:t", "h2", lapse, lapse + LEASE)
+    assert not rows.renew_turn("http:t", "h1", lapse + 1, lapse + 1 + LEASE)  # the old holder is fenced off
+    assert not rows.release_turn("http:t", "h1")
+    assert rows.renew_turn("http:t", "h2", lapse + 1, lapse + 1 + LEASE)
+    assert not rows.renew_turn("http:absent", "h1", T0, T0 + LEASE)
+
+
+def test_turn_lease_twenty_racing_takers_exactly_one_wins(store: StoreBackend) -> None:
+    barrier = threading.Barrier(20)
+    won: list[int] = []
+    errors: list[BaseException] = []
+
+    def take(i: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            if store.rows.take_turn("http:race", f"h{i}", T0, T0 + LEASE):
+                won.append(i)
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=take, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    assert len(won) == 1
+
+
+def test_turn_lease_rows_are_swept_once_lapsed(store: StoreBackend) -> None:
+    rows = store.rows
+    assert rows.take_turn("http:dead", "h1", T0, T0 + LEASE)  # never released: its process died
+    assert rows.sweep(T0 + 1) == 0
+    assert rows.sweep(T0 + LEASE + 1) == 1
+    assert rows.take_turn("http:dead", "h2", T0 + 1, T0 + 1 + LEASE)
+
+
 # --- grants (R14) ---------------------------------------------------------------------------
 
 

@@ -111,10 +111,15 @@ async def test_r13_chained_card_replaces_the_open_request_in_place(api: Api, sto
     pointer = store.rows.get_pointer("chat-1")
     assert pointer is not None and pointer.card_id == chained["card_id"]
     assert pointer.state == "pending" and pointer.claim_count == 0
-    # The old card replays its own answer; the new one resumes the same turn to the end.
+    # The old card replays its own answer, which re-offers the still-open chained card with a new
+    # secret (R19: its secret was never stored); the new one resumes the same turn to the end.
     code, old = await api.resume(card["card_id"], "alice", card["secret"])
     assert code == 200 and old["outcome"] == "replayed"
-    code, done = await api.resume(chained["card_id"], "alice", chained["secret"], approved=False)
+    again = old["result"]["card"]
+    assert again["card_id"] == chained["card_id"] and again["secret"] != chained["secret"]
+    code, stale = await api.resume(chained["card_id"], "alice", chained["secret"], approved=False)
+    assert (code, stale["outcome"]) == (404, "unknown")  # the rotated-out secret stops working
+    code, done = await api.resume(chained["card_id"], "alice", again["secret"], approved=False)
     assert done["outcome"] == "resumed"
     text = done["result"]["text"]
     assert (
@@ -214,11 +219,14 @@ async def test_r6_unattended_turn_gets_a_deterministic_deny_and_no_card(api: Api
     assert store.rows.get_pointer("chat-u") is None
 
 
-async def test_one_turn_per_chat_an_open_request_answers_waiting(api: Api, counter: Counter) -> None:
+async def test_one_turn_per_chat_an_open_request_answers_waiting_to_anyone_but_its_owner(
+    api: Api, counter: Counter
+) -> None:
     await _card(api)
     calls = counter.calls()
-    code, body = await api.turn("chat-1", "alice", "and another thing")
+    code, body = await api.turn("chat-1", "bob", "and another thing")
     assert code == 200 and body["status"] == "waiting" and "Waiting for your approval" in body["text"]
+    assert "card" not in body
     assert counter.calls() == calls  # no second run started
 
 

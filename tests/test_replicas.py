@@ -27,7 +27,7 @@ import aiohttp
 import pytest
 
 from store.dynamodb_rows import create_table, delete_table, open_dynamodb_rows
-from tests.agents import BLOCK_ENV, WORK_LOG_ENV
+from tests.agents import BLOCK_ENV, TURN_BLOCK_ENV, TURN_LOG_ENV, WORK_LOG_ENV
 from tests.store_backends import BUCKET, DYNALITE, MOTO, REGION, ensure_bucket, require_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -213,3 +213,44 @@ async def test_r11_replica_killed_mid_resume_then_the_other_resumes_after_the_le
     assert p is not None and p.state == "done" and p.claim_count == 2
     assert p.worker is not None and f":{b.proc.pid}:" in p.worker  # the survivor holds the final claim
     print("clicks on the survivor:", outcomes)
+
+
+async def test_one_turn_per_chat_first_messages_reaching_two_replicas_at_once_run_one_turn(cluster: Cluster) -> None:
+    """Issue 10 finding 7: the durable per-chat turn lease. The turn that wins is held open (its
+    model's first call waits on a file), so the other message cannot come after it: it must be
+    answered "busy" and run nothing. Then the lease is released and the chat goes on."""
+    block, turns = cluster.tmp / "turn-block", cluster.tmp / "turns.log"
+    block.write_text("hold")
+    env = {TURN_BLOCK_ENV: str(block), TURN_LOG_ENV: str(turns)}
+    a, b = cluster.start("a", extra_env=env), cluster.start("b", extra_env=env)
+
+    async def first(s: aiohttp.ClientSession, r: Replica, user: str) -> dict:
+        body = {"chat": "http:once", "user": user, "text": "go"}
+        async with s.post(f"{r.base}/v1/turns", json=body, headers=HEADERS) as resp:
+            assert resp.status == 200, await resp.text()
+            out: dict = await resp.json()
+            return out
+
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as s:
+        tasks = [asyncio.create_task(first(s, a, "alice")), asyncio.create_task(first(s, b, "bob"))]
+        done, pending = await asyncio.wait(tasks, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        assert len(done) == 1 and len(pending) == 1, "neither replica answered while the other held the turn"
+        loser = done.pop().result()
+        assert loser["status"] == "busy" and "still working" in loser["text"], loser
+        deadline = time.monotonic() + 30  # the winner holds the lease; its model call may come a bit later
+        while not (turns.exists() and turns.read_text()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert len(turns.read_text().splitlines()) == 1  # one turn started, the other ran nothing
+        block.unlink()
+        winner = await pending.pop()
+        assert winner["status"] == "awaiting_approval", winner
+        # The lease was released at the end of the turn: the next message in the chat runs at once
+        # (the card is open, so its owner gets it back; nobody is told "busy").
+        owner = "alice" if winner["card"]["owner"] == "alice" else "bob"
+        again = await first(s, b, owner)
+        assert again["status"] == "awaiting_approval" and again["card"]["card_id"] == winner["card"]["card_id"]
+    assert len(turns.read_text().splitlines()) == 1
+    rows = open_dynamodb_rows(cluster.rows_url)
+    p = rows.get_pointer("http:once")
+    assert p is not None and p.state == "pending" and p.card.card_id == winner["card"]["card_id"]
+    assert rows.take_turn("http:once", "probe", time.time(), time.time() + 5)  # nobody holds the turn

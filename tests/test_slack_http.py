@@ -14,6 +14,7 @@ import pytest
 from strands import tool
 
 from cards import slack_blocks as sb
+from cards.slack_chat import chat_key
 from tests import slack_payloads as P
 from tests.agents import policy_factory, results_of
 from tests.slack_rig import DM, OTHER, OWNER, SlackRig, assert_valid_blocks, buttons
@@ -336,9 +337,49 @@ async def test_mention_in_a_channel_thread_and_ignored_messages(rig: SlackRig) -
     assert_valid_blocks(reply)
 
 
+async def test_owners_next_message_reposts_the_open_card_with_a_new_secret(rig: SlackRig) -> None:
+    """Issue 10 finding 6: the card may never have reached its owner; their next message brings it back."""
+    card = await card_for(rig)
+    payload = P.message_im(text="anyone there?", user=OWNER, channel=DM, event_id="Ev0R1", ts=rig.next_ts())
+    payload["event"]["thread_ts"] = card.args["thread_ts"]
+    await rig.send(*P.json_body(payload))
+    await rig.settle()
+    again = rig.card_calls()[-1]
+    assert again is not card and again.args["thread_ts"] == card.args["thread_ts"]
+    assert card_id_of(again) == card_id_of(card)
+    old_value, new_value = (json.loads(buttons(c.args["blocks"])[0]["value"]) for c in (card, again))
+    assert old_value["secret"] != new_value["secret"]
+    p = await rig.approvals.store.run(rig.approvals.store.rows.get_pointer_by_card, card_id_of(card))
+    assert p is not None and p.card_location is not None and p.card_location["ts"] == again.result["ts"]
+    await rig.click(rig.click_payload(card))  # the old card's secret no longer works
+    await rig.settle()
+    assert "unknown or no longer open" in texts(rig.standin.of("chat.postEphemeral"))[-1]
+    await rig.click(rig.click_payload(again))
+    await rig.settle()
+    p = await rig.approvals.store.run(rig.approvals.store.rows.get_pointer_by_card, card_id_of(card))
+    assert p is not None and p.state == "done"
+
+
+async def test_card_that_cannot_be_posted_after_retries_withdraws_its_request(rig: SlackRig) -> None:
+    """Issue 10 finding 6: rate-limited past the client's retries, the card is withdrawn and the user told."""
+    rig.standin.fail["chat.postMessage"] = ["ratelimited"] * 4  # the first attempt and its 3 retries
+    status, _ = await rig.dm(f"download <{URL}>")
+    assert status == 200
+    await rig.settle()
+    assert [c.result["ok"] for c in rig.card_calls()] == [False] * 4  # tried, and retried
+    reply = rig.standin.of("chat.postMessage")[-1]
+    assert reply.result["ok"] and "could not show you the approval card" in texts([reply])[0]
+    chat = chat_key(P.TEAM, DM, reply.args["thread_ts"])
+    p = await rig.approvals.store.run(rig.approvals.store.rows.get_pointer, chat)
+    assert p is not None and p.state == "expired"
+    assert "withdrawn" in [e.kind for e in await rig.approvals.audit(chat)]
+    card = await card_for(rig)  # the chat is free again: the next message gets a card
+    assert card.result["ok"]
+
+
 async def test_waiting_while_a_card_is_open(rig: SlackRig) -> None:
     card = await card_for(rig)
-    payload = P.message_im(text="and another thing", user=OWNER, channel=DM, event_id="Ev0W1", ts=rig.next_ts())
+    payload = P.message_im(text="and another thing", user=OTHER, channel=DM, event_id="Ev0W1", ts=rig.next_ts())
     payload["event"]["thread_ts"] = card.args["thread_ts"]
     await rig.send(*P.json_body(payload))
     await rig.settle()

@@ -45,6 +45,7 @@ class MockConnector:
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
         self._next = 1796220926142
+        self.fail_cards = 0  # answer this many card posts (POSTs with attachments) with a 500
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -62,6 +63,9 @@ class MockConnector:
             return web.json_response(member) if member else web.json_response({"error": "not found"}, status=404)
         if req.method == "PUT":
             return web.json_response({"id": last})
+        if self.fail_cards and req.method == "POST" and (body or {}).get("attachments"):
+            self.fail_cards -= 1
+            return web.json_response({"error": {"code": "ServiceError", "message": "injected"}}, status=500)
         self._next += 1
         return web.json_response({"id": str(self._next)}, status=201)
 

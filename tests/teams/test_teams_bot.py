@@ -98,12 +98,53 @@ async def test_redelivered_message_runs_once(bot: Bot, connector: tuple[MockConn
     assert len(mock.cards()) == 1
 
 
-async def test_second_message_while_open_says_waiting(bot: Bot, connector: tuple[MockConnector, str]) -> None:
+async def test_second_message_from_someone_else_while_open_says_waiting(
+    bot: Bot, connector: tuple[MockConnector, str]
+) -> None:
     mock, _ = connector
     await ask(bot, mock)
-    await bot.say("fetch https://other.example/x.csv")
+    await bot.say("fetch https://other.example/x.csv", **{"from": OTHER})
     assert "Waiting for your approval" in mock.texts()[-1]
     assert len(mock.cards()) == 1
+
+
+async def test_owners_next_message_gets_the_open_request_back_with_a_new_secret(
+    bot: Bot, connector: tuple[MockConnector, str]
+) -> None:
+    """Issue 10 finding 6: the card may never have reached its owner; their next message re-posts it."""
+    mock, _ = connector
+    first = card_data(await ask(bot, mock))
+    again = card_data(await ask(bot, mock, "hello? still there?"))
+    assert again["card_id"] == first["card_id"] and again["secret"] != first["secret"]
+    p = await bot.pointer(first["card_id"])
+    assert p is not None and p.card_location is not None
+    assert p.card_location["activity_id"] == str(mock._next)  # the re-posted card is the one updated later
+    stale = invoke_card(*await bot.click("approve", first))  # the old secret stops working
+    assert "Unknown request" in card_text(stale)
+    done = invoke_card(*await bot.click("approve", again))
+    assert "Approved by Alex Wilber" in card_text(done)
+    p = await bot.pointer(first["card_id"])
+    assert p is not None and p.state == "done"
+
+
+async def test_card_that_cannot_be_posted_withdraws_its_request_and_says_so(
+    bot: Bot, connector: tuple[MockConnector, str]
+) -> None:
+    """Issue 10 finding 6: a card the connector refuses (after botbuilder's retries) does not hold the chat."""
+    mock, _ = connector
+    mock.fail_cards = 100
+    status, _ = await bot.say(f"please fetch {URL}")
+    assert status == 201
+    assert any((c["body"] or {}).get("attachments") for c in mock.posts())  # the card was tried
+    assert "could not show you the approval card" in mock.texts()[-1]
+    store = bot.approvals.store
+    p = await store.run(store.rows.get_pointer, CHAT)
+    assert p is not None and p.state == "expired"
+    audit = [e.kind for e in await bot.approvals.audit(CHAT)]
+    assert "withdrawn" in audit
+    mock.fail_cards = 0  # the chat is free: the next message gets a new card
+    card = await ask(bot, mock)
+    assert card_data(card)["card_id"] != p.card_id
 
 
 async def test_membership_events_need_nothing(bot: Bot, connector: tuple[MockConnector, str]) -> None:
