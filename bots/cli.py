@@ -6,20 +6,27 @@ import argparse
 import asyncio
 import json
 import logging
+import secrets
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from strands.sandbox import ExecutionResult
+from strands.sandbox.errors import SandboxTimeoutError
 
 from bots import teams_package
 from bots.config import ServerConfig
-from bots.gate import build_gate
+from bots.gate import build_gate, confinement_line, gate_config
 from bots.server import build_app, build_approvals
 from bots.slack_app import SlackConfig
 from cards.http_json import grant_body, resume_body, turn_body
 from core.approvals import Approvals
+from core.egress import ApprovalsBackend, Gate
 from core.models import Answer
+from core.sandbox import LIMIT_MARK, GatedLocalSandbox, detect_confinement
+from core.tools_sandbox import NotConfined
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -39,13 +46,7 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int)
     serve.add_argument("--api-token", help="comma-separated bearer tokens for the HTTP front end (/v1)")
     serve.add_argument("--sandbox", action="store_true", default=None, help="register run_script (egress gate on)")
-    serve.add_argument("--sandbox-timeout", type=float, help="run_script time limit in seconds (default 60)")
-    serve.add_argument("--gate-host", help="address the egress gate listens on (default 127.0.0.1)")
-    serve.add_argument("--gate-port", type=int, help="egress gate port (default: any free one)")
-    serve.add_argument("--gate-allow", action="append", help="HOST, *.HOST, HOST:PORT or package:NAME; repeatable")
-    serve.add_argument("--gate-deny", action="append", help="like --gate-allow; wins over allow and grants")
-    serve.add_argument("--gate-resolve", action="append", help="HOST[:PORT]=IP:PORT (like curl --resolve)")
-    serve.add_argument("--package-index", help="upstream PEP 503 index for pip, e.g. https://pypi.org/simple/")
+    _sandbox_flags(serve)
 
     run = sub.add_parser("run", help="one turn from a shell")
     _common(run)
@@ -85,10 +86,39 @@ def parser() -> argparse.ArgumentParser:
 
     teams_package.add_arguments(sub.add_parser("teams-package", help="write the Teams app package (zip)"))
 
+    sandbox = sub.add_parser("sandbox", help="run a file in the agent's sandbox, behind the same gate")
+    sbsub = sandbox.add_subparsers(dest="action", required=True)
+    sbrun = sbsub.add_parser("run", help="run FILE (Python; sh for .sh) like run_script, as USER in CHAT")
+    sbrun.add_argument("--store", help="rows URL (default sqlite:///var/approvals.db)")
+    sbrun.add_argument("--objects", help="objects URL (default var/objects)")
+    sbrun.add_argument("--chat", required=True)
+    sbrun.add_argument("--user", required=True)
+    _sandbox_flags(sbrun)
+    sbrun.add_argument("file")
+    sbrun.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+
     audit = sub.add_parser("audit", help="the audit trail of a chat")
     _common(audit)
     audit.add_argument("chat")
     return top
+
+
+def _sandbox_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sandbox-unconfined", action="store_true", default=None,
+                   help="run scripts even where bubblewrap cannot confine them (every result says so)")  # fmt: skip
+    p.add_argument("--sandbox-timeout", type=float, help="wall time per run, seconds (default 60)")
+    p.add_argument("--sandbox-cpu", type=int, help="CPU seconds per run (default 60)")
+    p.add_argument("--sandbox-memory-mb", type=int, help="address space per process, MiB (default 2048)")
+    p.add_argument("--sandbox-nproc", type=int, help="processes per run (default 128)")
+    p.add_argument("--sandbox-file-size-mb", type=int, help="largest file, MiB (default 256)")
+    p.add_argument("--sandbox-disk-mb", type=int, help="bytes written in the run folder and /tmp, MiB (default 512)")
+    p.add_argument("--sandbox-open-files", type=int, help="open files per process (default 512)")
+    p.add_argument("--gate-host", help="address the egress gate listens on (default 127.0.0.1)")
+    p.add_argument("--gate-port", type=int, help="egress gate port (default: any free one)")
+    p.add_argument("--gate-allow", action="append", help="HOST, *.HOST, HOST:PORT or package:NAME; repeatable")
+    p.add_argument("--gate-deny", action="append", help="like --gate-allow; wins over allow and grants")
+    p.add_argument("--gate-resolve", action="append", help="HOST[:PORT]=IP:PORT (like curl --resolve)")
+    p.add_argument("--package-index", help="upstream PEP 503 index for pip, e.g. https://pypi.org/simple/")
 
 
 def config_from(args: argparse.Namespace) -> ServerConfig:
@@ -164,10 +194,63 @@ def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
     print(f"chat-approvals serving on http://{cfg.host}:{cfg.port} — store {cfg.store}, model {cfg.model}", flush=True)
     print(f"  HTTP front end /v1: {front}", flush=True)
     print(f"  Slack: {SlackConfig.from_env().describe()}", flush=True)
-    print(f"  sandbox (run_script + egress gate): {'on' if gate else 'off (--sandbox)'}", flush=True)
+    print(f"  sandbox (run_script + egress gate): {confinement_line(cfg)}", flush=True)
     web.run_app(app, host=cfg.host, port=cfg.port, print=None)
     approvals.store.close()
     return 0
+
+
+def cmd_sandbox(args: argparse.Namespace, cfg: ServerConfig) -> int:
+    """`sandbox run`: the same confined sandbox behind the same gate as run_script, for an operator."""
+    path = Path(args.file)
+    try:
+        code = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"cannot read {args.file}: {e}") from e
+    language = "sh" if path.suffix == ".sh" else "python"
+    confinement = detect_confinement()
+    if not confinement.confined and not cfg.sandbox_unconfined:
+        raise NotConfined(f"{confinement.note}. Install bubblewrap, or pass --sandbox-unconfined to accept that")
+    print(f"chat-approvals sandbox: {confinement.note}", file=sys.stderr, flush=True)
+    gate = Gate(gate_config(cfg))
+
+    async def work(a: Approvals) -> int:
+        gate.backend = ApprovalsBackend(a)
+        await gate.start()
+        try:
+            box = GatedLocalSandbox(gate_unix_socket=gate.unix_path, gate_port=gate.port,
+                                    confinement=confinement, limits=cfg.sandbox_limits())  # fmt: skip
+            turn_id = f"sandbox-run-{secrets.token_hex(6)}"
+            exit_code = 1
+            with gate.run(user=args.user, chat=args.chat, turn_id=turn_id) as run:
+                stderr = ""
+                try:
+                    async for item in box.execute_code_streaming(
+                        code, language, env=gate.sandbox_env(run), args=list(args.args)
+                    ):
+                        if isinstance(item, ExecutionResult):
+                            exit_code, stderr = item.exit_code, item.stderr
+                        elif item.stream_type == "stderr":
+                            sys.stderr.write(item.data)
+                        else:
+                            sys.stdout.write(item.data)
+                except SandboxTimeoutError as e:
+                    exit_code, stderr = 124, e.stderr
+                sys.stdout.flush()
+                for line in stderr.splitlines():
+                    if line.startswith(LIMIT_MARK):
+                        print(f"chat-approvals sandbox: limit hit: {line[len(LIMIT_MARK) : -1]}", file=sys.stderr)
+                if run.blocked_subjects():
+                    print(f"chat-approvals sandbox: blocked: {', '.join(run.blocked_subjects())} "
+                          f"(recorded for turn {turn_id})", file=sys.stderr)  # fmt: skip
+                if run.denied_subjects():
+                    print(f"chat-approvals sandbox: denied by policy: {', '.join(run.denied_subjects())}",
+                          file=sys.stderr)  # fmt: skip
+            return exit_code
+        finally:
+            await gate.close()
+
+    return asyncio.run(_with_approvals(cfg, work))
 
 
 def cmd_store(args: argparse.Namespace, cfg: ServerConfig) -> int:
@@ -184,6 +267,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, ServerConfig], int]] = {
     "grants": cmd_grants,
     "audit": cmd_audit,
     "store": cmd_store,
+    "sandbox": cmd_sandbox,
     "teams-package": lambda args, _cfg: teams_package.run(args),
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from core.sandbox import Limits
 from core.settings import Settings
 
 
@@ -22,7 +23,14 @@ class ServerConfig(BaseSettings):
 
     # the sandbox (run_script) and its egress gate: docs/egress-gate.md
     sandbox: bool = False
-    sandbox_timeout: float = 60.0
+    sandbox_unconfined: bool = False  # run scripts even where bubblewrap cannot confine them (said everywhere)
+    sandbox_timeout: float = 60.0  # wall time, seconds
+    sandbox_cpu: int = 60  # CPU seconds
+    sandbox_memory_mb: int = 2048  # address space per process
+    sandbox_nproc: int = 128
+    sandbox_file_size_mb: int = 256
+    sandbox_disk_mb: int = 512  # bytes written in the run folder and /tmp
+    sandbox_open_files: int = 512
     gate_host: str = "127.0.0.1"
     gate_port: int = 0
     gate_allow: list[str] = Field(default_factory=list)
@@ -38,6 +46,17 @@ class ServerConfig(BaseSettings):
     claim_cap: int = Field(default=Settings().claim_cap)
     retention: float = Field(default=Settings().retention)
     history: bool = Field(default=Settings().history)
+
+    def sandbox_limits(self) -> Limits:
+        return Limits(
+            wall=self.sandbox_timeout,
+            cpu=self.sandbox_cpu,
+            memory=self.sandbox_memory_mb << 20,
+            nproc=self.sandbox_nproc,
+            file_size=self.sandbox_file_size_mb << 20,
+            disk=self.sandbox_disk_mb << 20,
+            open_files=self.sandbox_open_files,
+        )
 
     def tokens(self) -> list[str]:
         return [t.strip() for t in self.api_token.split(",") if t.strip()]

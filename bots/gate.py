@@ -15,7 +15,8 @@ from bots.config import ServerConfig
 from core.approvals import Approvals
 from core.clock import Clock
 from core.egress import ApprovalsBackend, Gate, GateConfig
-from core.tools_sandbox import make_run_script
+from core.sandbox import detect_confinement
+from core.tools_sandbox import NotConfined, make_run_script
 
 log = logging.getLogger("chat_approvals.gate")
 
@@ -32,12 +33,38 @@ def gate_config(cfg: ServerConfig) -> GateConfig:
 
 
 def build_gate(cfg: ServerConfig, clock: Clock | None = None) -> Gate | None:
-    """None when the sandbox is off. Bad --gate-* values raise ValueError (the CLI prints it)."""
-    return Gate(gate_config(cfg), clock=clock) if cfg.sandbox else None
+    """None when the sandbox is off. Bad --gate-* values raise ValueError (the CLI prints it), and
+    so does a sandbox that cannot be confined without --sandbox-unconfined (before anything is opened)."""
+    if not cfg.sandbox:
+        return None
+    gate = Gate(gate_config(cfg), clock=clock)
+    if not cfg.agent:
+        require_confinement(cfg)
+    return gate
+
+
+def require_confinement(cfg: ServerConfig) -> None:
+    conf = detect_confinement()
+    if not conf.confined and not cfg.sandbox_unconfined:
+        raise NotConfined(
+            f"--sandbox: {conf.note}. Install bubblewrap (scripts/setup does), or start with "
+            "--sandbox-unconfined to accept that"
+        )
 
 
 def sandbox_tools(gate: Gate | None, cfg: ServerConfig) -> list[object]:
-    return [make_run_script(gate, timeout=cfg.sandbox_timeout)] if gate is not None else []
+    """Raises NotConfined (a ValueError the CLI prints) when bubblewrap cannot confine the sandbox
+    and the operator did not pass --sandbox-unconfined."""
+    if gate is None:
+        return []
+    return [make_run_script(gate, limits=cfg.sandbox_limits(), allow_unconfined=cfg.sandbox_unconfined)]
+
+
+def confinement_line(cfg: ServerConfig) -> str:
+    """What the start-up output says about the sandbox."""
+    if not cfg.sandbox:
+        return "off (--sandbox)"
+    return f"on; {detect_confinement().note}"
 
 
 def mount_gate(app: web.Application, gate: Gate, approvals: Approvals) -> None:

@@ -5,14 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from core.models import Answer, AuditEvent, Grant, Pointer, SubjectKind
+from core.subjects import subject_matches
 
 if TYPE_CHECKING:
     from core.approvals import Approvals
-
-
-def subject_matches(grant: Grant, subject: str) -> bool:
-    s = subject.strip().lower()
-    return s == "all" or grant.name == s or (grant.kind == "package" and grant.name == s.replace("_", "-"))
 
 
 class GrantBook:

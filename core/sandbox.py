@@ -1,28 +1,44 @@
-"""The default local sandbox: a child process whose only way out is the egress gate.
+"""The default local sandbox: every command runs confined by bubblewrap, and its only way out is
+the egress gate (R18).
 
-Built on Strands' `Sandbox` abstraction (a `PosixShellSandbox`, so file operations come from
-the SDK). Each command runs in a fresh working folder, with a time limit, an output limit, a
-small environment (never the server's: no tokens leak) plus the gate's proxy settings. On
-Linux, when the process may create namespaces (root, or unprivileged user namespaces), the
-child runs in its own network and PID namespace with only a loopback interface; the one
-thing listening there is a forwarder to the gate's unix socket, so a script that ignores
-the proxy settings still reaches nothing. When that is not possible it says so at start-up
-(a warning in the log) and in every tool result (`isolation.note`).
+Built on Strands' `Sandbox` abstraction (a `PosixShellSandbox`). Each command runs under `bwrap`
+in its own mount, PID, IPC, UTS and network namespaces:
+
+- its user: when the server runs as root, a fresh unprivileged uid per run (no capabilities,
+  `no_new_privs`, no supplementary groups); otherwise a user namespace mapping it to uid 65534;
+- its filesystem: read-only `/usr`, `/etc`, `/bin`, `/lib*` and the interpreter's prefix (and
+  virtualenv), a private size-limited `/tmp` holding its fresh run folder (HOME and working
+  folder), a fresh `/proc` of its own PID namespace, a minimal `/dev`, and the gate's unix
+  socket. Nothing else: not the store, the objects, the project, other runs, other sockets;
+- its network: an empty namespace with loopback only, where `core/sandbox_init.py` forwards
+  127.0.0.1:PORT to the gate's socket;
+- its lifetime: `--die-with-parent` and the PID namespace, so the whole tree (double-forked
+  `setsid` daemons too) dies with the run;
+- its resources: wall and CPU time, address space, processes, file size, bytes written (the
+  size of its `/tmp`), open files (`Limits`). A run that hits one is stopped and its stderr ends
+  with `[sandbox limit hit: ...]`, which the tool puts on a `limit hit:` line.
+
+Where bubblewrap cannot run, `detect_confinement()` says why; the server then refuses to start
+with `--sandbox` unless the operator passes `--sandbox-unconfined`, and every result says what
+is not confined.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,81 +48,190 @@ from strands.sandbox.posix_shell import validate_env_keys
 
 log = logging.getLogger(__name__)
 
-_FORWARDER = str(Path(__file__).with_name("egress") / "nsforward.py")
-_NS_FLAGS = ["--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
-_NET_ONLY = ["--net", "--kill-child", "--fork"]  # where PID/mount namespaces are refused
+_INIT = Path(__file__).with_name("sandbox_init.py")
+INSIDE = "/run/sandbox"  # where the init, the script and the gate's socket appear in the sandbox
+GATE_SOCKET = f"{INSIDE}/gate.sock"
+_SYSTEM_DIRS = ("/usr", "/etc")
+_SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+UID_BASE, UID_SPAN = 200_000, 65_536  # as root: each run gets its own unprivileged uid from here
+LIMIT_MARK = "[sandbox limit hit: "
 
 
 @dataclass(frozen=True)
-class Isolation:
-    mode: Literal["netns", "none"]
-    prefix: tuple[str, ...]  # argv before the forwarder, e.g. ("unshare", "--net", ...)
+class Limits:
+    """Per run. Defaults are safe for a short data-fetching script and pip."""
+
+    wall: float = 60.0  # seconds
+    cpu: int = 60  # seconds of CPU
+    memory: int = 2048 << 20  # address space per process, bytes
+    nproc: int = 128  # processes (and threads) of the run
+    file_size: int = 256 << 20  # largest file, bytes
+    disk: int = 512 << 20  # everything written in the run folder and /tmp, bytes
+    open_files: int = 512
+
+    def describe(self, name: str) -> str:
+        return {
+            "wall": f"wall time ({self.wall:g} s)",
+            "cpu": f"CPU time ({self.cpu} s)",
+            "memory": f"address space ({self.memory >> 20} MiB)",
+            "nproc": f"processes ({self.nproc})",
+            "file_size": f"file size ({self.file_size >> 20} MiB)",
+            "disk": f"bytes written in the run folder and /tmp ({self.disk >> 20} MiB)",
+            "open_files": f"open files ({self.open_files})",
+        }[name]
+
+
+@dataclass(frozen=True)
+class Confinement:
+    mode: Literal["bwrap", "none"]
     note: str
+    bwrap: str | None = None
+    setpriv: str | None = None  # set when the server is root: the run drops to its own uid
+
+    @property
+    def confined(self) -> bool:
+        return self.mode == "bwrap"
 
 
-def detect_isolation(*, allow: bool = True) -> Isolation:
-    """Try a real `unshare` once: as root plainly, otherwise inside a user namespace; with PID and
-    mount namespaces when allowed, else the network namespace alone."""
-    none_note = (
-        "network NOT isolated: {why}; the script gets the gate's proxy settings, but a script that "
-        "ignores them can reach the network directly"
-    )
-    if not allow:
-        return Isolation("none", (), none_note.format(why="namespaces disabled by configuration"))
-    unshare = shutil.which("unshare")
-    if unshare is None or not sys.platform.startswith("linux"):
-        return Isolation("none", (), none_note.format(why="no `unshare` on this host"))
-    candidates = [[unshare, *f] for f in (_NS_FLAGS, _NET_ONLY)] if os.geteuid() == 0 else []
-    candidates += [[unshare, "--user", "--map-root-user", *f] for f in (_NS_FLAGS, _NET_ONLY)]
-    why = ""
-    for prefix in candidates:
-        try:
-            p = subprocess.run([*prefix, "--", "true"], capture_output=True, timeout=10, check=False)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            why = why or str(e)
+UNCONFINED = (
+    "sandbox NOT confined ({why}): the script runs as the server's user and sees the server's whole "
+    "filesystem (the store, the objects, other runs' folders), the server's processes and environment "
+    "in /proc, and the network directly if it ignores the proxy settings; only the time and resource "
+    "limits apply"
+)
+CONFINED = (
+    "sandbox confined (bubblewrap): {user}, no capabilities; own filesystem view, process, IPC and "
+    "network namespaces; the only way out is the egress gate"
+)
+
+
+def system_binds() -> list[str]:
+    args: list[str] = []
+    for d in _SYSTEM_DIRS:
+        if os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    for d in _SYSTEM_LINKS:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    return args
+
+
+def interpreter_dirs(extra: list[str] | None = None) -> list[str]:
+    """Folders the interpreter needs, bound read-only: its prefix and the virtualenv (never the
+    project itself). Those under /usr are already there."""
+    dirs = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), sys.prefix, sys.base_prefix}
+    for path in extra or []:
+        real = os.path.realpath(path)
+        dirs.add(str(Path(real).parent.parent))
+    out: list[str] = []
+    for d in sorted(dirs):
+        if any(d == s or d.startswith(s + "/") for s in (*_SYSTEM_DIRS, *_SYSTEM_LINKS)) or not os.path.isdir(d):
             continue
-        if p.returncode == 0:
-            kind = "root" if "--user" not in prefix else "user namespace"
-            return Isolation(
-                "netns",
-                tuple(prefix),
-                f"network isolated ({kind}): own network namespace; the only way out is the egress gate",
-            )
-        why = why or p.stderr.decode(errors="replace").strip() or f"unshare exited {p.returncode}"
-    return Isolation("none", (), none_note.format(why=why or "unshare failed"))
+        if any(d.startswith(o + "/") for o in out):
+            continue
+        out.append(d)
+    return out
+
+
+def _dirs_for(path: str) -> list[str]:
+    """Create the mount point's parents 0755 (bwrap would copy a 0700 parent's mode)."""
+    args: list[str] = []
+    parts = Path(path).parts[1:-1]
+    for i in range(len(parts)):
+        args += ["--perms", "0755", "--dir", "/" + "/".join(parts[: i + 1])]
+    return args
+
+
+@functools.cache
+def _probe() -> Confinement:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None or not sys.platform.startswith("linux"):
+        return Confinement("none", UNCONFINED.format(why="bubblewrap (`bwrap`) is not installed"))
+    setpriv = None
+    argv = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
+            "--new-session", *system_binds(), "--proc", "/proc", "--dev", "/dev"]  # fmt: skip
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            return Confinement("none", UNCONFINED.format(why="`setpriv` (util-linux) is missing"))
+        argv += [setpriv, f"--reuid={UID_BASE}", f"--regid={UID_BASE}", "--clear-groups", "--inh-caps=-all",
+                 "--bounding-set=-all", "--no-new-privs", "--", "true"]  # fmt: skip
+        user = "its own unprivileged uid per run"
+    else:
+        argv[1:1] = ["--unshare-user", "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL", "--disable-userns"]
+        argv.append("true")
+        user = "uid 65534 in its own user namespace"
+    try:
+        p = subprocess.run(argv, capture_output=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return Confinement("none", UNCONFINED.format(why=f"bubblewrap failed: {e}"))
+    if p.returncode != 0:
+        why = p.stderr.decode(errors="replace").strip() or f"bwrap exited {p.returncode}"
+        return Confinement("none", UNCONFINED.format(why=f"bubblewrap cannot make namespaces here: {why}"))
+    return Confinement("bwrap", CONFINED.format(user=user), bwrap, setpriv)
+
+
+def detect_confinement(*, allow: bool = True) -> Confinement:
+    """Try bubblewrap once per process (a real run of `true` inside it)."""
+    if not allow:
+        return Confinement("none", UNCONFINED.format(why="confinement disabled by configuration"))
+    return _probe()
+
+
+def limits_hit(limits: Limits, status: dict[str, Any] | None, stderr: str) -> list[str]:
+    """Which limit stopped the run, from the init's status and the script's own error text
+    (an address-space, process or open-files limit shows as a failed call, not a signal)."""
+    hit: list[str] = []
+    sig = (status or {}).get("signal")
+    if sig in (signal.SIGXCPU, signal.SIGKILL) and (status or {}).get("cpu", 0) >= limits.cpu - 0.5:
+        hit.append("cpu")
+    if sig == signal.SIGXFSZ or "File too large" in stderr:
+        hit.append("file_size")
+    if (status or {}).get("disk_full") or "No space left on device" in stderr:
+        hit.append("disk")
+    if "MemoryError" in stderr or "Cannot allocate memory" in stderr:
+        hit.append("memory")
+    if "Resource temporarily unavailable" in stderr or "fork: retry" in stderr or "Cannot fork" in stderr:
+        hit.append("nproc")
+    if "Too many open files" in stderr:
+        hit.append("open_files")
+    return hit
 
 
 class GatedLocalSandbox(PosixShellSandbox):
-    """Runs commands on this host, confined as far as the host allows (see module doc)."""
+    """Runs commands on this host, confined by bubblewrap (see module doc)."""
 
     def __init__(
         self,
         *,
         gate_unix_socket: str | None,
         gate_port: int,
-        isolation: Isolation | None = None,
-        timeout: float = 60.0,
+        confinement: Confinement | None = None,
+        limits: Limits | None = None,
+        timeout: float | None = None,
         output_limit: int = 64 * 1024,
-        base_dir: str | None = None,
         interpreters: dict[str, str] | None = None,
     ) -> None:
         self.gate_unix_socket = gate_unix_socket
         self.gate_port = gate_port
-        iso = isolation or detect_isolation()
-        if iso.mode == "netns" and not gate_unix_socket:
-            iso = Isolation("none", (), "network NOT isolated: the gate has no unix socket to forward to")
-        self.isolation = iso
-        log.debug("sandbox: %s", iso.note)
-        self.timeout = timeout
+        conf = confinement or detect_confinement()
+        if conf.confined and not gate_unix_socket:
+            conf = Confinement("none", UNCONFINED.format(why="the gate has no unix socket to reach it through"))
+        self.confinement = conf
+        self.limits = limits or Limits()
+        if timeout is not None:
+            self.limits = Limits(**{**asdict(self.limits), "wall": timeout})
         self.output_limit = output_limit
-        self.base_dir = base_dir
         py = sys.executable
-        self.interpreters = interpreters or {
-            "python": py,
-            "python3": py,
-            "sh": "/bin/sh",
-            "bash": "/bin/bash",
-        }
+        self.interpreters = interpreters or {"python": py, "python3": py, "sh": "/bin/sh", "bash": "/bin/bash"}
+        self._uids: set[int] = set()
+        self._dirs = interpreter_dirs(list(self.interpreters.values()))
+
+    @property
+    def timeout(self) -> float:
+        return self.limits.wall
 
     # ---- the Strands primitives ----
 
@@ -119,9 +244,9 @@ class GatedLocalSandbox(PosixShellSandbox):
         env: dict[str, str] | None = None,
         **kwargs: Any,
     ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
-        async with self._workdir(cwd) as wd:
-            async for item in self._run(["/bin/sh", "-c", command], wd, timeout, env):
-                yield item
+        self._no_cwd(cwd)
+        async for item in self._run(["/bin/sh", "-c", command], None, "", timeout, env):
+            yield item
 
     async def execute_code_streaming(
         self,
@@ -136,34 +261,25 @@ class GatedLocalSandbox(PosixShellSandbox):
         interp = self.interpreters.get(language)
         if interp is None:
             raise ValueError(f"unsupported language {language!r}; use one of {sorted(self.interpreters)}")
-        async with self._workdir(cwd) as wd:
-            script = Path(wd) / ("main.py" if "python" in language else "main.sh")
-            script.write_text(code, encoding="utf-8")
-            async for item in self._run([interp, script.name], wd, timeout, env):
-                yield item
+        self._no_cwd(cwd)
+        name = "main.py" if "python" in language else "main.sh"
+        extra = [str(x) for x in kwargs.get("args") or []]  # the script's own arguments (`sandbox run`)
+        async for item in self._run([interp, name, *extra], code, name, timeout, env):
+            yield item
+
+    def _no_cwd(self, cwd: str | None) -> None:
+        if cwd is not None:
+            raise ValueError("every sandbox command runs in its own fresh folder; a cwd cannot be given")
 
     # ---- internals ----
 
-    @contextlib.asynccontextmanager
-    async def _workdir(self, cwd: str | None) -> AsyncGenerator[str, None]:
-        if cwd is not None:
-            yield cwd
-            return
-        wd = tempfile.mkdtemp(prefix="sandbox-run-", dir=self.base_dir)  # fresh for every run
-        try:
-            yield wd
-        finally:
-            await asyncio.to_thread(shutil.rmtree, wd, True)
-
-    def _env(self, wd: str, extra: dict[str, str] | None) -> dict[str, str]:
+    def _env(self, home: str, extra: dict[str, str] | None) -> dict[str, str]:
         if extra:
             validate_env_keys(extra)
-        tmp = os.path.join(wd, ".tmp")
-        os.makedirs(tmp, exist_ok=True)
         env = {
             "PATH": f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": wd,
-            "TMPDIR": tmp,
+            "HOME": home,
+            "TMPDIR": "/tmp" if self.confinement.confined else home,
             "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
@@ -174,25 +290,109 @@ class GatedLocalSandbox(PosixShellSandbox):
         env.update(extra or {})
         return env
 
-    def _argv(self, argv: list[str]) -> list[str]:
-        if self.isolation.mode != "netns" or not self.gate_unix_socket:
-            return argv
-        return [*self.isolation.prefix, "--", sys.executable, "-I", _FORWARDER,
-                self.gate_unix_socket, str(self.gate_port), "--", *argv]  # fmt: skip
+    def _uid(self) -> int:
+        while True:
+            uid = UID_BASE + secrets.randbelow(UID_SPAN)
+            if uid not in self._uids:
+                self._uids.add(uid)
+                return uid
+
+    def _bwrap_argv(self, uid: int | None, init_fd: int, script_fd: int | None, config: str) -> list[str]:
+        conf = self.confinement
+        assert conf.bwrap is not None and self.gate_unix_socket
+        a = [conf.bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+             "--die-with-parent", "--new-session", "--hostname", "sandbox"]  # fmt: skip
+        if uid is None:  # not root: a user namespace, and nothing further may be unshared in it
+            a[1:1] = ["--unshare-user", "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL", "--disable-userns"]
+        a += system_binds()
+        a += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(self.limits.disk), "--tmpfs", "/tmp"]
+        for d in self._dirs:
+            a += [*_dirs_for(d + "/x"), "--ro-bind", d, d]
+        a += [*_dirs_for(GATE_SOCKET), "--bind", self.gate_unix_socket, GATE_SOCKET]
+        a += ["--perms", "0444", "--ro-bind-data", str(init_fd), f"{INSIDE}/init.py"]
+        if script_fd is not None:
+            a += ["--perms", "0444", "--ro-bind-data", str(script_fd), f"{INSIDE}/script"]
+        a += ["--chdir", "/tmp"]
+        if uid is not None:
+            assert conf.setpriv is not None
+            a += [conf.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+                  "--bounding-set=-all", "--no-new-privs", "--"]  # fmt: skip
+        return [*a, sys.executable, "-I", "-S", f"{INSIDE}/init.py", config]
 
     async def _run(
-        self, argv: list[str], wd: str, timeout: float | None, env: dict[str, str] | None
+        self, argv: list[str], code: str | None, name: str, timeout: float | None, env: dict[str, str] | None
     ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
-        limit = timeout if timeout is not None else self.timeout
-        proc = await asyncio.create_subprocess_exec(
-            *self._argv(argv),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=wd,
-            env=self._env(wd, env),
-            start_new_session=True,  # one process group: the time limit kills the whole tree
-        )
+        limit = timeout if timeout is not None else self.limits.wall
+        confined = self.confinement.confined
+        uid = self._uid() if confined and self.confinement.setpriv else None
+        host_dir = None if confined else tempfile.mkdtemp(prefix="sandbox-run-")
+        home = f"/tmp/run-{secrets.token_hex(6)}" if confined else str(host_dir)
+        status_r, status_w = os.pipe()
+        os.set_blocking(status_r, False)
+        files: list[Any] = []
+        try:
+            cfg: dict[str, Any] = {
+                "workdir": home,
+                "disk_path": "/tmp" if confined else home,
+                "argv": argv,
+                "limits": {k: v for k, v in asdict(self.limits).items() if k not in ("wall", "disk")},
+                "status_fd": status_w,
+                "socket": GATE_SOCKET if confined else None,
+                "port": self.gate_port,
+                "script_name": name,
+            }
+            pass_fds = [status_w]
+            if confined:
+                init = open(_INIT, "rb")  # noqa: SIM115 - closed below, after the child has it
+                files.append(init)
+                script_fd = None
+                if code is not None:
+                    tmp = tempfile.TemporaryFile()  # noqa: SIM115
+                    tmp.write(code.encode("utf-8"))
+                    tmp.seek(0)
+                    files.append(tmp)
+                    script_fd = tmp.fileno()
+                    cfg["script"] = f"{INSIDE}/script"
+                pass_fds += [f.fileno() for f in files]
+                full = self._bwrap_argv(uid, init.fileno(), script_fd, json.dumps(cfg))
+            else:
+                if code is not None:
+                    (Path(home) / name).write_text(code, encoding="utf-8")
+                full = [sys.executable, "-I", "-S", str(_INIT), json.dumps(cfg)]
+            proc = await asyncio.create_subprocess_exec(
+                *full,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd="/" if confined else home,
+                env=self._env(home, env),
+                pass_fds=pass_fds,
+                start_new_session=True,  # one process group: the time limit kills the whole tree
+            )
+        except BaseException:
+            os.close(status_r)
+            os.close(status_w)
+            for f in files:
+                f.close()
+            if uid is not None:
+                self._uids.discard(uid)
+            raise
+        os.close(status_w)
+        for f in files:
+            f.close()
+        try:
+            async for item in self._collect(proc, limit, status_r):
+                yield item
+        finally:
+            os.close(status_r)
+            if uid is not None:
+                self._uids.discard(uid)
+            if host_dir is not None:
+                await asyncio.to_thread(shutil.rmtree, host_dir, True)
+
+    async def _collect(
+        self, proc: asyncio.subprocess.Process, limit: float, status_r: int
+    ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
         kept: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         dropped = {"stdout": 0, "stderr": 0}
         queue: asyncio.Queue[StreamChunk | None] = asyncio.Queue()
@@ -230,11 +430,11 @@ class GatedLocalSandbox(PosixShellSandbox):
                 except TimeoutError:
                     timed_out = True
         finally:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(proc.wait(), 5)
+            # bwrap's own process group; its PID namespace dies with it (--die-with-parent)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(proc.wait(), 5)
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
@@ -245,8 +445,25 @@ class GatedLocalSandbox(PosixShellSandbox):
                 out += f"\n[output limit: {dropped[name]} more bytes of {name} not shown]\n"
             return out
 
+        status = _read_status(status_r)
+        stderr = text("stderr")
+        hit = ["wall"] if timed_out else limits_hit(self.limits, status, stderr)
+        if hit:
+            stderr += "".join(f"\n{LIMIT_MARK}{self.limits.describe(h)}]" for h in hit) + "\n"
         if timed_out:
-            raise SandboxTimeoutError(limit, text("stdout"), text("stderr"))
+            raise SandboxTimeoutError(limit, text("stdout"), stderr)
         rc = proc.returncode if proc.returncode is not None else 1
         code = 128 - rc if rc < 0 else rc
-        yield ExecutionResult(exit_code=code, stdout=text("stdout"), stderr=text("stderr"))
+        yield ExecutionResult(exit_code=code, stdout=text("stdout"), stderr=stderr)
+
+
+def _read_status(fd: int) -> dict[str, Any] | None:
+    try:
+        raw = os.read(fd, 4096)
+    except (BlockingIOError, OSError):
+        return None
+    try:
+        status = json.loads(raw.decode().splitlines()[0]) if raw else None
+    except (ValueError, IndexError):
+        return None
+    return status if isinstance(status, dict) else None

@@ -5,9 +5,10 @@ Identity (user, chat, turn) comes from the request context the server put in
 refused, in a fixed shape the offline model (core/scripted_model.py) reads:
 
     exit code: 0
+    limit hit: CPU time (60 s)                    <- only when a resource limit stopped the script
     blocked: other.test, package:requests        <- only when something was refused
     <one sentence: ask with request_approval, then run the same script again>
-    network: ...                                  <- isolation, always
+    sandbox confined ... / sandbox NOT confined ...  <- always: what the sandbox confines
     stderr:                                       <- only when there was any
     ...
     output:
@@ -26,7 +27,7 @@ from strands.sandbox.errors import SandboxTimeoutError
 from core.context import context_of, services_of
 from core.egress.backend import ApprovalsBackend, GrantsBackend
 from core.egress.gate import Gate
-from core.sandbox import GatedLocalSandbox, detect_isolation
+from core.sandbox import LIMIT_MARK, GatedLocalSandbox, Limits, detect_confinement
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,9 @@ def format_result(
     timeout: float | None = None,
 ) -> str:
     lines = [f"timed out after {timeout:g} s (killed)" if exit_code is None else f"exit code: {exit_code}"]
+    hits = [ln[len(LIMIT_MARK) : -1] for ln in stderr.splitlines() if ln.startswith(LIMIT_MARK) and ln.endswith("]")]
+    if hits:
+        lines.append("limit hit: " + ", ".join(hits) + " (the sandbox stopped the script)")
     if blocked:
         lines.append("blocked: " + ", ".join(blocked))
         lines.append(
@@ -63,36 +67,53 @@ def format_result(
     return "\n".join(lines)
 
 
+class NotConfined(ValueError):
+    """The sandbox cannot be confined here and the operator did not accept running unconfined."""
+
+
 def make_run_script(
     gate: Gate,
     sandbox: Sandbox | None = None,
     *,
-    timeout: float = 60.0,
+    timeout: float | None = None,
+    limits: Limits | None = None,
+    allow_unconfined: bool = False,
     gate_host: str = "127.0.0.1",
     gate_port: int | None = None,
     isolation_note: str | None = None,
 ) -> Any:
     """Build the tool bound to one gate and one sandbox (the default: `GatedLocalSandbox`).
 
-    For a Docker or remote sandbox pass it as `sandbox` with `gate_host`/`gate_port` set to where
-    that sandbox reaches the gate, and `isolation_note` saying how its network is confined.
+    The default sandbox must be confinable (bubblewrap); otherwise this raises `NotConfined`
+    unless `allow_unconfined` (the operator's `--sandbox-unconfined`). For a Docker or remote
+    sandbox pass it as `sandbox` with `gate_host`/`gate_port` set to where that sandbox reaches
+    the gate, and `isolation_note` saying truthfully how it is confined.
     """
+    lim = limits or Limits()
+    if timeout is not None:
+        lim = Limits(**{**lim.__dict__, "wall": timeout})
     # Decided once, at start-up (logged there); the sandbox itself is built on first use because
     # the gate's port and socket exist only once the gate has started.
-    isolation = detect_isolation() if sandbox is None else None
-    if isolation is not None:  # said once at start-up, and again in every result
-        log.log(logging.WARNING if isolation.mode == "none" else logging.INFO, "run_script sandbox: %s", isolation.note)
+    confinement = detect_confinement() if sandbox is None else None
+    if confinement is not None:  # said once at start-up, and again in every result
+        if not confinement.confined and not allow_unconfined:
+            raise NotConfined(
+                f"--sandbox: {confinement.note}. Install bubblewrap (scripts/setup does), or start with "
+                "--sandbox-unconfined to accept that"
+            )
+        level = logging.WARNING if not confinement.confined else logging.INFO
+        log.log(level, "run_script sandbox: %s", confinement.note)
     boxes: list[Sandbox] = [sandbox] if sandbox is not None else []
 
     def box_and_note() -> tuple[Sandbox, str]:
         if not boxes:
             boxes.append(
                 GatedLocalSandbox(
-                    gate_unix_socket=gate.unix_path, gate_port=gate.port, isolation=isolation, timeout=timeout
+                    gate_unix_socket=gate.unix_path, gate_port=gate.port, confinement=confinement, limits=lim
                 )
             )
-        iso = getattr(boxes[0], "isolation", None)
-        return boxes[0], isolation_note or str(getattr(iso, "note", "network isolation unknown"))
+        conf = getattr(boxes[0], "confinement", None)
+        return boxes[0], isolation_note or str(getattr(conf, "note", "sandbox confinement unknown"))
 
     @tool(name=TOOL_NAME, context=True)
     async def run_script(code: str, tool_context: ToolContext, language: str = "python") -> str:
@@ -122,7 +143,7 @@ def make_run_script(
             env = gate.sandbox_env(run, gate_host, gate_port)
             exit_code: int | None
             try:
-                res = await box.execute_code(code, language, timeout=timeout, env=env)
+                res = await box.execute_code(code, language, timeout=lim.wall, env=env)
                 exit_code, out, err = res.exit_code, res.stdout, res.stderr
             except SandboxTimeoutError as e:
                 exit_code, out, err = None, e.stdout, e.stderr
@@ -130,7 +151,7 @@ def make_run_script(
         log.info("run_script chat=%s turn=%s exit=%s blocked=%s", ctx.chat, ctx.turn_id, exit_code, blocked)
         return format_result(
             exit_code=exit_code, stdout=out, stderr=err, blocked=blocked, denied=denied,
-            isolation=note, timeout=timeout,
+            isolation=note, timeout=lim.wall,
         )  # fmt: skip
 
     return run_script

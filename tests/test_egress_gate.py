@@ -376,3 +376,124 @@ async def test_package_files_are_only_those_the_gate_listed(env: Env) -> None:
     assert out.endswith("403")
     _, out, _ = await curl(env, None, f"{base}/simple/", "--noproxy", "*")
     assert out.endswith("200") and ">demo-pkg<" in out
+
+
+# ---- issue 9: what the gate forwards, what the index signs, what it never offers ----
+
+
+async def test_host_header_must_match_the_decided_host(env: Env) -> None:
+    """A granted target with another Host would reach a name nobody approved on the same origin."""
+    env.grants.grant(USER, CHAT, "site", "files.test")
+    run = env.run()
+    _, out, _ = await curl(env, run, "http://files.test/hello", "-H", "Host: other.test")
+    assert out.endswith("400") and "does not match the request target" in out
+    _, out, _ = await curl(env, run, "http://files.test/hello", "-H", "Host: files.test:8080")
+    assert out.endswith("400")
+    _, out, _ = await curl(env, run, "http://files.test/hello", "-H", "Host: FILES.test:80")
+    assert out == "hello from files.test over http\n\n200"
+    assert env.grants.refusals == []
+
+
+async def test_never_allowable_names_are_refused_as_such_and_never_recorded(env: Env) -> None:
+    """IP literals of loopback, private and link-local space (in any spelling), IPv6 literals and
+    invalid package names: refused even with a (forged) grant row, never recorded for a card."""
+    run = env.run()
+    for name in ["127.0.0.1", "10.0.0.7", "169.254.169.254", "::1"]:
+        env.grants.grant(USER, CHAT, "site", name)
+    for url in ["http://127.0.0.1/x", "http://2130706433/x", "http://10.0.0.7/x", "http://169.254.169.254/x",
+                "http://[::1]/x"]:  # fmt: skip
+        _, out, _ = await curl(env, run, url)
+        assert out.endswith("403") and ("no approval can allow it" in out or "IPv6 literal" in out), (url, out)
+    rc, _, err = await curl(env, run, "https://127.0.0.1/x")
+    assert rc != 0 and "403" in err
+    base = f"http://127.0.0.1:{env.gate.port}/run/{run.token}"
+    _, out, _ = await curl(env, None, f"{base}/simple/%2e%2e/", "--noproxy", "*", "--path-as-is")
+    assert out.endswith("403") and "not a valid package name" in out
+    assert env.grants.refusals == [] and run.blocked_subjects() == []
+    assert run.denied_subjects() == ["127.0.0.1", "10.0.0.7", "169.254.169.254", "::1"]
+    assert env.grants.checks == 0  # decided before any grant was looked at
+
+
+async def test_package_page_keeps_only_links_to_the_index_own_hosts(tmp_path: Path) -> None:
+    """A granted project's page with foreign and loopback links: only the index's own origin and
+    allow-listed hosts are signed; the rest never appear, so the gate cannot be made to fetch them."""
+    from aiohttp import web
+
+    other, other_port = await start_site(origin_app("http"))
+    links = [
+        "../../packages/demo_pkg-1.0-py3-none-any.whl#sha256=00",
+        "http://evil.test/packages/evil-1.0.whl",
+        f"http://127.0.0.1:{other_port}/hello-1.0.whl",
+        "http://localhost/packages/local-1.0.whl",
+        "http://169.254.169.254/latest/meta-1.0.whl",
+        "http://10.0.0.1/packages/private-1.0.whl",
+        "https://mirror.allowed.test/packages/mirrored-1.0.whl",
+    ]
+
+    async def page(request: web.Request) -> web.Response:
+        body = "".join(f'<a href="{h}">{h.rsplit("/", 1)[-1].split("#")[0]}</a>\n' for h in links)
+        return web.Response(text=f"<html><body>{body}</body></html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/simple/demo-pkg/", page)
+    idx, idx_port = await start_site(app)
+    grants = FakeGrants()
+    grants.grant(USER, CHAT, "package", "demo-pkg")
+    gate = await Gate(
+        GateConfig(package_index=f"http://127.0.0.1:{idx_port}/simple/", allow=["mirror.allowed.test"]),
+        backend=grants,
+        clock=ManualClock(),
+    ).start()
+    try:
+        run = gate.open_run(user=USER, chat=CHAT, turn_id=TURN)
+        env = Env(gate, grants, ManualClock(), tmp_path / "none", tmp_path)
+        _, out, _ = await curl(env, None, f"http://127.0.0.1:{gate.port}/run/{run.token}/simple/demo-pkg/",
+                               "--noproxy", "*")  # fmt: skip
+        assert out.endswith("200")
+        shown = sorted(a.split(">")[1].split("<")[0] for a in out.split("<a ")[1:])
+        assert shown == ["demo_pkg-1.0-py3-none-any.whl", "mirrored-1.0.whl"]
+        assert gate.index is not None
+        for h in links[1:6]:
+            assert not gate.index.file_link_allowed(h), h
+        assert grants.refusals == []
+    finally:
+        await gate.close()
+        await idx.cleanup()
+        await other.cleanup()
+
+
+async def test_closing_a_run_ends_its_open_tunnels(env: Env) -> None:
+    """Credentials stop working when the run ends, for connections already open too."""
+    env.grants.grant(USER, CHAT, "site", "files.test")
+    run = env.run()
+    auth = base64.b64encode(f"{run.username}:x".encode()).decode()
+    r, w = await asyncio.open_connection("127.0.0.1", env.gate.port)
+    w.write(f"CONNECT files.test:443 HTTP/1.1\r\nProxy-Authorization: Basic {auth}\r\n\r\n".encode())
+    assert await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 10) == b"HTTP/1.1 200 Connection Established\r\n\r\n"
+    assert run.active == 1
+    env.gate.close_run(run)
+    assert await asyncio.wait_for(r.read(), 10) == b""  # the gate closed the tunnel
+    assert run.active == 0
+    w.close()
+
+
+async def test_unauthenticated_connections_are_bounded_per_source(tmp_path: Path) -> None:
+    async for env in _env(tmp_path, max_unauth_per_source=3, max_conns_per_run=1):
+        held = [await asyncio.open_connection("127.0.0.1", env.gate.port) for _ in range(3)]
+        await asyncio.sleep(0.1)
+        r4, w4 = await asyncio.open_connection("127.0.0.1", env.gate.port)
+        assert await asyncio.wait_for(r4.read(), 5) == b""  # dropped at once, nothing read from it
+        held[0][1].close()
+        await asyncio.sleep(0.1)
+        r5, w5 = await asyncio.open_connection("127.0.0.1", env.gate.port)  # a slot is free again
+        env.grants.grant(USER, CHAT, "site", "files.test")
+        run = env.run()
+        auth = base64.b64encode(f"{run.username}:x".encode()).decode()
+        w5.write(f"CONNECT files.test:443 HTTP/1.1\r\nProxy-Authorization: Basic {auth}\r\n\r\n".encode())
+        assert await asyncio.wait_for(r5.readuntil(b"\r\n\r\n"), 10) == b"HTTP/1.1 200 Connection Established\r\n\r\n"
+        # an index request takes a slot like a proxied one: the run's only slot is held by the tunnel
+        _, out, _ = await curl(env, None, f"http://127.0.0.1:{env.gate.port}/run/{run.token}/simple/",
+                               "--noproxy", "*")  # fmt: skip
+        assert out.endswith("429")
+        for _, w in [*held[1:], (r4, w4), (r5, w5)]:
+            w.close()

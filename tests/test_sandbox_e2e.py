@@ -109,3 +109,16 @@ async def test_r6_unattended_run_is_blocked_and_continues_without(rig: Rig) -> N
     assert code == 200 and body["status"] == "answered", body
     assert body["text"].startswith(f"I continued without the data from {URL}: it was not approved.")
     assert "files.test" in body["text"] and rig.store.rows.get_pointer("chat-cron") is None  # no card
+
+
+async def test_r18_no_card_ever_for_a_loopback_or_private_address(rig: Rig) -> None:
+    """10.x goes to the gate (NO_PROXY sends 127.0.0.1 straight into the sandbox's own empty
+    loopback): both fail, no refusal is recorded and no card appears."""
+    for chat, url, why in [
+        ("chat-lo", "http://127.0.0.1:9/x", "Connection refused"),
+        ("chat-priv", "http://10.1.2.3/x", "HTTP Error 403"),
+    ]:
+        code, body = await rig.api.turn(chat, "eve", f"please fetch {url}")
+        assert code == 200 and body["status"] == "answered", body
+        assert body.get("card") is None and rig.store.rows.get_pointer(chat) is None
+        assert why in body["text"], body["text"]

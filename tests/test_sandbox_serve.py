@@ -10,7 +10,7 @@ from pathlib import Path
 
 import aiohttp
 
-from core.sandbox import detect_isolation
+from core.sandbox import detect_confinement
 from tests.gate_support import origin_app, start_site
 from tests.serve_process import ROOT, free_port, stop, wait_healthy
 
@@ -29,7 +29,7 @@ async def test_serve_with_sandbox_flags_end_to_end(tmp_path: Path) -> None:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     try:
         await wait_healthy(proc, port)
-        assert detect_isolation().note in log.read_text()  # said at start-up, before any run
+        assert detect_confinement().note in log.read_text()  # said at start-up, before any run
         h = {"Authorization": f"Bearer {TOKEN}"}
         async with aiohttp.ClientSession(headers=h) as s:
             base = f"http://127.0.0.1:{port}/v1"
@@ -51,7 +51,7 @@ async def test_serve_with_sandbox_flags_end_to_end(tmp_path: Path) -> None:
         await stop(proc)
         await origin.cleanup()
     text = log.read_text()
-    assert "sandbox (run_script + egress gate): on" in text
+    assert "sandbox (run_script + egress gate): on; sandbox confined (bubblewrap)" in text
     assert "egress gate on 127.0.0.1:" in text
 
 

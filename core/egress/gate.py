@@ -18,6 +18,7 @@ import logging
 import os
 import secrets
 import socket
+import struct
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -29,9 +30,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.clock import Clock, SystemClock
 from core.egress.backend import GrantsBackend
 from core.egress.index import PackageIndex
-from core.egress.policy import Resolve, Rules, is_public, normalize_host
+from core.egress.policy import Resolve, Rules, is_public
 from core.egress.wire import Head, WireError, close, encode_head, pipe, read_head, respond
 from core.models import Refusal, SubjectKind
+from core.subjects import canonical_host, never_allowable_reason
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +56,10 @@ class GateConfig(BaseModel):
     grant_ports: tuple[int, ...] = (80, 443)  # a site grant covers these; other ports need --gate-allow
     connect_timeout: float = 10.0
     idle_timeout: float = 120.0
-    head_timeout: float = 30.0
+    head_timeout: float = 5.0  # a connection that has not authenticated by then is closed
     max_conns_per_run: int = 64
+    max_unauth_per_source: int = 32  # connections not yet authenticated, per peer (IP, or process on the unix socket)
+    package_file_hosts: list[str] = Field(default_factory=list)  # more hosts the index's file links may point at
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,8 @@ class Run:
     refused: list[Blocked] = field(default_factory=list)  # approvable: recorded for R3
     denied: list[str] = field(default_factory=list)  # operator policy: no approval can change it
     active: int = 0  # connections open through the gate right now
+    closed: bool = False
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)  # its open connections, ended with the run
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -126,6 +132,7 @@ class Gate:
         self.port = 0
         self.unix_path: str | None = None
         self._conns: set[asyncio.Task[None]] = set()
+        self._pending: dict[object, int] = {}  # unauthenticated connections per source (event loop only)
         self.index = PackageIndex(self, cfg.package_index) if cfg.package_index else None
 
     # ---- lifecycle ----
@@ -184,8 +191,19 @@ class Gate:
         return run
 
     def close_run(self, run: Run) -> None:
+        """The run's credentials stop working, and its connections still open (a tunnel a
+        left-over process holds) are ended too."""
         with self._runs_lock:
             self._runs.pop(run.token, None)
+        with run._lock:
+            run.closed = True
+            tasks = list(run.tasks)
+        for t in tasks:
+            loop = t.get_loop()
+            if loop.is_closed():
+                continue
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(t.cancel)
 
     @contextlib.contextmanager
     def run(self, *, user: str, chat: str, turn_id: str, backend: GrantsBackend | None = None) -> Iterator[Run]:
@@ -244,6 +262,10 @@ class Gate:
             return f"{label} is denied by the operator's policy; no approval can allow it."
         if self.rules.allowed(kind, name, port):
             return None
+        never = never_allowable_reason(name) if kind == "site" else None
+        if never:  # refused as such: no approval can allow it, so it is never recorded for a card
+            run._note_denied(name)
+            return never + "."
         if kind == "site" and port not in self.cfg.grant_ports:
             run._note_denied(f"{name}:{port}")
             return f"port {port} of {name} is not open to approvals (only {self.cfg.grant_ports})."
@@ -276,28 +298,35 @@ class Gate:
     # ---- connections ----
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = Pending(self, _source(writer))
+        if not conn.take():  # too many unauthenticated connections from this peer: drop at once
+            writer.transport.abort()
+            return
         task = asyncio.current_task()
         if task is not None:  # tracked so close() can end held tunnels
             self._conns.add(task)
             task.add_done_callback(self._conns.discard)
-        await self._serve(reader, writer)
+        try:
+            await self._serve(reader, writer, conn)
+        finally:
+            conn.release()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: Pending) -> None:
         try:
             head = await asyncio.wait_for(read_head(reader), self.cfg.head_timeout)
             if head is None:
                 return
             method, target, _ = head.first
             if method == "CONNECT":
-                await self._tunnel(head, reader, writer)
+                await self._tunnel(head, reader, writer, conn)
             elif target.startswith("http://"):
                 u = urlsplit(target)
                 if self._is_self(u.hostname, u.port or 80):
-                    await self._local(head, u.path + (f"?{u.query}" if u.query else ""), writer)
+                    await self._local(head, u.path + (f"?{u.query}" if u.query else ""), writer, conn)
                 else:
-                    await self._forward(head, reader, writer)
+                    await self._forward(head, reader, writer, conn)
             elif target.startswith("/"):
-                await self._local(head, target, writer)
+                await self._local(head, target, writer, conn)
             else:
                 raise WireError(400, "the gate speaks plain HTTP and CONNECT only (no TLS to the proxy)")
         except WireError as e:
@@ -314,13 +343,15 @@ class Gate:
     def _is_self(self, host: str | None, port: int) -> bool:
         return port == self.port and (host or "") in {"127.0.0.1", "localhost", self.cfg.listen_host}
 
-    async def _tunnel(self, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _tunnel(
+        self, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: Pending
+    ) -> None:
         target = head.first[1]
         host_s, sep, port_s = target.rpartition(":")
         if not sep or not port_s.isdigit():
             raise WireError(400, "CONNECT wants host:port")
         host, port = self._host(host_s), int(port_s)
-        run = await self._admit(head, writer)
+        run = await self._admit(head, writer, conn)
         if run is None:
             return
         with self._slot(run):
@@ -339,13 +370,19 @@ class Gate:
             finally:
                 await close(up_w)
 
-    async def _forward(self, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _forward(
+        self, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: Pending
+    ) -> None:
         target = head.first[1]
         u = urlsplit(target)
         if not u.hostname:
             raise WireError(400, "absolute URL without a host")
-        host, port = self._host(u.hostname), u.port or 80
-        run = await self._admit(head, writer)
+        try:
+            host, port = self._host(u.hostname), u.port or 80
+        except ValueError as e:
+            raise WireError(400, f"bad port in {target!r}") from e
+        self._check_host_header(head, host, port)
+        run = await self._admit(head, writer, conn)
         if run is None:
             return
         with self._slot(run):
@@ -368,9 +405,10 @@ class Gate:
             return
         up_r, up_w = await self._open_upstream(host, port)
         try:
-            headers = [(k, v) for k, v in head.without_hop_by_hop()]
-            if not any(k.lower() == "host" for k, _ in headers):
-                headers.insert(0, ("Host", u.netloc.rpartition("@")[2]))
+            # the origin gets exactly the Host the gate decided on (a different one was refused)
+            headers = [(k, v) for k, v in head.without_hop_by_hop() if k.lower() != "host"]
+            shown = f"[{host}]" if ":" in host else host
+            headers.insert(0, ("Host", shown if port == 80 else f"{shown}:{port}"))
             headers.append(("Connection", "close"))  # one request per connection: each is decided
             path = (u.path or "/") + (f"?{u.query}" if u.query else "")
             up_w.write(encode_head(f"{method} {path} HTTP/1.1", headers))
@@ -397,8 +435,26 @@ class Gate:
         finally:
             await close(up_w)
 
-    async def _admit(self, head: Head, writer: asyncio.StreamWriter) -> Run | None:
+    def _check_host_header(self, head: Head, host: str, port: int) -> None:
+        """The origin sees the Host the gate decided on, or the request is refused: a different
+        Host would let a script reach a name it was never granted on an address that was."""
+        values = [v for k, v in head.headers if k.lower() == "host"]
+        if not values:
+            return
+        if len(values) > 1:
+            raise WireError(400, "more than one Host header")
+        try:
+            u = urlsplit("//" + values[0].strip())
+            same = canonical_host(u.hostname or "") == host and (u.port or 80) == port
+        except ValueError:
+            same = False
+        if not same:
+            raise WireError(400, f"the Host header {values[0]!r} does not match the request target {host}:{port}")
+
+    async def _admit(self, head: Head, writer: asyncio.StreamWriter, conn: Pending) -> Run | None:
         run = self._run_for(head)
+        if run is not None:
+            conn.release()  # authenticated: no longer counted against its source
         if run is None:
             await respond(
                 writer,
@@ -412,19 +468,26 @@ class Gate:
     @contextlib.contextmanager
     def _slot(self, run: Run) -> Iterator[None]:
         """At most `max_conns_per_run` open at once: one script cannot exhaust the server's sockets."""
+        task = asyncio.current_task()
         with run._lock:
+            if run.closed:
+                raise WireError(407, "this sandbox run has ended")
             if run.active >= self.cfg.max_conns_per_run:
                 raise WireError(429, f"more than {self.cfg.max_conns_per_run} connections at once for this run")
             run.active += 1
+            if task is not None:
+                run.tasks.add(task)
         try:
             yield
         finally:
             with run._lock:
                 run.active -= 1
+                if task is not None:
+                    run.tasks.discard(task)
 
     def _host(self, raw: str) -> str:
         try:
-            return normalize_host(raw)
+            return canonical_host(raw)
         except ValueError as e:
             raise WireError(400, str(e)) from e
 
@@ -449,12 +512,48 @@ class Gate:
         except (OSError, TimeoutError) as e:
             raise WireError(502, f"cannot connect to {host}:{port}: {e}") from e
 
-    async def _local(self, head: Head, path: str, writer: asyncio.StreamWriter) -> None:
+    async def _local(self, head: Head, path: str, writer: asyncio.StreamWriter, conn: Pending) -> None:
         """Requests addressed to the gate itself: the package-index view."""
         if self.index is not None and path.startswith("/run/"):
-            await self.index.handle(head, path, writer)
+            await self.index.handle(head, path, writer, conn.release)
             return
         await respond(writer, 404, "Not Found", "egress gate: nothing here\n")
+
+
+class Pending:
+    """One connection counted against its source until it authenticates (or ends)."""
+
+    def __init__(self, gate: Gate, source: object) -> None:
+        self.gate, self.source, self.held = gate, source, False
+
+    def take(self) -> bool:
+        counts = self.gate._pending
+        if counts.get(self.source, 0) >= self.gate.cfg.max_unauth_per_source:
+            return False
+        counts[self.source] = counts.get(self.source, 0) + 1
+        self.held = True
+        return True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            counts = self.gate._pending
+            counts[self.source] -= 1
+            if counts[self.source] <= 0:
+                del counts[self.source]
+
+
+def _source(writer: asyncio.StreamWriter) -> object:
+    """Who is connecting: the peer IP on TCP; on the unix socket the peer process (SO_PEERCRED),
+    which for a confined run is that run's own forwarder."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None and sock.family == socket.AF_UNIX:
+        with contextlib.suppress(OSError):
+            pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+            return ("unix", pid, uid)
+        return ("unix", None, None)
+    peer = writer.get_extra_info("peername")
+    return ("tcp", peer[0] if isinstance(peer, tuple) else str(peer))
 
 
 def _gate_hdr(kind: str | None = None, name: str | None = None) -> list[tuple[str, str]]:
@@ -465,6 +564,7 @@ def _gate_hdr(kind: str | None = None, name: str | None = None) -> list[tuple[st
 
 
 _REASONS = {
+    407: "Proxy Authentication Required",
     429: "Too Many Requests",
     400: "Bad Request",
     403: "Forbidden",

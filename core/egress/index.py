@@ -9,6 +9,12 @@ rewritten to `/run/<token>/files/<project>/<ref>/<filename>`, where `ref` carrie
 URL and an HMAC over (run, project, URL): the gate serves only files it listed, for that run,
 and decides the name again when the file is fetched (a revoke between the page and the file
 bites). Core-metadata hints (PEP 658/714) are dropped, so pip downloads the file itself.
+
+Only links to the index's own origin, to its known file hosts (`files.pythonhosted.org` for
+pypi.org, `GateConfig.package_file_hosts`) or to allow-listed hosts are signed; every other
+link (a foreign host, a loopback or private address) is dropped from the page, so a project
+page cannot turn the gate into a fetcher of anything else. A name that is not a valid PEP 503
+name (`%2e%2e`) is refused as such and never recorded for a card.
 """
 
 from __future__ import annotations
@@ -21,14 +27,15 @@ import hmac
 import html
 import logging
 import secrets
+from collections.abc import Callable
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import SplitResult, urljoin, urlsplit
 
 import aiohttp
 
-from core.egress.policy import normalize_package
 from core.egress.wire import Head, encode_head, respond
+from core.subjects import canonical_host, never_allowable_reason, normalize_package
 
 if TYPE_CHECKING:
     from core.egress.gate import Gate, Run
@@ -66,6 +73,11 @@ class PackageIndex:
     def __init__(self, gate: Gate, upstream: str) -> None:
         self.gate = gate
         self.upstream = upstream if upstream.endswith("/") else upstream + "/"
+        up = urlsplit(self.upstream)
+        self._origin = _origin(up)
+        self._file_hosts = {canonical_host(h) for h in gate.cfg.package_file_hosts}
+        if up.hostname == "pypi.org":
+            self._file_hosts.add("files.pythonhosted.org")
         self._key = secrets.token_bytes(32)
         self._session: aiohttp.ClientSession | None = None
 
@@ -95,13 +107,37 @@ class PackageIndex:
         good = self._sign(run, project, url).rpartition(".")[2]
         return url if hmac.compare_digest(good, mac) else None
 
-    async def handle(self, head: Head, path: str, writer: asyncio.StreamWriter) -> None:
+    def file_link_allowed(self, url: str) -> bool:
+        """A file link the gate may sign and fetch: the index's own origin, a known file host or an
+        allow-listed one, over http(s); never a loopback, private or link-local address."""
+        try:
+            u = urlsplit(url)
+            if u.scheme not in ("http", "https") or not u.hostname:
+                return False
+            if _origin(u) == self._origin:
+                return True
+            host = canonical_host(u.hostname)
+            port = u.port or (443 if u.scheme == "https" else 80)
+        except ValueError:
+            return False
+        if never_allowable_reason(host) or self.gate.rules.denied("site", host, port):
+            return False
+        return host in self._file_hosts or self.gate.rules.allowed("site", host, port)
+
+    async def handle(
+        self, head: Head, path: str, writer: asyncio.StreamWriter, authenticated: Callable[[], None]
+    ) -> None:
         method = head.first[0]
         parts = path.split("?", 1)[0].split("/")  # ["", "run", token, view, ...]
         run = self.gate.run_by_token(parts[2]) if len(parts) > 3 else None
         if run is None:
             await respond(writer, 403, "Forbidden", "this sandbox run has no valid gate credentials\n")
             return
+        authenticated()
+        with self.gate._slot(run):  # an index request takes a slot like a proxied one
+            await self._handle(run, method, parts, writer)
+
+    async def _handle(self, run: Run, method: str, parts: list[str], writer: asyncio.StreamWriter) -> None:
         if method not in ("GET", "HEAD"):
             await respond(writer, 405, "Method Not Allowed", "the package index is read-only\n")
             return
@@ -126,7 +162,11 @@ class PackageIndex:
         await respond(writer, 200, "OK", f"<!DOCTYPE html>\n<html><body>\n{body}</body></html>\n", content_type=_HTML)
 
     async def _project(self, run: Run, raw: str, writer: asyncio.StreamWriter) -> None:
-        name = normalize_package(raw)
+        try:
+            name = normalize_package(raw)
+        except ValueError as e:  # never allowable: refused as such, nothing recorded for a card
+            await respond(writer, 403, "Forbidden", f"{e}; no approval can allow it.\n")
+            return
         page_url = urljoin(self.upstream, name + "/")
         refusal = await self.gate.decide(run, "package", name, None, page_url)
         if refusal:
@@ -156,7 +196,7 @@ class PackageIndex:
             absolute = urljoin(base, href)
             url, _, frag = absolute.partition("#")
             filename = urlsplit(url).path.rsplit("/", 1)[-1]
-            if not filename:
+            if not filename or not self.file_link_allowed(url):
                 continue
             new = f"/run/{run.token}/files/{name}/{self._sign(run, name, url)}/{filename}"
             if frag:
@@ -178,7 +218,7 @@ class PackageIndex:
         head_only: bool,
     ) -> None:
         url = self._unsign(run, project, ref)
-        if url is None or urlsplit(url).path.rsplit("/", 1)[-1] != filename:
+        if url is None or urlsplit(url).path.rsplit("/", 1)[-1] != filename or not self.file_link_allowed(url):
             await respond(writer, 404, "Not Found", "the gate did not list this file\n")
             return
         refusal = await self.gate.decide(run, "package", project, None, url)
@@ -210,3 +250,7 @@ class PackageIndex:
                 await writer.drain()
         except (aiohttp.ClientError, TimeoutError) as e:
             log.warning("upstream file %s failed: %s", url, e)
+
+
+def _origin(u: SplitResult) -> tuple[str, str, int]:
+    return (u.scheme, (u.hostname or "").lower(), u.port or (443 if u.scheme == "https" else 80))

@@ -3,32 +3,13 @@
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import dataclass, field
 
 from core.models import SubjectKind
+from core.subjects import canonical_host, normalize_package
 
-_PEP503 = re.compile(r"[-_.]+")
-_HOST = re.compile(r"^[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?$")
-
-
-def normalize_package(name: str) -> str:
-    """PEP 503 normalisation: grants, lists and refusals all use this form."""
-    return _PEP503.sub("-", name).lower()
-
-
-def normalize_host(host: str) -> str:
-    """Lower case, no trailing dot, IPv6 without brackets. Raises ValueError for junk."""
-    h = host.strip().lower().rstrip(".")
-    if h.startswith("[") and h.endswith("]"):
-        h = h[1:-1]
-    try:
-        return str(ipaddress.ip_address(h))
-    except ValueError:
-        pass
-    if not h or len(h) > 253 or not _HOST.match(h):
-        raise ValueError(f"not a host name: {host!r}")
-    return h
+# Names come from the one normaliser (core/subjects.py). The operator's lists may name any host,
+# IP literals included (`canonical_host`); what a user may approve is checked in the gate.
 
 
 @dataclass(frozen=True)
@@ -54,7 +35,7 @@ class Pattern:
                 raise ValueError(f"bad port in {text!r}")
             port = int(p)
         wildcard = host.startswith("*.")
-        return cls("site", normalize_host(host[2:] if wildcard else host), wildcard, port)
+        return cls("site", canonical_host(host[2:] if wildcard else host), wildcard, port)
 
     def matches(self, kind: SubjectKind, name: str, port: int | None) -> bool:
         if kind != self.kind:

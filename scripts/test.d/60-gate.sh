@@ -7,8 +7,8 @@ case "${1:-}" in
     if ! command -v curl >/dev/null 2>&1; then
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null
     fi
-    # unshare/setpriv (util-linux) give the sandbox its own network namespace; report, do not fail
-    command -v unshare >/dev/null 2>&1 || echo "60-gate: unshare missing: sandbox tests run without a network namespace" >&2
+    # bubblewrap is installed by scripts/setup; report here, the sandbox tests fail under CI without it
+    command -v bwrap >/dev/null 2>&1 || echo "60-gate: bwrap missing: the sandbox cannot be confined" >&2
     ;;
   start|stop) ;;
   *) echo "usage: $0 setup|start|stop" >&2; exit 2 ;;
