@@ -1,0 +1,276 @@
+"""One approval cycle here against its peers, interleaved in blocks in one process (issue 12).
+
+    .venv/bin/python -m bench.bench_peers [--cycles 300] [--block 25] [--warmup 5]
+
+Every variant runs the same shape offline, one new conversation per cycle: a user message, the
+model calls one tool, the tool interrupts for a human answer, the answer {"approved": true}
+resumes the run, the model replies with text.
+
+  (a) Strands 1.62, the paused Agent kept in memory and resumed (the ceiling). No durability.
+  (a') the same through the sync `agent(...)` call instead of `invoke_async` (a worker thread
+      and an event loop per call): shown because it is what a sync caller pays; (d) is async.
+  (b) Strands: `Agent.take_snapshot(preset="session")` as JSON to a new file, file and folder
+      fsync'd, read back, `Snapshot.from_dict` -> `load_snapshot` into a new Agent, resumed.
+  (c) LangGraph + `SqliteSaver` on a file, `durability="sync"`, `interrupt()` in the tool node,
+      resumed with `Command(resume=...)`. Needs the `bench` extra (pip install -e '.[bench]');
+      skipped with a note without it.
+  (d) chat-approvals through its facade `core.approvals.Approvals`, in-process, on the embedded
+      store (SQLite + files), the offline scripted model: turn -> card -> resume with the
+      secret -> answered. Its store round trips per cycle are counted and printed too.
+
+(a) and (b) use this project's offline `ScriptedModel` with a bare interrupting tool of the same
+name, so the model's messages are the same as in (d). Each block runs `--block` cycles of each
+variant back to back; the starting variant rotates per block, so drift on this shared machine
+spreads over all of them. cycles/s is cycles over the summed wall time of the variant's
+blocks; p50/p99 are per cycle. Compare ratios within one run only: absolute numbers on a shared
+machine swing from run to run. Nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from strands import Agent, Snapshot, ToolContext, tool
+from strands.types.interrupt import InterruptResponseContent
+from strands.types.session import decode_bytes_values, encode_bytes_values
+
+from bench.facade import TEXT, CycleFailed, FacadeCycle
+from core.agent_factory import SYSTEM_PROMPT
+from core.batch_rule import APPROVAL_TOOL
+from core.scripted_model import ScriptedModel
+
+APPROVED = {"approved": True}
+
+Cycle = Callable[[int], Awaitable[None]]
+
+
+@dataclass
+class Variant:
+    key: str
+    label: str
+    cycle: Cycle
+    latencies_ms: list[float] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+# --- (a) and (b): plain Strands ----------------------------------------------------------
+
+
+@tool(name=APPROVAL_TOOL, context=True)
+async def ask_human(reason: str, tool_context: ToolContext, urls: list[str] | None = None) -> str:
+    """Ask the user to approve downloads.
+
+    Args:
+        reason: why
+        urls: what to download
+    """
+    answer = tool_context.interrupt("approval", reason={"reason": reason, "urls": urls or []})
+    return "approved" if answer.get("approved") else "denied"
+
+
+def new_agent() -> Agent:
+    return Agent(model=ScriptedModel(), tools=[ask_human], system_prompt=SYSTEM_PROMPT, callback_handler=None)
+
+
+def _text(result: Any) -> str:
+    return "".join(b.get("text", "") for b in (result.message or {}).get("content", []))
+
+
+def answer_of(interrupt_id: str) -> list[InterruptResponseContent]:
+    return [{"interruptResponse": {"interruptId": interrupt_id, "response": APPROVED}}]
+
+
+async def _pause(agent: Agent) -> str:
+    r = await agent.invoke_async(TEXT)
+    if r.stop_reason != "interrupt" or len(r.interrupts or []) != 1:
+        raise CycleFailed(f"expected one interrupt, got {r.stop_reason}")
+    return str(r.interrupts[0].id)  # type: ignore[index]
+
+
+async def _resume(agent: Agent, interrupt_id: str) -> None:
+    r = await agent.invoke_async(answer_of(interrupt_id))
+    if r.stop_reason != "end_turn" or not _text(r).startswith("Approved"):
+        raise CycleFailed(f"expected the approved reply, got {r.stop_reason}: {_text(r)!r}")
+
+
+async def strands_in_memory(i: int) -> None:
+    agent = new_agent()
+    interrupt_id = await _pause(agent)
+    await _resume(agent, interrupt_id)
+
+
+async def strands_in_memory_sync_call(i: int) -> None:
+    """(a) through the sync `agent(...)`, which starts a thread and an event loop per call."""
+    agent = new_agent()
+    r = agent(TEXT)
+    if r.stop_reason != "interrupt" or len(r.interrupts or []) != 1:
+        raise CycleFailed(f"expected one interrupt, got {r.stop_reason}")
+    done = agent(answer_of(r.interrupts[0].id))  # type: ignore[index]
+    if done.stop_reason != "end_turn" or not _text(done).startswith("Approved"):
+        raise CycleFailed(f"expected the approved reply, got {done.stop_reason}")
+
+
+def write_durably(path: Path, data: bytes) -> None:
+    """A new file that survives a crash: its bytes and its folder entry fsync'd."""
+    with open(path, "xb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def strands_snapshot(folder: Path) -> Cycle:
+    async def cycle(i: int) -> None:
+        agent = new_agent()
+        interrupt_id = await _pause(agent)
+        snap = agent.take_snapshot(preset="session")
+        path = folder / f"{i}.json"
+        write_durably(path, json.dumps(encode_bytes_values(snap.to_dict()), separators=(",", ":")).encode())
+        del agent
+        resumed = new_agent()
+        resumed.load_snapshot(Snapshot.from_dict(decode_bytes_values(json.loads(path.read_bytes()))))
+        await _resume(resumed, interrupt_id)
+
+    return cycle
+
+
+# --- (c) LangGraph: bench/peer_langgraph.py, only with the bench extra --------------------
+
+
+def langgraph_cycle(db: Path) -> Any:
+    """A LangGraphCycle, or why (c) is skipped."""
+    try:
+        from bench.peer_langgraph import LangGraphCycle
+    except ImportError as e:
+        return f"LangGraph not installed ({e.name}); install the bench extra: pip install -e '.[bench]'"
+    return LangGraphCycle(db)
+
+
+# --- the run -----------------------------------------------------------------------------
+
+
+async def run_blocks(variants: list[Variant], cycles: int, block: int, warmup: int) -> None:
+    for v in variants:  # imports, first table touch, first Agent
+        for i in range(warmup):
+            await v.cycle(-1 - i)
+    done, b = 0, 0
+    while done < cycles:
+        n = min(block, cycles - done)
+        for k in range(len(variants)):
+            v = variants[(b + k) % len(variants)]
+            start = time.perf_counter()
+            for i in range(done, done + n):
+                t = time.perf_counter()
+                await v.cycle(i)
+                v.latencies_ms.append((time.perf_counter() - t) * 1000)
+            v.wall_s += time.perf_counter() - start
+        done += n
+        b += 1
+
+
+def table(variants: list[Variant]) -> list[str]:
+    ceiling = len(variants[0].latencies_ms) / variants[0].wall_s
+    lines = [
+        "| variant | cycles | cycles/s | p50 ms | p99 ms | ratio to (a) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for v in variants:
+        rate = len(v.latencies_ms) / v.wall_s
+        lines.append(
+            f"| {v.label} | {len(v.latencies_ms)} | {rate:.1f} | {pct(v.latencies_ms, 50):.2f} | "
+            f"{pct(v.latencies_ms, 99):.2f} | {rate / ceiling:.2f} |"
+        )
+    return lines
+
+
+def round_trip_table(calls: Counter[str], cycles: int) -> list[str]:
+    rows = sum(v for k, v in calls.items() if k.startswith("rows."))
+    objects = sum(v for k, v in calls.items() if k.startswith("objects."))
+    hops = calls["executor hops"]
+    lines = [
+        "| (d) store round trips per cycle | per cycle | in all cycles |",
+        "|---|---:|---:|",
+        f"| rows calls | {rows / cycles:.1f} | {rows} |",
+        f"| object calls | {objects / cycles:.1f} | {objects} |",
+        f"| total | {(rows + objects) / cycles:.1f} | {rows + objects} |",
+        f"| executor hops (StoreIO.run) | {hops / cycles:.1f} | {hops} |",
+    ]
+    for name in sorted(k for k in calls if k != "executor hops"):
+        lines.append(f"| {name} | {calls[name] / cycles:.2f} | {calls[name]} |")  # a lease renewal is rare
+    return lines
+
+
+async def main_async(cycles: int, block: int, warmup: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-peers-") as d:
+        root = Path(d)
+        (root / "snapshots").mkdir()
+        (root / "facade").mkdir()
+        variants = [
+            Variant("a", "(a) Strands, same Agent kept in memory (the ceiling)", strands_in_memory),
+            Variant("a2", "(a') the same through the sync agent() call", strands_in_memory_sync_call),
+            Variant("b", "(b) Strands snapshot -> file + fsync -> new Agent", strands_snapshot(root / "snapshots")),
+        ]
+        notes: list[str] = []
+        closers: list[Callable[[], None]] = []
+        lg = langgraph_cycle(root / "langgraph.db")
+        if isinstance(lg, str):
+            notes.append(f"(c) skipped: {lg}")
+        else:
+            variants.append(Variant("c", lg.label, lg.cycle))
+            notes.append(f"(c) LangGraph's SQLite: {lg.durability()}")
+            closers.append(lg.close)
+        facade = FacadeCycle(root / "facade")
+        variants.append(
+            Variant("d", "(d) chat-approvals facade, SQLite + files, in-process", lambda i: facade.cycle(f"peers-{i}"))
+        )
+        try:
+            await run_blocks(variants, 0, block, warmup)
+            facade.tally.clear()  # count the measured cycles only
+            await run_blocks(variants, cycles, block, 0)
+            calls = Counter(facade.round_trips())
+            notes.append(f"(d) store's SQLite: {await facade.sqlite_durability()}")
+        finally:
+            facade.close()
+            for close in closers:
+                close()
+    print(f"\nOne approval cycle, {cycles} per variant, interleaved in blocks of {block} (warm-up {warmup})\n")
+    print("\n".join(table(variants)))
+    print()
+    print("\n".join(round_trip_table(calls, cycles)))
+    print()
+    for note in notes:
+        print(f"note: {note}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cycles", type=int, default=300, help="measured cycles per variant (default 300)")
+    ap.add_argument("--block", type=int, default=25, help="cycles per variant per block (default 25)")
+    ap.add_argument("--warmup", type=int, default=5, help="unmeasured cycles per variant first (default 5)")
+    args = ap.parse_args(argv)
+    if args.cycles < 1 or args.block < 1 or args.warmup < 0:
+        ap.error("--cycles and --block must be at least 1, --warmup at least 0")
+    asyncio.run(main_async(args.cycles, args.block, args.warmup))
+
+
+if __name__ == "__main__":
+    main()
