@@ -12,6 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from cards.http_json import HTTP_STATUS, BadRequest, grant_body, parse_resume, parse_turn, resume_body, turn_body
+from cards.identity import stated_http_user
 from core.approvals import Approvals
 from core.ids import is_card_id
 from core.models import ResumeResult
@@ -70,14 +71,13 @@ async def post_resume(request: web.Request) -> web.Response:
 
 
 def _user(request: web.Request) -> str | None:
-    user = request.query.get("user", "").strip()
-    return user or None
+    return stated_http_user(request.query.get("user", "").strip())
 
 
 async def get_grants(request: web.Request) -> web.Response:
     user = _user(request)
     if user is None:
-        return _invalid("the user query parameter is required")
+        return _invalid("the user query parameter is required (an HTTP user, not slack:… or teams:…)")
     grants = await request.app[APPROVALS].grants(user=user, chat=request.match_info["chat"])
     return _json(200, {"grants": [grant_body(g) for g in grants]})
 
@@ -85,7 +85,7 @@ async def get_grants(request: web.Request) -> web.Response:
 async def delete_grant(request: web.Request) -> web.Response:
     user = _user(request)
     if user is None:
-        return _invalid("the user query parameter is required")
+        return _invalid("the user query parameter is required (an HTTP user, not slack:… or teams:…)")
     removed = await request.app[APPROVALS].revoke(
         user=user, chat=request.match_info["chat"], subject=request.match_info["subject"]
     )

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from cards.identity import stated_http_user
 from core.models import Answer, ApprovalCard, Grant, InvalidAnswer, ResumeResult, TurnResult, read_answer
 
 
@@ -82,11 +83,16 @@ def _validate(model: type[M], raw: bytes) -> M:
         raise BadRequest(_first_error(e)) from e
 
 
+NOT_AN_HTTP_USER = "user: not an HTTP user (the slack: and teams: namespaces and control characters are refused)"
+
+
 def parse_resume(card_id: str, raw: bytes) -> ResumeRequest:
     """R15 for HTTP: exactly one well-formed entry naming this card, or BadRequest (422, nothing changes)."""
     body = _validate(_ResumeBody, raw)
     if not body.user or not body.secret:
         raise BadRequest("user and secret must be non-empty")
+    if stated_http_user(body.user) is None:
+        raise BadRequest(NOT_AN_HTTP_USER)
     if len(body.responses) != 1:
         raise BadRequest("responses must hold exactly one entry")
     entry = body.responses[0]
@@ -106,6 +112,8 @@ def parse_turn(raw: bytes) -> TurnRequest:
     req = _validate(TurnRequest, raw)
     if not req.chat or not req.user or not req.text.strip():
         raise BadRequest("chat, user and text must be non-empty")
+    if stated_http_user(req.user) is None:
+        raise BadRequest(NOT_AN_HTTP_USER)
     return req
 
 

@@ -84,6 +84,18 @@ def parse_teams_user(key: str) -> TeamsUser | None:
     return TeamsUser.of(parts[1], parts[2])
 
 
+_PLATFORM_PREFIXES = ("slack:", "teams:")
+
+
+def stated_http_user(stated: str) -> str | None:
+    """HTTP's identity (R17): the user the trusted caller states, verbatim, unless it claims another
+    platform's namespace (`slack:…`, `teams:…`) or holds control characters: those would let an HTTP
+    caller stand in for a Slack or Teams user, so they are refused (None)."""
+    if not stated or stated.lower().startswith(_PLATFORM_PREFIXES) or any(ord(c) < 32 or ord(c) == 127 for c in stated):
+        return None
+    return stated
+
+
 def unverified(platform: str) -> str:
     """Stands in for a clicker whose full identity the payload did not give: it matches no owner
     (owners are always built from checked parts), so the click is refused like a stranger's."""

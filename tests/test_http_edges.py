@@ -17,6 +17,7 @@ from tests.raw_http import raw_request
 
 URL_TEXT = "please fetch https://data.example.org/table.csv"
 FUZZ_BODIES = 10_000
+BAD_USERS: list[object] = ["", 1, None, ["alice"], "slack:-:TAAAA:UBBBB", "Teams:t:u", "al\x00ice"]
 
 
 async def _card(api: Api, chat: str = "chat-1", user: str = "alice") -> dict[str, Any]:
@@ -51,6 +52,8 @@ def well_formed(raw: bytes, card_id: str) -> bool:
     user, secret, responses = body["user"], body["secret"], body["responses"]
     if not (isinstance(user, str) and user and isinstance(secret, str) and secret):
         return False
+    if user.lower().startswith(("slack:", "teams:")) or any(ord(c) < 32 or ord(c) == 127 for c in user):
+        return False  # R17: an HTTP caller cannot state another platform's identity
     if not isinstance(responses, list) or len(responses) != 1 or not isinstance(responses[0], dict):
         return False
     entry = responses[0]
@@ -125,7 +128,7 @@ def _entry(rng: random.Random, card_id: str) -> Any:
 def _body(rng: random.Random, card: dict[str, Any]) -> Any:
     body: dict[str, Any] = {}
     if rng.random() < 0.97:
-        body["user"] = "alice" if rng.random() < 0.9 else rng.choice(["", 1, None, ["alice"]])
+        body["user"] = "alice" if rng.random() < 0.9 else rng.choice(BAD_USERS)
     if rng.random() < 0.97:
         body["secret"] = card["secret"] if rng.random() < 0.9 else rng.choice(["", 1, None])
     if rng.random() < 0.97:
@@ -270,3 +273,24 @@ async def test_an_authorization_header_that_is_not_utf8_is_401(api: Api) -> None
     for value in (b"Bearer \xff\xfe", b"\xff", b"Bearer " + TOKEN.encode() + b"\xc3"):
         status, body = await raw_request(api.base, "POST", b"/v1/turns", headers={b"Authorization": value}, body=b"{}")
         assert status == 401 and json.loads(body)["outcome"] == "unauthorized", value
+
+
+async def test_r17_an_http_caller_cannot_state_a_slack_or_teams_identity(api: Api, store: StoreIO) -> None:
+    """HTTP users are what the trusted caller states, but never in another platform's namespace:
+    otherwise `slack:-:T…:U…` over HTTP would be the Slack user who owns a Slack card."""
+    card = await _card(api)
+    before = await store.run(store.rows.get_pointer, "chat-1")
+    for user in ("slack:-:TAAAA:UBBBB", "SLACK:E1:T1:U1", "teams:0000:1111", "bob\nslack"):
+        code, body = await api.turn("chat-2", user, URL_TEXT)
+        assert code == 422 and body["outcome"] == "invalid", (user, body)
+        code, body = await api.resume(card["card_id"], user, card["secret"])
+        assert code == 422 and body["outcome"] == "invalid", (user, body)
+        for method, path in (("GET", "/v1/chats/chat-1/grants"), ("DELETE", "/v1/chats/chat-1/grants/all")):
+            async with api.session.request(
+                method, f"{api.base}{path}", params={"user": user}, headers=api.headers
+            ) as r:
+                assert r.status == 422, (method, user, await r.text())
+    assert await store.run(store.rows.get_pointer, "chat-2") is None  # no turn ran
+    assert await store.run(store.rows.get_pointer, "chat-1") == before  # the card is untouched
+    code, body = await api.resume(card["card_id"], "alice", card["secret"])
+    assert code == 200 and body["outcome"] == "resumed", body
