@@ -37,6 +37,7 @@ class ServerConfig(BaseSettings):
     gate_deny: list[str] = Field(default_factory=list)
     gate_resolve: list[str] = Field(default_factory=list)
     package_index: str = ""
+    gate_grant_recheck: float = Field(default=5.0, gt=0)  # seconds between re-checks of an open granted connection
 
     card_expiry: float = Field(default=Settings().card_expiry)
     grant_ttl: float = Field(default=Settings().grant_ttl)

@@ -29,6 +29,7 @@ def gate_config(cfg: ServerConfig) -> GateConfig:
         deny=cfg.gate_deny,
         resolve=cfg.gate_resolve,
         package_index=cfg.package_index or None,
+        grant_recheck=cfg.gate_grant_recheck,
     )
 
 

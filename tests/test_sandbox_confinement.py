@@ -5,6 +5,7 @@ test fails if the confinement breaks."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import subprocess
@@ -298,6 +299,96 @@ print('main done', flush=True)
         grants.revoke(USER, CHAT, "site", "files.test")
         await asyncio.sleep(1.0)  # bounded: would the daemon write again, or reconnect?
         assert len(received) == n and len(conns) == 1
+    finally:
+        await gate.close()
+        origin.close()
+
+
+async def test_r18_revoke_mid_run_ends_an_open_tunnel() -> None:
+    """A revoke bites on a tunnel already open, while its run goes on: the gate re-checks the
+    grant behind an open connection (here every 0.2 s) and closes it once the grant is gone; the
+    script sees its connection end long before its own time is up."""
+    received: list[bytes] = []
+    closed = asyncio.Event()
+
+    async def on_conn(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        while data := await r.read(1024):
+            received.append(data)
+        closed.set()
+        w.close()
+
+    origin = await asyncio.start_server(on_conn, "127.0.0.1", 0)
+    port = origin.sockets[0].getsockname()[1]
+    grants = FakeGrants()
+    grants.grant(USER, CHAT, "site", "files.test")
+    cfg = GateConfig(resolve=[f"files.test:443=127.0.0.1:{port}"], grant_recheck=0.2)
+    gate = await Gate(cfg, backend=grants).start()
+    box = GatedLocalSandbox(gate_unix_socket=gate.unix_path, gate_port=gate.port, confinement=CONF)
+    code = """
+import base64, os, socket, time, urllib.parse
+proxy = urllib.parse.urlsplit(os.environ['HTTPS_PROXY'])
+auth = base64.b64encode(f'{proxy.username}:{proxy.password}'.encode()).decode()
+s = socket.create_connection((proxy.hostname, proxy.port))
+s.sendall(f'CONNECT files.test:443 HTTP/1.1\\r\\nProxy-Authorization: Basic {auth}\\r\\n\\r\\n'.encode())
+s.recv(100)
+start = time.monotonic()
+try:
+    while time.monotonic() - start < 20:
+        s.sendall(b'still here\\n')
+        time.sleep(0.05)
+    print('tunnel outlived the revoke', flush=True)
+except OSError:
+    print(f'tunnel closed after {time.monotonic() - start:.1f}s', flush=True)
+"""
+
+    async def revoke_once_data_flows() -> None:
+        while not received:
+            await asyncio.sleep(0.05)
+        grants.revoke(USER, CHAT, "site", "files.test")
+
+    try:
+        with gate.run(user=USER, chat=CHAT, turn_id=TURN) as run:
+            revoker = asyncio.ensure_future(asyncio.wait_for(revoke_once_data_flows(), 15))
+            res = await box.execute_code(code, "python", env=gate.sandbox_env(run))
+            await revoker
+            assert closed.is_set(), "the origin's side of the tunnel is still open"
+            assert not run.closed, "the run was still going when its tunnel was ended"
+            assert res.stdout.startswith("tunnel closed after"), res.stdout + res.stderr
+            assert float(res.stdout.split()[-1].rstrip("s")) < 10
+    finally:
+        await gate.close()
+        origin.close()
+
+
+async def test_r18_tunnel_allowed_by_the_operator_is_not_rechecked() -> None:
+    """The re-check is for grants only: an operator's --gate-allow host keeps its open
+    connection with no grant at all (the same script, the allow list instead of a grant)."""
+    got = asyncio.Event()
+    closed = asyncio.Event()
+
+    async def on_conn(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        while await r.read(1024):
+            got.set()
+        closed.set()
+        w.close()
+
+    origin = await asyncio.start_server(on_conn, "127.0.0.1", 0)
+    port = origin.sockets[0].getsockname()[1]
+    cfg = GateConfig(resolve=[f"files.test:443=127.0.0.1:{port}"], allow=["files.test"], grant_recheck=0.1)
+    gate = await Gate(cfg, backend=FakeGrants()).start()
+    try:
+        with gate.run(user=USER, chat=CHAT, turn_id=TURN) as run:
+            r, w = await asyncio.open_connection("127.0.0.1", gate.port)
+            auth = base64.b64encode(f"{run.username}:x".encode()).decode()
+            w.write(f"CONNECT files.test:443 HTTP/1.1\r\nProxy-Authorization: Basic {auth}\r\n\r\n".encode())
+            assert (await asyncio.wait_for(r.readline(), 5)).startswith(b"HTTP/1.1 200")
+            await asyncio.wait_for(r.readline(), 5)
+            w.write(b"hello")
+            await w.drain()
+            await asyncio.wait_for(got.wait(), 5)
+            await asyncio.sleep(0.5)  # five re-check periods: nothing may close it
+            assert not closed.is_set()
+            w.close()
     finally:
         await gate.close()
         origin.close()

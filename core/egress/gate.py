@@ -21,7 +21,7 @@ import socket
 import struct
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import SplitResult, urlsplit
 
@@ -57,6 +57,7 @@ class GateConfig(BaseModel):
     connect_timeout: float = 10.0
     idle_timeout: float = 120.0
     head_timeout: float = 5.0  # a connection that has not authenticated by then is closed
+    grant_recheck: float = 5.0  # an open connection a grant allowed is re-checked this often: a revoke ends it
     max_conns_per_run: int = 64
     max_unauth_per_source: int = 32  # connections not yet authenticated, per peer (IP, or process on the unix socket)
     package_file_hosts: list[str] = Field(default_factory=list)  # more hosts the index's file links may point at
@@ -366,7 +367,9 @@ class Gate:
             await writer.drain()
             try:
                 idle = self.cfg.idle_timeout
-                await asyncio.gather(pipe(reader, up_w, idle), pipe(up_r, writer, idle))
+                await self._while_granted(
+                    run, host, port, asyncio.gather(pipe(reader, up_w, idle), pipe(up_r, writer, idle))
+                )
             finally:
                 await close(up_w)
 
@@ -398,42 +401,89 @@ class Gate:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
-        method, target, _ = head.first
+        target = head.first[1]
         refusal = await self.decide(run, "site", host, port, target)
         if refusal:
             await respond(writer, 403, "Forbidden", refusal + "\n", extra=_gate_hdr("site", host))
             return
         up_r, up_w = await self._open_upstream(host, port)
         try:
-            # the origin gets exactly the Host the gate decided on (a different one was refused)
-            headers = [(k, v) for k, v in head.without_hop_by_hop() if k.lower() != "host"]
-            shown = f"[{host}]" if ":" in host else host
-            headers.insert(0, ("Host", shown if port == 80 else f"{shown}:{port}"))
-            headers.append(("Connection", "close"))  # one request per connection: each is decided
-            path = (u.path or "/") + (f"?{u.query}" if u.query else "")
-            up_w.write(encode_head(f"{method} {path} HTTP/1.1", headers))
-            await up_w.drain()
-            body = asyncio.ensure_future(pipe(reader, up_w, self.cfg.idle_timeout))
-            try:
-                while True:
-                    resp = await asyncio.wait_for(read_head(up_r), self.cfg.idle_timeout)
-                    if resp is None:
-                        raise WireError(502, f"{host} closed the connection without answering")
-                    version, status, reason = resp.first
-                    out = resp.without_hop_by_hop()
-                    if not status.startswith("1"):
-                        out.append(("Connection", "close"))
-                    writer.write(encode_head(f"{version} {status} {reason}", out))
-                    await writer.drain()
-                    if not status.startswith("1") or status == "101":
-                        break
-                await pipe(up_r, writer, self.cfg.idle_timeout)
-            finally:
-                body.cancel()
-                with contextlib.suppress(BaseException):
-                    await body
+            await self._while_granted(run, host, port, self._exchange(head, u, host, port, reader, writer, up_r, up_w))
         finally:
             await close(up_w)
+
+    async def _exchange(
+        self,
+        head: Head,
+        u: SplitResult,
+        host: str,
+        port: int,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        up_r: asyncio.StreamReader,
+        up_w: asyncio.StreamWriter,
+    ) -> None:
+        """One plain-HTTP request to the origin and its answer back to the script."""
+        method = head.first[0]
+        # the origin gets exactly the Host the gate decided on (a different one was refused)
+        headers = [(k, v) for k, v in head.without_hop_by_hop() if k.lower() != "host"]
+        shown = f"[{host}]" if ":" in host else host
+        headers.insert(0, ("Host", shown if port == 80 else f"{shown}:{port}"))
+        headers.append(("Connection", "close"))  # one request per connection: each is decided
+        path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+        up_w.write(encode_head(f"{method} {path} HTTP/1.1", headers))
+        await up_w.drain()
+        body = asyncio.ensure_future(pipe(reader, up_w, self.cfg.idle_timeout))
+        try:
+            while True:
+                resp = await asyncio.wait_for(read_head(up_r), self.cfg.idle_timeout)
+                if resp is None:
+                    raise WireError(502, f"{host} closed the connection without answering")
+                version, status, reason = resp.first
+                out = resp.without_hop_by_hop()
+                if not status.startswith("1"):
+                    out.append(("Connection", "close"))
+                writer.write(encode_head(f"{version} {status} {reason}", out))
+                await writer.drain()
+                if not status.startswith("1") or status == "101":
+                    break
+            await pipe(up_r, writer, self.cfg.idle_timeout)
+        finally:
+            body.cancel()
+            with contextlib.suppress(BaseException):
+                await body
+
+    async def _while_granted(self, run: Run, host: str, port: int, work: Awaitable[object]) -> None:
+        """Runs an open connection's copying. When a grant (not the operator's allow list) let it
+        through, the grant is re-checked every `grant_recheck` seconds and the connection ends once
+        it is gone: a revoke or an expiry, on whichever replica it happened, bites on tunnels
+        already open, not only on the next connection."""
+        task = asyncio.ensure_future(work)
+        try:
+            if self.rules.allowed("site", host, port):
+                await task
+                return
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.cfg.grant_recheck)
+                if done:
+                    task.result()
+                    return
+                if not await self._still_granted(run, host):
+                    log.info("grant for %s is gone: closing an open connection of run %s", host, run.turn_id)
+                    return
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+    async def _still_granted(self, run: Run, host: str) -> bool:
+        try:
+            return await run.backend.is_allowed(user=run.user, chat=run.chat, kind="site", name=host)
+        except Exception:  # a store hiccup does not cut a live download; the next check decides
+            log.warning("grant re-check for %s failed; keeping the connection until the next check", host,
+                        exc_info=True)  # fmt: skip
+            return True
 
     def _check_host_header(self, head: Head, host: str, port: int) -> None:
         """The origin sees the Host the gate decided on, or the request is refused: a different
