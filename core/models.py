@@ -6,6 +6,7 @@ never a silently dropped key (R15's "nothing else is accepted" applies to all of
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,6 +18,66 @@ Platform = Literal["http", "cli", "slack", "teams"]
 
 class Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+ApproverMode = Literal["owner", "owner_or_approvers", "approvers"]
+APPROVER_MODES: tuple[ApproverMode, ...] = ("owner", "owner_or_approvers", "approvers")  # least to most strict
+ONCE = "once"
+MAX_REASON = 500
+_DURATION = re.compile(r"([1-9][0-9]{0,5})([mhdw])")
+_UNIT = {"m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+
+
+def duration_seconds(text: str) -> float:
+    """`once` (0: this turn only) or N followed by m, h, d or w. Raises ValueError otherwise."""
+    if text == ONCE:
+        return 0.0
+    m = _DURATION.fullmatch(text) if isinstance(text, str) else None
+    if m is None:
+        raise ValueError(f'{text!r} is not a duration: use "once" or a number with m, h, d or w ("8h", "7d")')
+    return int(m.group(1)) * _UNIT[m.group(2)]
+
+
+def clean_reason(text: str) -> str:
+    """A deny reason as kept and shown: control characters removed (line breaks become spaces),
+    surrounding space trimmed. Length is checked by the caller, after cleaning."""
+    kept = "".join(" " if c in "\n\r\t" else c for c in text if c in "\n\r\t" or not _is_control(c))
+    return " ".join(kept.split(" ")).strip()
+
+
+def _is_control(c: str) -> bool:
+    o = ord(c)
+    return o < 32 or 127 <= o < 160 or c in "\u2028\u2029"
+
+
+class CardPolicy(Strict):
+    """What the approval policy decided for one card (the strictest rule over its subjects).
+
+    `durations` empty: no choice is offered and a grant lasts `default_seconds`. `once` is a
+    grant for this turn only."""
+
+    approvers: ApproverMode = "owner"
+    quorum: int = 1
+    durations: list[str] = Field(default_factory=list)
+    default_duration: str | None = None
+    default_seconds: float | None = None  # the grant TTL when no duration is chosen or offered
+    rules: list[str] = Field(default_factory=list)  # which rules applied (for the audit trail)
+
+    def grant_seconds(self, chosen: str | None, fallback: float) -> float:
+        if chosen is not None:
+            return duration_seconds(chosen)
+        if self.default_duration is not None:
+            return duration_seconds(self.default_duration)
+        return self.default_seconds if self.default_seconds is not None else fallback
+
+
+class Vote(Strict):
+    """One approver's approval of a card that needs a quorum (any deny ends the card instead)."""
+
+    user: str
+    at: float
+    duration: str | None = None
+    packages: list[str] | None = None
 
 
 class ApprovalCard(Strict):
@@ -32,6 +93,7 @@ class ApprovalCard(Strict):
     packages: list[str]
     created_at: float
     expires_at: float
+    policy: CardPolicy | None = None  # None: no policy file, only the owner answers (today's behaviour)
 
     def subjects(self) -> list[tuple[SubjectKind, str]]:
         return [("site", s) for s in self.sites] + [("package", p) for p in self.packages]
@@ -45,10 +107,13 @@ class CardOffer(Strict):
 
 
 class Answer(Strict):
-    """R15: the only answer shape. `packages`, when given, is a subset of the card's."""
+    """R15: the only answer shape. `packages`, when given, is a subset of the card's; `duration`
+    (with an approval) is one the card offers; `reason` (with a deny) is the approver's words."""
 
     approved: bool
     packages: list[str] | None = None
+    duration: str | None = None
+    reason: str | None = None
 
 
 class ObjectRef(Strict):
@@ -75,6 +140,7 @@ class Pointer(Strict):
     card: ApprovalCard
     card_location: dict[str, str] | None = None
     answer_key: str | None = None
+    votes: list[Vote] = Field(default_factory=list)  # approvals so far when the card needs a quorum
     # Server-side only: the SDK's own ids are deterministic and never reach a client.
     sdk_interrupt_id: str
     tool_use_id: str
@@ -92,6 +158,7 @@ class Grant(Strict):
     card_id: str
     created_at: float
     expires_at: float
+    turn_id: str | None = None  # a `once` grant: it counts only in this turn
 
 
 class Refusal(Strict):
@@ -119,6 +186,8 @@ AuditKind = Literal[
     "turn",
     "reoffered",
     "withdrawn",
+    "vote",
+    "refused_answer",
 ]
 
 
@@ -145,7 +214,7 @@ class TurnResult(Strict):
 
 
 ResumeOutcome = Literal[
-    "resumed", "replayed", "in_progress", "expired", "unknown", "forbidden", "invalid", "unauthorized"
+    "resumed", "vote_recorded", "replayed", "in_progress", "expired", "unknown", "forbidden", "invalid", "unauthorized"
 ]
 
 
@@ -167,6 +236,8 @@ class ResumeResult(Strict):
     owner: str | None = None
     card: ApprovalCard | None = None
     card_location: dict[str, str] | None = None
+    votes: list[Vote] | None = None  # vote_recorded: the approvals so far
+    needed: int | None = None  # vote_recorded: the quorum
 
 
 class InvalidAnswer(ValueError):
@@ -176,12 +247,18 @@ class InvalidAnswer(ValueError):
 ANSWER_STATUSES = ("resolved", "cancelled")
 
 
+ANSWER_FIELDS = ("approved", "packages", "duration", "reason")
+
+
 def read_answer(status: object, payload: object) -> Answer:
     """R15 for front ends: accept exactly one well-formed answer, refuse everything else.
 
     `status` is exactly "resolved" or "cancelled". Resolved: `payload` is an object with exactly
-    `approved` (a JSON bool) and, only with `approved: true`, an optional `packages` list of strings.
-    Cancelled (a deny): no payload, or null. Anything else raises InvalidAnswer; nothing is guessed.
+    `approved` (a JSON bool) and, only with `approved: true`, an optional `packages` list of strings
+    and an optional `duration` (`once` or N m/h/d/w; whether the card offers it is the resume
+    service's check); only with `approved: false`, an optional `reason` string (control characters
+    removed, at most 500 characters; an empty one is no reason). Cancelled (a deny): no payload, or
+    null. Anything else raises InvalidAnswer; nothing is guessed.
     """
     if status == "cancelled":
         if payload is not None:
@@ -191,35 +268,54 @@ def read_answer(status: object, payload: object) -> Answer:
         raise InvalidAnswer(f"status must be one of {', '.join(ANSWER_STATUSES)}")
     if not isinstance(payload, dict):
         raise InvalidAnswer("payload must be an object")
-    extra = set(payload) - {"approved", "packages"}
+    extra = set(payload) - set(ANSWER_FIELDS)
     if extra:
         raise InvalidAnswer(f"payload has unknown field(s): {', '.join(sorted(map(str, extra)))}")
     approved = payload.get("approved")
     if not isinstance(approved, bool):
         raise InvalidAnswer("payload.approved must be true or false")
-    if "packages" not in payload:
-        return Answer(approved=approved)
-    packages = payload["packages"]
-    if not approved:
-        raise InvalidAnswer("payload.packages goes only with an approval")
-    if not isinstance(packages, list) or not all(isinstance(p, str) for p in packages):
-        raise InvalidAnswer("payload.packages must be a list of strings")
-    return Answer(approved=True, packages=list(packages))
+    if approved and "reason" in payload:
+        raise InvalidAnswer("payload.reason goes only with a deny")
+    if not approved and ("packages" in payload or "duration" in payload):
+        raise InvalidAnswer("payload.packages and payload.duration go only with an approval")
+    fields: dict[str, Any] = {"approved": approved}
+    if "packages" in payload:
+        packages = payload["packages"]
+        if not isinstance(packages, list) or not all(isinstance(p, str) for p in packages):
+            raise InvalidAnswer("payload.packages must be a list of strings")
+        fields["packages"] = list(packages)
+    if "duration" in payload:
+        duration = payload["duration"]
+        try:
+            duration_seconds(duration)
+        except ValueError as e:
+            raise InvalidAnswer(f"payload.duration: {e}") from None
+        fields["duration"] = duration
+    if "reason" in payload:
+        fields["reason"] = read_reason(payload["reason"])
+    return Answer(**fields)
+
+
+def read_reason(raw: object) -> str | None:
+    """A deny reason from the wire: a string, cleaned, at most MAX_REASON characters; empty = none."""
+    if not isinstance(raw, str):
+        raise InvalidAnswer("payload.reason must be a string")
+    reason = clean_reason(raw)
+    if len(reason) > MAX_REASON:
+        raise InvalidAnswer(f"payload.reason is longer than {MAX_REASON} characters")
+    return reason or None
 
 
 def parse_answer(status: object, payload: object) -> Answer:
     """R15 where an answer must be interpreted (the tool reading the SDK's response), fail closed:
-    only `status == "resolved"` with exactly `{"approved": true}` (and, optionally, `"packages"`: a
-    list of strings) approves. Cancelled, unknown status, a missing field, an extra field, a
-    non-bool `approved`, or any other shape is a deny."""
+    only `status == "resolved"` with `{"approved": true}` (and, optionally, `"packages"`: a list of
+    strings, and `"duration"`) approves. Cancelled, unknown status, a missing field, an extra field,
+    a non-bool `approved`, or any other shape is a deny (keeping a well-formed deny's reason)."""
     deny = Answer(approved=False)
     if status != "resolved" or not isinstance(payload, dict):
         return deny
-    if set(payload) - {"approved", "packages"} or payload.get("approved") is not True:
+    try:
+        answer = read_answer(status, payload)
+    except InvalidAnswer:
         return deny
-    packages = payload.get("packages")
-    if packages is None:
-        return Answer(approved=True) if "packages" not in payload else deny
-    if not isinstance(packages, list) or not all(isinstance(p, str) for p in packages):
-        return deny
-    return Answer(approved=True, packages=list(packages))
+    return answer if payload.get("approved") is True or not answer.approved else deny

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from core.models import AuditEvent, Grant, ObjectRef, Pointer, Refusal, SubjectKind
+from core.models import AuditEvent, Grant, ObjectRef, Pointer, Refusal, SubjectKind, Vote
 
 
 class StoreError(Exception):
@@ -75,6 +75,13 @@ class RowStore(ABC):
         (A live lease is never expired from under its worker.)"""
 
     @abstractmethod
+    def vote(self, *, chat: str, card_id: str, secret_hash: str, vote: Vote, now: float) -> Pointer | None:
+        """Record one approver's vote (a card that needs a quorum): ONE conditional write, only while
+        `card_id` is the chat's card with `secret_hash`, pending, not past expiry, and `vote.user` has
+        not voted on it. Returns the pointer as written (votes in the order they were recorded);
+        None when nothing changed: already voted, or the card is no longer open (read it to tell)."""
+
+    @abstractmethod
     def set_card_location(self, chat: str, card_id: str, location: dict[str, str]) -> bool:
         """Record where the card was posted, while `card_id` is still the chat's card."""
 
@@ -100,7 +107,8 @@ class RowStore(ABC):
     # --- grants (R14) ------------------------------------------------------------------
     @abstractmethod
     def put_grant(self, grant: Grant, ttl: float) -> None:
-        """Create or refresh the grant (user, chat, kind, name); the sweep deletes it after `ttl`."""
+        """Create or refresh the grant (user, chat, kind, name); the sweep deletes it after `ttl`.
+        A grant with a `turn_id` (a `once` grant) is listed like any other: callers decide."""
 
     @abstractmethod
     def list_grants(self, user: str, chat: str | None, now: float) -> list[Grant]:

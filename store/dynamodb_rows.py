@@ -43,7 +43,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from core.models import AuditEvent, Grant, Pointer, Refusal, SubjectKind
+from core.models import AuditEvent, Grant, Pointer, Refusal, SubjectKind, Vote
 from store.aws import AwsTarget, call_with_retries, error_code, make_client, parse_target
 from store.base import RowStore, StoreError
 
@@ -204,6 +204,9 @@ class DynamoRows(RowStore):
                 item[name] = _s(value) if isinstance(value, str) else _n(value)
         if p.card_location is not None:
             item["card_location"] = _s(json.dumps(p.card_location))
+        if p.votes:  # a list of JSON docs in vote order, and the voters as a set (the condition)
+            item["votes"] = {"L": [_s(v.model_dump_json()) for v in p.votes]}
+            item["voters"] = {"SS": sorted({v.user for v in p.votes})}
         return item
 
     @staticmethod
@@ -225,6 +228,7 @@ class DynamoRows(RowStore):
             resume_deadline=_get_f(item, "resume_deadline"),
             card_location=json.loads(location) if location else None,
             answer_key=_get_s(item, "answer_key"),
+            votes=[json.loads(v["S"]) for v in item.get("votes", {}).get("L", [])],
         )
         return Pointer.model_validate_json(json.dumps(doc))
 
@@ -354,6 +358,8 @@ class DynamoRows(RowStore):
             "card_location",
             "answer_key",
             "doc",
+            "votes",
+            "voters",
         ):
             if name in fields:
                 sets.append(f"#{name} = :new_{name}")
@@ -377,6 +383,25 @@ class DynamoRows(RowStore):
             upd += ", #answer_key = :ak"
             values[":ak"] = _s(answer_key)
         return self._update(chat, cond, upd + " REMOVE #lease_until", values) is not None
+
+    def vote(self, *, chat: str, card_id: str, secret_hash: str, vote: Vote, now: float) -> Pointer | None:
+        cond = (
+            "#card_id = :cid AND #sh = :sh AND #state = :pending AND #expires_at > :now"
+            " AND (attribute_not_exists(#voters) OR NOT contains(#voters, :voter))"
+        )
+        upd = "SET #votes = list_append(if_not_exists(#votes, :none), :vote) ADD #voters :voters"
+        values = {
+            ":cid": _s(card_id),
+            ":sh": _s(secret_hash),
+            ":pending": _s("pending"),
+            ":now": _n(now),
+            ":voter": _s(vote.user),
+            ":none": {"L": []},
+            ":vote": {"L": [_s(vote.model_dump_json())]},
+            ":voters": {"SS": [vote.user]},
+        }
+        r = self._update(chat, cond, upd, values)
+        return None if r is None else self._to_pointer(r["Attributes"])
 
     def set_card_location(self, chat: str, card_id: str, location: dict[str, str]) -> bool:
         values = {":cid": _s(card_id), ":loc": _s(json.dumps(location))}
@@ -467,6 +492,8 @@ class DynamoRows(RowStore):
             "ttl": _ttl(ttl),
             "ttl_at": _n(ttl),
         }
+        if grant.turn_id is not None:
+            item["turn_id"] = _s(grant.turn_id)
         self._call("put_item", Item=item)  # an upsert: the same write again is the same row
 
     def list_grants(self, user: str, chat: str | None, now: float) -> list[Grant]:
@@ -485,6 +512,7 @@ class DynamoRows(RowStore):
                 card_id=str(_get_s(i, "card_id")),
                 created_at=float(i["created_at"]["N"]),
                 expires_at=float(i["expires_at"]["N"]),
+                turn_id=_get_s(i, "turn_id"),
             )
             for i in self._query(
                 KeyConditionExpression=key,

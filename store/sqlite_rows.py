@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from core.models import AuditEvent, Grant, Pointer, Refusal, SubjectKind
+from core.models import AuditEvent, Grant, Pointer, Refusal, SubjectKind, Vote
 from store.base import RowStore, StoreError
 
 SCHEMA = """
@@ -30,13 +30,15 @@ CREATE TABLE IF NOT EXISTS pointers (
   resume_deadline REAL,
   card_location TEXT,
   answer_key TEXT,
-  doc TEXT NOT NULL
+  doc TEXT NOT NULL,
+  votes TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS pointers_card ON pointers(card_id);
 CREATE INDEX IF NOT EXISTS pointers_ttl ON pointers(ttl);
 CREATE TABLE IF NOT EXISTS grants (
   user TEXT NOT NULL, chat TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
   card_id TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL, ttl REAL NOT NULL,
+  turn_id TEXT,
   PRIMARY KEY (user, chat, kind, name)
 );
 CREATE INDEX IF NOT EXISTS grants_ttl ON grants(ttl);
@@ -62,6 +64,8 @@ CREATE INDEX IF NOT EXISTS audit_chat ON audit(chat, seq);
 CREATE INDEX IF NOT EXISTS audit_ttl ON audit(ttl);
 """
 
+# Columns added after the first release: a database made before gets them on open.
+_ADDED = {"pointers": {"votes": "TEXT"}, "grants": {"turn_id": "TEXT"}}
 _HOLDING = "chat = ? AND card_id = ? AND state = 'claimed' AND worker = ? AND claim_count = ?"
 _SWEEP_BATCH = 500
 
@@ -74,6 +78,11 @@ class SqliteRows(RowStore):
         self._local = threading.local()
         with self._conn() as c:  # `with` on a connection is a no-op in autocommit mode
             c.executescript(SCHEMA)
+            for table, columns in _ADDED.items():
+                have = {r["name"] for r in c.execute(f"PRAGMA table_info({table})")}
+                for name, kind in columns.items():
+                    if name not in have:
+                        c.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -115,6 +124,7 @@ class SqliteRows(RowStore):
             resume_deadline=row["resume_deadline"],
             card_location=json.loads(row["card_location"]) if row["card_location"] else None,
             answer_key=row["answer_key"],
+            votes=json.loads(row["votes"]) if row["votes"] else [],
         )
         return Pointer.model_validate_json(json.dumps(doc))
 
@@ -134,18 +144,20 @@ class SqliteRows(RowStore):
             json.dumps(p.card_location) if p.card_location else None,
             p.answer_key,
             p.model_dump_json(),
+            json.dumps([v.model_dump() for v in p.votes]),
         )
 
     def put_pointer(self, pointer: Pointer, now: float) -> bool:
         cur = self._exec(
             """INSERT INTO pointers (chat, card_id, sh, state, expires_at, ttl, claim_count, worker,
-                 lease_until, resume_deadline, card_location, answer_key, doc)
-               VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
+                 lease_until, resume_deadline, card_location, answer_key, doc, votes)
+               VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
                ON CONFLICT(chat) DO UPDATE SET card_id=excluded.card_id, sh=excluded.sh,
                  state=excluded.state, expires_at=excluded.expires_at, ttl=excluded.ttl,
                  claim_count=excluded.claim_count, worker=excluded.worker,
                  lease_until=excluded.lease_until, resume_deadline=excluded.resume_deadline,
-                 card_location=excluded.card_location, answer_key=excluded.answer_key, doc=excluded.doc
+                 card_location=excluded.card_location, answer_key=excluded.answer_key, doc=excluded.doc,
+                 votes=excluded.votes
                WHERE pointers.state IN ('done', 'expired')
                   OR (pointers.expires_at <= ?
                       AND NOT (pointers.state = 'claimed' AND pointers.lease_until >= ?))""",
@@ -202,7 +214,7 @@ class SqliteRows(RowStore):
         cur = self._exec(
             f"""UPDATE pointers SET card_id = ?, sh = ?, state = ?, expires_at = ?, ttl = ?,
                   claim_count = ?, worker = ?, lease_until = ?, resume_deadline = ?, card_location = ?,
-                  answer_key = ?, doc = ?
+                  answer_key = ?, doc = ?, votes = ?
                 WHERE {_HOLDING}""",
             (*cols[1:], chat, card_id, worker, token),
         )
@@ -217,6 +229,17 @@ class SqliteRows(RowStore):
             (answer_key, chat, card_id, now),
         )
         return cur.rowcount == 1
+
+    def vote(self, *, chat: str, card_id: str, secret_hash: str, vote: Vote, now: float) -> Pointer | None:
+        cur = self._exec(
+            """UPDATE pointers SET votes = json_insert(COALESCE(votes, '[]'), '$[#]', json(?))
+               WHERE chat = ? AND card_id = ? AND sh = ? AND state = 'pending' AND expires_at > ?
+                 AND NOT EXISTS (SELECT 1 FROM json_each(COALESCE(pointers.votes, '[]'))
+                                 WHERE json_extract(value, '$.user') = ?)
+               RETURNING *""",
+            (vote.model_dump_json(), chat, card_id, secret_hash, now, vote.user),
+        )
+        return self._to_pointer(cur.fetchone())
 
     def set_card_location(self, chat: str, card_id: str, location: dict[str, str]) -> bool:
         cur = self._exec(
@@ -259,10 +282,11 @@ class SqliteRows(RowStore):
     # --- grants ------------------------------------------------------------------------
     def put_grant(self, grant: Grant, ttl: float) -> None:
         self._exec(
-            """INSERT INTO grants (user, chat, kind, name, card_id, created_at, expires_at, ttl)
-               VALUES (?,?,?,?,?,?,?,?)
+            """INSERT INTO grants (user, chat, kind, name, card_id, created_at, expires_at, ttl, turn_id)
+               VALUES (?,?,?,?,?,?,?,?,?)
                ON CONFLICT(user, chat, kind, name) DO UPDATE SET card_id=excluded.card_id,
-                 created_at=excluded.created_at, expires_at=excluded.expires_at, ttl=excluded.ttl""",
+                 created_at=excluded.created_at, expires_at=excluded.expires_at, ttl=excluded.ttl,
+                 turn_id=excluded.turn_id""",
             (
                 grant.user,
                 grant.chat,
@@ -272,6 +296,7 @@ class SqliteRows(RowStore):
                 grant.created_at,
                 grant.expires_at,
                 ttl,
+                grant.turn_id,
             ),
         )
 
@@ -291,6 +316,7 @@ class SqliteRows(RowStore):
                 card_id=r["card_id"],
                 created_at=r["created_at"],
                 expires_at=r["expires_at"],
+                turn_id=r["turn_id"],
             )
             for r in rows
         ]

@@ -18,7 +18,7 @@ import pytest
 
 from core.clock import ManualClock
 from core.ids import hash_secret, mint_card_id
-from core.models import ApprovalCard, AuditEvent, Grant, ObjectRef, Pointer, Refusal, SubjectKind
+from core.models import ApprovalCard, AuditEvent, CardPolicy, Grant, ObjectRef, Pointer, Refusal, SubjectKind, Vote
 from store.base import CorruptObject, ObjectExists, ObjectStore, RowStore
 
 T0 = 1_800_000_000.0
@@ -707,6 +707,118 @@ def test_sweep_deletes_only_rows_past_their_ttl(store: StoreBackend) -> None:
     assert not rows.claim_event("live-event", T0, cut + 200)
     assert rows.list_audit("http:a") == [live_audit]
     assert rows.sweep(cut) == 0
+
+
+# --- votes (issue 13: a card that needs a quorum) ------------------------------------------
+
+
+def _vote(
+    rows: RowStore, p: Pointer, user: str, *, at: float = T0 + 1, secret: str = "secret-1", **kw: object
+) -> Pointer | None:
+    return rows.vote(
+        chat=p.chat,
+        card_id=p.card_id,
+        secret_hash=hash_secret(secret),
+        vote=Vote(user=user, at=at, **kw),
+        now=at,  # type: ignore[arg-type]
+    )
+
+
+def test_votes_are_recorded_in_order_once_per_voter(store: StoreBackend) -> None:
+    p = pending(store)
+    first = _vote(store.rows, p, "alice", duration="1h")
+    assert first is not None
+    assert [v.user for v in first.votes] == ["alice"] and first.votes[0].duration == "1h"
+    assert first.state == "pending" and first.claim_count == 0
+    # a repeated vote by the same person counts once: nothing changes
+    assert _vote(store.rows, p, "alice", at=T0 + 2) is None
+    second = _vote(store.rows, p, "bob", at=T0 + 3, packages=["numpy"])
+    assert second is not None
+    assert [(v.user, v.at, v.packages) for v in second.votes] == [("alice", T0 + 1, None), ("bob", T0 + 3, ["numpy"])]
+    assert store.rows.get_pointer(p.chat) == second
+    assert store.rows.get_pointer_by_card(p.card_id) == second
+    # the votes survive the claim, and the claim's conditions are unchanged by them
+    won = claim(store.rows, second, now=T0 + 4)
+    assert won is not None and [v.user for v in won.votes] == ["alice", "bob"]
+
+
+@pytest.mark.parametrize("case", ["wrong_secret", "wrong_card", "past_expiry", "claimed", "done", "expired", "absent"])
+def test_votes_refused_and_change_nothing(store: StoreBackend, case: str) -> None:
+    p = pending(store)
+    at, secret, target = T0 + 1, "secret-1", p
+    if case == "wrong_secret":
+        secret = "secret-2"
+    elif case == "wrong_card":
+        target = make_pointer(p.chat)
+    elif case == "past_expiry":
+        at = p.expires_at
+    elif case == "claimed":
+        assert claim(store.rows, p) is not None
+    elif case == "done":
+        won = claim(store.rows, p)
+        assert won is not None and store.rows.finish(p.chat, p.card_id, "w1", won.claim_count, "answers/x")
+    elif case == "expired":
+        assert store.rows.expire(p.chat, p.card_id, T0 + 1)
+    elif case == "absent":
+        target = make_pointer("http:nobody")
+    before = store.rows.get_pointer(p.chat)
+    assert _vote(store.rows, target, "alice", at=at, secret=secret) is None
+    assert store.rows.get_pointer(p.chat) == before
+
+
+def test_r13_a_chained_card_starts_with_no_votes(store: StoreBackend) -> None:
+    p = pending(store)
+    voted = _vote(store.rows, p, "alice")
+    assert voted is not None
+    won = claim(store.rows, voted)
+    assert won is not None
+    nxt = make_pointer(p.chat, secret="secret-2", now=T0 + 5)
+    assert store.rows.replace(p.chat, p.card_id, "w1", won.claim_count, nxt)
+    assert store.rows.get_pointer(p.chat) == nxt and nxt.votes == []
+    assert _vote(store.rows, nxt, "alice", at=T0 + 6, secret="secret-2") is not None
+
+
+def test_votes_twenty_racing_voters_all_counted_once(store: StoreBackend) -> None:
+    p = pending(store)
+    barrier = threading.Barrier(20)
+    errors: list[BaseException] = []
+
+    def cast(i: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            _vote(store.rows, p, f"user-{i % 10}", at=T0 + 1)  # every voter twice
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=cast, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    final = store.rows.get_pointer(p.chat)
+    assert final is not None
+    assert sorted(v.user for v in final.votes) == sorted(f"user-{i}" for i in range(10))
+
+
+def test_a_card_policy_round_trips_on_the_pointer(store: StoreBackend) -> None:
+    p = make_pointer()
+    card = p.card.model_copy(
+        update={"policy": CardPolicy(approvers="approvers", quorum=2, durations=["once", "1h"], default_duration="1h")}
+    )
+    p = p.model_copy(update={"card": card})
+    assert store.rows.put_pointer(p, T0)
+    assert store.rows.get_pointer(p.chat) == p
+
+
+def test_once_grants_keep_their_turn(store: StoreBackend) -> None:
+    g = _grant("U1", "http:a", "site", "a.org").model_copy(update={"turn_id": "turn-9"})
+    store.rows.put_grant(g, g.expires_at + RETENTION)
+    assert store.rows.list_grants("U1", "http:a", T0) == [g]
+    # refreshed by a grant for good: the turn goes
+    lasting = _grant("U1", "http:a", "site", "a.org", card="c_2")
+    store.rows.put_grant(lasting, lasting.expires_at + RETENTION)
+    assert store.rows.list_grants("U1", "http:a", T0) == [lasting]
 
 
 # --- the claim race (R10) -------------------------------------------------------------------

@@ -1,0 +1,397 @@
+"""The approval policy: who may answer a card, how many must agree, for how long (docs/policy.md).
+
+A TOML file, validated at start-up with pydantic: an unknown key, a bad duration or a rule that
+matches nothing sensible is a `PolicyError` whose message names the file and line. Pure: no I/O
+but reading the file, no platform; the approver lists are kept as the strings the file gives
+(the front ends' identities are matched in `cards/approvers.py`).
+
+A card covers several subjects (sites, packages, tools); each takes the first rule that matches
+it (or the defaults), and the card takes the strictest of them: the stricter approvers mode
+(owner < owner_or_approvers < approvers), the highest quorum, the durations every rule offers
+(the shortest one if they share none), the shortest default and the shortest maximum.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import tomllib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from core.models import APPROVER_MODES, ONCE, ApproverMode, CardPolicy, duration_seconds
+
+Subject = tuple[str, str]  # (kind, name): ("site", host), ("package", name), ("tool", name)
+KINDS = ("site", "package", "tool")
+
+
+class PolicyError(ValueError):
+    """The policy file cannot be used; the message names the file, the line and the problem."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _check_duration(value: str) -> str:
+    duration_seconds(value)  # raises ValueError naming the bad value
+    return value
+
+
+class _Settings(_Model):
+    approvers: ApproverMode | None = None
+    quorum: int | None = Field(default=None, ge=1, le=20)
+    durations: list[str] | None = Field(default=None, min_length=1, max_length=10)
+    default_duration: str | None = None
+    max_duration: str | None = None
+
+    @field_validator("durations")
+    @classmethod
+    def _durations(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        for d in value:
+            _check_duration(d)
+        if len(set(value)) != len(value):
+            raise ValueError("a duration is listed twice")
+        return value
+
+    @field_validator("default_duration", "max_duration")
+    @classmethod
+    def _one_duration(cls, value: str | None) -> str | None:
+        return None if value is None else _check_duration(value)
+
+
+class Defaults(_Settings):
+    approvers: ApproverMode | None = "owner"
+    quorum: int | None = Field(default=1, ge=1, le=20)
+
+
+_HOST_GLOB = re.compile(r"[a-z0-9*?\[\]!.-]+")
+_NAME_GLOB = re.compile(r"[A-Za-z0-9*?\[\]!._-]+")
+
+
+def parse_match(raw: str) -> tuple[str, str]:
+    """(kind, glob) of a rule's `match`: a host glob, `package:GLOB` or `tool:GLOB`."""
+    text = raw.strip()
+    if "/" in text:
+        raise ValueError(f'{raw!r} looks like a URL: match takes a host glob such as "*.example.com"')
+    kind, sep, glob = text.partition(":")
+    if not sep:
+        kind, glob = "site", text.lower()
+        if "/" in glob or "@" in glob:
+            raise ValueError(f'{raw!r} looks like a URL: match takes a host glob such as "*.example.com"')
+        if not glob or not _HOST_GLOB.fullmatch(glob) or ".." in glob or glob.startswith(".") or glob.endswith("."):
+            raise ValueError(f'{raw!r} matches no host: use a host glob such as "*.example.com"')
+        return kind, glob
+    if kind not in ("package", "tool"):
+        raise ValueError(f'{raw!r}: a match is a host glob, "package:GLOB" or "tool:GLOB" (not {kind!r})')
+    if not glob or not _NAME_GLOB.fullmatch(glob):
+        raise ValueError(f"{raw!r} matches no {kind} name")
+    if kind == "package":  # PEP 503, as the tool and the gate normalise names (core/subjects.py)
+        glob = re.sub(r"[-_.]+", "-", glob.lower())
+    return kind, glob
+
+
+class Rule(_Settings):
+    match: str
+
+    @field_validator("match")
+    @classmethod
+    def _match(cls, value: str) -> str:
+        parse_match(value)
+        return value
+
+    @property
+    def pattern(self) -> tuple[str, str]:
+        return parse_match(self.match)
+
+    def matches(self, kind: str, name: str) -> bool:
+        want, glob = self.pattern
+        if kind != want:
+            return False
+        name = re.sub(r"[-_.]+", "-", name.lower()) if kind == "package" else name.lower() if kind == "site" else name
+        return fnmatch.fnmatchcase(name, glob)
+
+
+_SLACK_APPROVER = re.compile(r"((E[A-Z0-9]{1,31}:)?T[A-Z0-9]{1,31}:)?[UWS][A-Z0-9]{1,31}")
+_GUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12,13}"
+_TEAMS_APPROVER = re.compile(rf"({_GUID}:)?{_GUID}")
+
+
+class Approvers(_Model):
+    """Who counts as an approver, per front end (docs/policy.md says how each is matched)."""
+
+    http: list[str] = Field(default_factory=list)
+    slack: list[str] = Field(default_factory=list)
+    teams: list[str] = Field(default_factory=list)
+
+    @field_validator("http")
+    @classmethod
+    def _http(cls, value: list[str]) -> list[str]:
+        for v in value:
+            if not v or v.lower().startswith(("slack:", "teams:")) or any(ord(c) < 32 or ord(c) == 127 for c in v):
+                raise ValueError(
+                    f"{v!r} is not an HTTP user (non-empty, no slack:/teams: prefix, no control characters)"
+                )
+        return value
+
+    @field_validator("slack")
+    @classmethod
+    def _slack(cls, value: list[str]) -> list[str]:
+        for v in value:
+            if not _SLACK_APPROVER.fullmatch(v):
+                raise ValueError(
+                    f"{v!r} is not a Slack user (U…/W…), user group (S…), TEAM:USER or ENTERPRISE:TEAM:USER id"
+                )
+        return value
+
+    @field_validator("teams")
+    @classmethod
+    def _teams(cls, value: list[str]) -> list[str]:
+        for v in value:
+            if not _TEAMS_APPROVER.fullmatch(v):
+                raise ValueError(f"{v!r} is not an Entra object id (a GUID) or TENANT_ID:OBJECT_ID")
+        return value
+
+    def any(self) -> bool:
+        return bool(self.http or self.slack or self.teams)
+
+
+class Routing(_Model):
+    slack_channel: str | None = Field(default=None, pattern=r"^[CG][A-Z0-9]{2,31}$")
+    teams_conversation: str | None = Field(default=None, min_length=1, max_length=500)
+
+
+class Effective(BaseModel):
+    """One rule's settings with the defaults filled in."""
+
+    model_config = ConfigDict(frozen=True)
+    name: str
+    approvers: ApproverMode
+    quorum: int
+    durations: list[str] | None
+    default_duration: str | None
+    max_duration: str | None
+
+
+class Policy(_Model):
+    defaults: Defaults = Field(default_factory=Defaults)
+    approvers: Approvers = Field(default_factory=Approvers)
+    rule: list[Rule] = Field(default_factory=list)
+    routing: Routing = Field(default_factory=Routing)
+
+    def effective(self, rule: Rule | None) -> Effective:
+        d = self.defaults
+
+        def pick(name: str) -> Any:
+            own = getattr(rule, name) if rule is not None else None
+            return own if own is not None else getattr(d, name)
+
+        durations = pick("durations")
+        default = rule.default_duration if rule is not None else None
+        if (
+            default is None
+            and d.default_duration is not None
+            and (durations is None or d.default_duration in durations)
+        ):
+            default = d.default_duration  # a rule's own list without the defaults' default: the shortest
+        return Effective(
+            name="defaults" if rule is None else f"rule {self.rule.index(rule) + 1} ({rule.match})",
+            approvers=pick("approvers") or "owner",
+            quorum=pick("quorum") or 1,
+            durations=durations,
+            default_duration=default,
+            max_duration=pick("max_duration"),
+        )
+
+    def rule_for(self, kind: str, name: str) -> Rule | None:
+        """The first rule that matches the subject; None: the defaults apply."""
+        return next((r for r in self.rule if r.matches(kind, name)), None)
+
+    def decide(self, subjects: Iterable[Subject], grant_ttl: float) -> CardPolicy:
+        """The strictest rule over a card's subjects (see the module doc)."""
+        return rule_for_subjects(self, subjects, grant_ttl)
+
+
+def _seconds(d: str) -> float:
+    return duration_seconds(d)
+
+
+def combine(parts: Sequence[Effective], grant_ttl: float) -> CardPolicy:
+    """The strictest of several rules' settings."""
+    if not parts:
+        raise ValueError("no rule to combine")
+    mode = max((p.approvers for p in parts), key=APPROVER_MODES.index)
+    quorum = max(p.quorum for p in parts)
+    caps = [_seconds(p.max_duration) for p in parts if p.max_duration is not None]
+    cap = min(caps) if caps else None
+    lists = [p.durations for p in parts if p.durations is not None]
+    offered: list[str] = []
+    if lists:
+        offered = [d for d in lists[0] if all(d in other for other in lists[1:])]
+        if cap is not None:
+            offered = [d for d in offered if _seconds(d) <= cap]
+        if not offered:  # no duration every rule offers: the shortest any of them offers
+            offered = [min((d for ds in lists for d in ds), key=_seconds)]
+    defaults = [p.default_duration for p in parts if p.default_duration is not None and p.default_duration in offered]
+    default = min(defaults, key=_seconds) if defaults else (min(offered, key=_seconds) if offered else None)
+    fixed = grant_ttl if cap is None else min(grant_ttl, cap)
+    return CardPolicy(
+        approvers=mode,
+        quorum=quorum,
+        durations=offered,
+        default_duration=default,
+        default_seconds=None if offered else fixed,
+        rules=sorted({p.name for p in parts}),
+    )
+
+
+def rule_for_subjects(policy: Policy, subjects: Iterable[Subject], grant_ttl: float) -> CardPolicy:
+    """Pure: the card policy for these subjects (kinds site / package / tool). No subjects: the
+    defaults."""
+    parts = [policy.effective(policy.rule_for(kind, name)) for kind, name in subjects]
+    return combine(parts or [policy.effective(None)], grant_ttl)
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def _problems(policy: Policy) -> list[tuple[tuple[Any, ...], str]]:
+    """Checks across fields, after each field was checked on its own: (location, message)."""
+    out: list[tuple[tuple[Any, ...], str]] = []
+    seen: dict[tuple[str, str], int] = {}
+    targets: list[tuple[tuple[Any, ...], Effective, _Settings]] = [
+        (("defaults",), policy.effective(None), policy.defaults)
+    ]
+    for i, r in enumerate(policy.rule):
+        if r.pattern in seen:
+            out.append((("rule", i, "match"), f"never reached: rule {seen[r.pattern] + 1} has the same match"))
+        seen.setdefault(r.pattern, i)
+        targets.append((("rule", i), policy.effective(r), r))
+    for where, eff, own in targets:
+
+        def at(field: str, where: tuple[Any, ...] = where, own: _Settings = own) -> tuple[Any, ...]:
+            # point at the field in this table when it is set here, else at the table
+            return (*where, field) if getattr(own, field) is not None else where
+
+        if eff.quorum > 1 and eff.approvers == "owner":
+            out.append(
+                (
+                    at("quorum"),
+                    f'quorum {eff.quorum} needs approvers: with approvers = "owner" only one person can answer',
+                )
+            )
+        if eff.approvers != "owner" and not policy.approvers.any():
+            out.append((at("approvers"), f'approvers = "{eff.approvers}" but [approvers] lists nobody'))
+        cap = _seconds(eff.max_duration) if eff.max_duration is not None else None
+        for d in eff.durations or []:
+            if cap is not None and _seconds(d) > cap:
+                out.append((at("durations"), f"duration {d!r} is longer than max_duration {eff.max_duration!r}"))
+        if eff.default_duration is not None:
+            if eff.durations is None:
+                out.append((at("default_duration"), "default_duration needs a durations list"))
+            elif eff.default_duration not in eff.durations:
+                out.append((at("default_duration"), f"default_duration {eff.default_duration!r} is not in durations"))
+    return out
+
+
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.-]+)\s*\]\]?")
+_KEY = re.compile(r'^\s*([A-Za-z0-9_."-]+?)\s*=')
+
+
+def _line_of(text: str, loc: Sequence[Any]) -> int | None:
+    """The line of a location like ("rule", 1, "quorum") or ("defaults", "durations", 0) in the
+    TOML text: its key's line, else its table's header line. A plain scan (tomllib keeps no
+    positions); good for the tables and keys this file has."""
+    table: tuple[Any, ...] = ()
+    arrays: dict[str, int] = {}
+    places: dict[tuple[Any, ...], int] = {}
+    for n, line in enumerate(text.splitlines(), start=1):
+        h = _HEADER.match(line)
+        if h:
+            name = h.group(2)
+            if h.group(1) == "[[":
+                arrays[name] = arrays.get(name, -1) + 1
+                table = (name, arrays[name])
+            else:
+                table = tuple(name.split("."))
+            places.setdefault(table, n)
+            continue
+        k = _KEY.match(line)
+        if k:
+            key = tuple(part.strip('"') for part in k.group(1).split("."))
+            places.setdefault((*table, *key), n)
+    path = tuple(loc)
+    while path:
+        if path in places:
+            return places[path]
+        path = path[:-1]
+    return None
+
+
+def _where(loc: Sequence[Any]) -> str:
+    """("rule", 1, "quorum") -> "rule 2: quorum"; ("approvers", "slack", 0) -> "approvers.slack[0]"."""
+    loc = list(loc)
+    head = ""
+    if len(loc) >= 2 and loc[0] == "rule" and isinstance(loc[1], int):
+        head, loc = f"rule {loc[1] + 1}", loc[2:]
+    parts: list[str] = []
+    for p in loc:
+        parts.append(f"[{p}]" if isinstance(p, int) else ("." if parts else "") + str(p))
+    tail = "".join(parts)
+    return f"{head}: {tail}" if head and tail else head or tail or "file"
+
+
+def parse_policy(text: str, source: str = "policy") -> Policy:
+    """Parse and validate a policy file's text; raises PolicyError naming `source:LINE`."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"at line (\d+)", str(e))
+        line = m.group(1) if m else str(max(1, len(text.splitlines())))  # "at end of document"
+        raise PolicyError(f"{source}:{line}: not valid TOML: {e}") from None
+    try:
+        policy = Policy.model_validate(raw)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            loc = err.get("loc", ())
+            line = _line_of(text, loc)
+            msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+            if err.get("type") == "extra_forbidden":
+                msg = f"unknown key {loc[-1]!r}"
+            lines.append(f"{source}:{line or '?'}: {_where(loc)}: {msg}")
+        raise PolicyError("\n".join(lines)) from None
+    problems = _problems(policy)
+    if problems:
+        raise PolicyError(
+            "\n".join(f"{source}:{_line_of(text, loc) or '?'}: {_where(loc)}: {msg}" for loc, msg in problems)
+        )
+    return policy
+
+
+def load_policy(path: str | Path) -> Policy:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise PolicyError(f"{p}: cannot read the policy file: {e}") from None
+    return parse_policy(text, str(p))
+
+
+__all__ = [
+    "KINDS",
+    "ONCE",
+    "Policy",
+    "PolicyError",
+    "Rule",
+    "combine",
+    "load_policy",
+    "parse_match",
+    "parse_policy",
+    "rule_for_subjects",
+]
