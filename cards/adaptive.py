@@ -16,7 +16,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
 
 from core.ids import is_card_id
-from core.models import Answer, ApprovalCard, Grant, InvalidAnswer, TurnResult, read_answer
+from core.models import (
+    MAX_REASON,
+    Answer,
+    ApprovalCard,
+    Grant,
+    InvalidAnswer,
+    TurnResult,
+    duration_label,
+    read_answer,
+)
 
 CONTENT_TYPE = "application/vnd.microsoft.card.adaptive"
 ERROR_CONTENT_TYPE = "application/vnd.microsoft.error"
@@ -27,6 +36,8 @@ VERB_APPROVE = "approve"
 VERB_DENY = "deny"
 VERB_REVOKE = "revoke"
 PACKAGES_INPUT = "packages"
+DURATION_INPUT = "duration"
+REASON_INPUT = "reason"
 REVOKE_ALL = "all"
 
 Card = dict[str, Any]
@@ -95,22 +106,56 @@ def _what(card: ApprovalCard) -> list[dict[str, Any]]:
 def _answer_words(card: ApprovalCard, answer: Answer) -> str:
     if not answer.approved:
         return "Denied"
+    words = "Approved"
+    if answer.duration:
+        words += f" for {duration_label(answer.duration).lower()}"
     if card.packages and answer.packages is not None and set(answer.packages) != set(card.packages):
         chosen = ", ".join(_escape(p) for p in answer.packages) or "no packages"
-        return f"Approved (packages: {chosen})"
-    return "Approved"
+        words += f" (packages: {chosen})"
+    return words
+
+
+def _reason_block(answer: Answer) -> list[dict[str, Any]]:
+    return [_text(f"Reason: “{_escape(answer.reason)}”")] if answer.reason and not answer.approved else []
+
+
+def votes_line(card: ApprovalCard, names: list[str]) -> str | None:
+    """ "1 of 2 approvals: Alice" on a card that needs a quorum; None otherwise."""
+    if card.policy is None or card.policy.quorum <= 1:
+        return None
+    line = f"{len(names)} of {card.policy.quorum} approvals"
+    return line + (": " + ", ".join(_escape(n) for n in names) if names else "")
+
+
+def who_may_answer(card: ApprovalCard, owner_name: str | None = None) -> str:
+    mode = card.policy.approvers if card.policy is not None else "owner"
+    owner = _escape(owner_name) if owner_name else "the person who asked"
+    if mode == "approvers":
+        return "An approver must answer (not the requester)."
+    if mode == "owner_or_approvers":
+        return f"{owner} or an approver may answer."
+    return f"Only {owner} may answer."
 
 
 # --------------------------------------------------------------------------- renderers
 
 
-def approval_card(card: ApprovalCard, secret: str) -> Card:
-    """The question: what, why, sites, URLs, packages (a choice when several), expiry; two buttons."""
+def approval_card(card: ApprovalCard, secret: str, voters: list[str] | None = None, link: str | None = None) -> Card:
+    """The question: what, why, sites, URLs, packages (a choice when several), expiry; two buttons.
+    With a policy: who may answer, the votes so far (`voters`: display names), a duration choice
+    and an optional deny reason; `link` (routing) points at the requesting conversation."""
     body: list[dict[str, Any]] = [
         _title("Approval needed"),
         _text("The agent paused its turn and asks to download from outside its sandbox."),
         *_what(card),
     ]
+    if link:
+        body.append(_text(f"[Open the requesting conversation]({link})"))
+    if card.policy is not None:
+        body.append(_text(who_may_answer(card), isSubtle=True))
+        tally = votes_line(card, voters or [])
+        if tally:
+            body.append(_text(tally, weight="Bolder"))
     approve: dict[str, Any] = {
         "type": "Action.Execute",
         "title": "Approve",
@@ -131,7 +176,21 @@ def approval_card(card: ApprovalCard, secret: str) -> Card:
             }
         )
         approve["associatedInputs"] = "auto"
-    deny = {
+    policy = card.policy
+    if policy is not None and policy.durations:
+        body.append(
+            {
+                "type": "Input.ChoiceSet",
+                "id": DURATION_INPUT,
+                "label": "Approve for",
+                "style": "compact",
+                "isRequired": True,
+                "value": policy.default_duration or policy.durations[0],
+                "choices": [{"title": duration_label(d), "value": d} for d in policy.durations],
+            }
+        )
+        approve["associatedInputs"] = "auto"
+    deny: dict[str, Any] = {
         "type": "Action.Execute",
         "title": "Deny",
         "verb": VERB_DENY,
@@ -139,6 +198,17 @@ def approval_card(card: ApprovalCard, secret: str) -> Card:
         "associatedInputs": "none",
         "data": {"card_id": card.card_id, "secret": secret},
     }
+    if policy is not None:
+        body.append(
+            {
+                "type": "Input.Text",
+                "id": REASON_INPUT,
+                "label": "Reason, if you deny (optional; the agent reads it)",
+                "isMultiline": True,
+                "maxLength": MAX_REASON,
+            }
+        )
+        deny["associatedInputs"] = "auto"
     return _card(body, [approve, deny])
 
 
@@ -146,9 +216,8 @@ def resolved_card(card: ApprovalCard, answer: Answer, by: str) -> Card:
     """Shown right after the claim is won: the answer is recorded, the turn is resuming."""
     return _card(
         [
-            _title(
-                f"{_answer_words(card, answer)} by {_escape(by)}", "Good" if answer.approved else "Attention"
-            ),
+            _title(f"{_answer_words(card, answer)} by {_escape(by)}", "Good" if answer.approved else "Attention"),
+            *_reason_block(answer),
             *_what(card),
             _text("Resuming the agent's turn…", isSubtle=True),
         ]
@@ -165,6 +234,7 @@ def outcome_card(
     """The final state of the question card once the resumed turn has finished."""
     body = [
         _title(f"{_answer_words(card, answer)} by {_escape(by)}", "Good" if answer.approved else "Attention"),
+        *_reason_block(answer),
         *_what(card),
         _text(f"Answered {format_time(at)}.", isSubtle=True),
     ]
@@ -194,7 +264,7 @@ def refusal_card(
 ) -> Card:
     """A read-only card: the click changed nothing. No buttons, so nothing can be clicked again."""
     body: list[dict[str, Any]] = [_title(_REFUSAL_TITLES[kind], "Warning")]
-    if kind == "forbidden":
+    if kind == "forbidden" and not message.startswith("An approver"):
         who = _escape(owner) if owner else "the person who asked"
         body.append(_text(f"Only {who} may answer this request."))
     if message:
@@ -340,6 +410,13 @@ def parse_invoke(value: object) -> Click:
         packages = _packages(data.get(PACKAGES_INPUT))
         if packages is not None:
             payload["packages"] = packages
+        duration = data.get(DURATION_INPUT)
+        if duration is not None and duration != "":  # checked by read_answer, then against the card
+            payload["duration"] = duration
+    else:
+        reason = data.get(REASON_INPUT)
+        if reason is not None and reason != "":
+            payload["reason"] = reason
     try:
         return ApprovalClick(card_id, secret, read_answer("resolved", payload))
     except InvalidAnswer as e:

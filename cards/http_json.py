@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from cards.identity import stated_http_user
-from core.models import Answer, ApprovalCard, Grant, InvalidAnswer, ResumeResult, TurnResult, read_answer
+from core.models import Answer, ApprovalCard, Grant, InvalidAnswer, ResumeResult, TurnResult, Vote, read_answer
 
 
 class TurnRequest(BaseModel):
@@ -123,9 +123,17 @@ def _first_error(e: ValidationError) -> str:
     return f"{where}: {err.get('msg', 'invalid')}"
 
 
-def card_body(card: ApprovalCard, secret: str | None = None) -> dict[str, Any]:
-    body = card.model_dump()
+def card_body(card: ApprovalCard, secret: str | None = None, votes: list[Vote] | None = None) -> dict[str, Any]:
+    """The card as JSON. With a policy: `approvers` (the mode), `quorum`, `votes` (users so far),
+    `durations` (offered; empty: none to choose) and `default_duration`."""
+    body = card.model_dump(exclude={"policy"})
     body["expires_at_iso"] = iso(card.expires_at)
+    if card.policy is not None:
+        body["approvers"] = card.policy.approvers
+        body["quorum"] = card.policy.quorum
+        body["votes"] = [v.user for v in votes or []]
+        body["durations"] = list(card.policy.durations)
+        body["default_duration"] = card.policy.default_duration
     if secret is not None:
         body["secret"] = secret
     return body
@@ -148,6 +156,9 @@ def resume_body(res: ResumeResult) -> str:
     if res.answer is not None and res.outcome in ("resumed", "replayed"):
         head["answer"] = res.answer.model_dump(exclude_none=True)
         head["answered_by"] = res.answered_by
+    if res.outcome == "vote_recorded":
+        head["votes"] = [v.user for v in res.votes or []]
+        head["needed"] = res.needed
     text = json.dumps(head, sort_keys=True, separators=(",", ":"))
     if res.result is None:
         return text
@@ -156,13 +167,14 @@ def resume_body(res: ResumeResult) -> str:
 
 
 def grant_body(g: Grant) -> dict[str, Any]:
-    body = g.model_dump()
+    body = g.model_dump(exclude={"turn_id"} if g.turn_id is None else None)  # set: a `once` grant, this turn only
     body["expires_at_iso"] = iso(g.expires_at)
     return body
 
 
 HTTP_STATUS = {
     "resumed": 200,
+    "vote_recorded": 202,
     "replayed": 200,
     "in_progress": 409,
     "expired": 410,

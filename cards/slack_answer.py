@@ -16,7 +16,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cards.identity import SlackUser, unverified
-from cards.slack_blocks import ACTION_APPROVE, ACTION_DENY, ACTION_REVOKE, packages_block_id
+from cards.slack_blocks import (
+    ACTION_APPROVE,
+    ACTION_DENY,
+    ACTION_REVOKE,
+    duration_block_id,
+    packages_block_id,
+    reason_block_id,
+)
 from core.ids import is_card_id
 from core.models import Answer, InvalidAnswer, read_answer
 
@@ -64,6 +71,8 @@ class _Option(_Wire):
 class _StateValue(_Wire):
     type: str | None = None
     selected_options: list[_Option] | None = None
+    selected_option: _Option | None = None
+    value: str | None = None
 
 
 class _State(_Wire):
@@ -206,6 +215,34 @@ def _chosen_packages(ba: BlockActions, card_id: str) -> list[str] | None:
     return list(dict.fromkeys(chosen))  # de-duplicated, in order
 
 
+def _chosen_duration(ba: BlockActions, card_id: str) -> str | None:
+    """The duration selected on the card: the select's state, else its initial option on the
+    message (an untouched select), else None (the card offered no choice)."""
+    block_id = duration_block_id(card_id)
+    group = (ba.state.values if ba.state else {}).get(block_id) or {}
+    for value in group.values():
+        if value.type not in (None, "static_select"):
+            raise SlackPayloadError("the duration choice is not a select")
+        if value.selected_option is not None:
+            return value.selected_option.value
+    shown = next((b for b in (ba.message.blocks if ba.message else []) if b.get("block_id") == block_id), None)
+    for element in shown.get("elements", []) if shown else []:
+        initial = element.get("initial_option") if isinstance(element, dict) else None
+        if isinstance(initial, dict) and isinstance(initial.get("value"), str):
+            return str(initial["value"])
+    return None
+
+
+def _typed_reason(ba: BlockActions, card_id: str) -> str | None:
+    group = (ba.state.values if ba.state else {}).get(reason_block_id(card_id)) or {}
+    for value in group.values():
+        if value.type not in (None, "plain_text_input"):
+            raise SlackPayloadError("the reason is not a text input")
+        if value.value:
+            return value.value
+    return None
+
+
 def parse_click(payload: object) -> SlackClick:
     """An Approve/Deny block_actions payload -> (card id, secret, Answer), or SlackPayloadError."""
     ba = read_block_actions(payload)
@@ -218,8 +255,14 @@ def parse_click(payload: object) -> SlackClick:
         chosen = _chosen_packages(ba, value.card)
         if chosen is not None:
             body["packages"] = chosen
+        duration = _chosen_duration(ba, value.card)
+        if duration is not None:
+            body["duration"] = duration
     else:
         body = {"approved": False}
+        reason = _typed_reason(ba, value.card)
+        if reason is not None:
+            body["reason"] = reason
     try:
         answer = read_answer("resolved", body)
     except InvalidAnswer as e:

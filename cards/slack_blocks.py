@@ -22,21 +22,28 @@ from slack_sdk.models.blocks import (
     ContextBlock,
     DividerBlock,
     HeaderBlock,
+    InputBlock,
     MarkdownTextObject,
     Option,
+    PlainTextInputElement,
     PlainTextObject,
     SectionBlock,
+    StaticSelectElement,
 )
 
 from cards.identity import slack_user_id
 from cards.slack_chat import parse_chat_key
-from core.models import Answer, ApprovalCard, Grant
+from core.models import MAX_REASON, Answer, ApprovalCard, CardPolicy, Grant, Vote, duration_label
 
 ACTION_APPROVE = "approvals.approve"
 ACTION_DENY = "approvals.deny"
 ACTION_PACKAGES = "approvals.packages"  # prefix: one checkbox group per 10 packages
 ACTION_REVOKE = "approvals.revoke"
 BLOCK_PACKAGES = "approvals.packages:"  # + card id: where the package choice lives in `state`
+ACTION_DURATION = "approvals.duration"
+BLOCK_DURATION = "approvals.duration:"  # + card id
+ACTION_REASON = "approvals.reason"
+BLOCK_REASON = "approvals.reason:"  # + card id
 
 MAX_BLOCKS = 50  # Slack's per-message limit; the SDK models do not check it
 MAX_SECTION = 3000
@@ -166,6 +173,61 @@ def packages_block_id(card_id: str) -> str:
     return BLOCK_PACKAGES + card_id
 
 
+def duration_block_id(card_id: str) -> str:
+    return BLOCK_DURATION + card_id
+
+
+def reason_block_id(card_id: str) -> str:
+    return BLOCK_REASON + card_id
+
+
+def _duration_choice(card: ApprovalCard) -> ActionsBlock | None:
+    """The policy's durations as a select (the default preselected): how long an approval lasts."""
+    policy = card.policy
+    if policy is None or not policy.durations:
+        return None
+    options = [Option(value=d, text=PlainTextObject(text=duration_label(d))) for d in policy.durations]
+    initial = next((o for o in options if o.value == policy.default_duration), options[0])
+    select = StaticSelectElement(
+        action_id=ACTION_DURATION,
+        placeholder=PlainTextObject(text="How long"),
+        options=options,
+        initial_option=initial,
+    )
+    return ActionsBlock(block_id=duration_block_id(card.card_id), elements=[select])
+
+
+def _reason_input(card: ApprovalCard) -> InputBlock:
+    """An optional deny reason, sent to the agent as the approver's words."""
+    return InputBlock(
+        block_id=reason_block_id(card.card_id),
+        label=PlainTextObject(text="Reason, if you deny (optional; the agent reads it)"),
+        optional=True,
+        element=PlainTextInputElement(action_id=ACTION_REASON, multiline=True, max_length=MAX_REASON),
+    )
+
+
+def _names(votes: Sequence[Vote]) -> str:
+    return ", ".join(user_ref(v.user) for v in votes)
+
+
+def votes_line(policy: CardPolicy | None, votes: Sequence[Vote]) -> str | None:
+    """ "1 of 2 approvals: @alice" on a card that needs a quorum; None otherwise."""
+    if policy is None or policy.quorum <= 1:
+        return None
+    line = f"*{len(votes)} of {policy.quorum} approvals*"
+    return line + (f": {_names(votes)}" if votes else "")
+
+
+def who_may_answer(card: ApprovalCard) -> str:
+    mode = card.policy.approvers if card.policy is not None else "owner"
+    if mode == "approvers":
+        return "an approver must answer (not the requester)"
+    if mode == "owner_or_approvers":
+        return f"{user_ref(card.owner)} or an approver may answer"
+    return f"only {user_ref(card.owner)} may answer"
+
+
 def _package_choice(card: ApprovalCard) -> ActionsBlock | None:
     """When several packages are asked for, checkboxes (all ticked) to choose which to allow."""
     choosable = [p for p in card.packages if len(p) <= MAX_OPTION_VALUE]
@@ -179,7 +241,9 @@ def _package_choice(card: ApprovalCard) -> ActionsBlock | None:
     return ActionsBlock(block_id=packages_block_id(card.card_id), elements=elements)
 
 
-def card_message(card: ApprovalCard, secret: str) -> SlackMessage:
+def card_message(card: ApprovalCard, secret: str, votes: Sequence[Vote] = (), link: str | None = None) -> SlackMessage:
+    """The card. With a policy: the duration choice, the deny reason, who may answer, the votes so
+    far; `link` (routing: the copy in the approvers' channel) points at the requesting thread."""
     value = button_value(card.card_id, secret)
     blocks: list[Block] = [
         HeaderBlock(text=PlainTextObject(text="Approval needed")),
@@ -189,16 +253,27 @@ def card_message(card: ApprovalCard, secret: str) -> SlackMessage:
         ),
         *_what(card),
     ]
+    if link:
+        blocks.append(_section(f"Asked in <{escape(link)}|this conversation>."))
     choice = _package_choice(card)
     if choice is not None:
         blocks.append(_section("*Allow these packages* (untick any you do not want):"))
         blocks.append(choice)
+    durations = _duration_choice(card)
+    if durations is not None:
+        blocks.append(_section("*Approve for*"))
+        blocks.append(durations)
+    if card.policy is not None:
+        blocks.append(_reason_input(card))
+    tally = votes_line(card.policy, votes)
+    if tally:
+        blocks.append(_section(tally))
     blocks.append(
         ContextBlock(
             elements=[
                 MarkdownTextObject(
-                    text=f"{date_token(card.expires_at, 'Expires ')} · only {user_ref(card.owner)} "
-                    f"may answer · card {code(card.card_id)}"
+                    text=f"{date_token(card.expires_at, 'Expires ')} · {who_may_answer(card)} "
+                    f"· card {code(card.card_id)}"
                 )
             ]
         )
@@ -245,9 +320,12 @@ def resuming_message(card: ApprovalCard, by: str) -> SlackMessage:
 
 
 def _outcome_line(card: ApprovalCard, answer: Answer) -> tuple[str, str]:
-    """(headline, plain fallback) for an answer: approved for what, or denied."""
+    """(headline, plain fallback) for an answer: approved for what (and how long), or denied (and why)."""
     if not answer.approved:
-        return f":no_entry: *Denied* {_summary(card)}", "Denied"
+        line = f":no_entry: *Denied* {_summary(card)}"
+        if answer.reason:
+            line += f"\n*Reason:* “{escape(answer.reason)}”"
+        return line, "Denied"
     allowed = card.packages if answer.packages is None else [p for p in card.packages if p in answer.packages]
     left_out = [p for p in card.packages if p not in allowed]
     parts = []
@@ -256,18 +334,23 @@ def _outcome_line(card: ApprovalCard, answer: Answer) -> tuple[str, str]:
     if allowed:
         parts.append("packages " + _listed(allowed))
     line = ":white_check_mark: *Approved* " + (" and ".join(parts) or "nothing")
+    if answer.duration:
+        line += f" for {duration_label(answer.duration).lower()}"
     if left_out:
         line += "\nNot allowed: " + _listed(left_out)
     return line, "Approved"
 
 
-def outcome_message(card: ApprovalCard, answer: Answer, answered_by: str, answered_at: float) -> SlackMessage:
+def outcome_message(
+    card: ApprovalCard, answer: Answer, answered_by: str, answered_at: float, votes: Sequence[Vote] = ()
+) -> SlackMessage:
     line, plain = _outcome_line(card, answer)
+    by = _names(votes) if answer.approved and len(votes) > 1 else user_ref(answered_by)
     blocks: list[Block] = [
         _section(line),
         ContextBlock(
             elements=[
-                MarkdownTextObject(text=f"by {user_ref(answered_by)} · {date_token(answered_at)}"),
+                MarkdownTextObject(text=f"by {by} · {date_token(answered_at)}"),
             ]
         ),
     ]
@@ -299,9 +382,21 @@ def _plain(text: str) -> SlackMessage:
     return SlackMessage(text=text, blocks=[_section(text)])
 
 
-def refusal_forbidden(owner: str | None) -> SlackMessage:
+def refusal_forbidden(owner: str | None, message: str | None = None) -> SlackMessage:
+    """Not yours to answer. With a policy, the resume service's own sentence says who may."""
+    if message and message.startswith("An approver"):
+        return _plain(f":lock: {escape(message)}")
     who = f"Only {user_ref(owner)} may answer it." if owner else "Only the person whose turn it is may answer."
     return _plain(f":lock: This request is not yours to answer. {who}")
+
+
+def vote_recorded(votes: Sequence[Vote], needed: int) -> SlackMessage:
+    """To the voter, ephemerally: counted, and how many more are needed."""
+    left = needed - len(votes)
+    return _plain(
+        f":ballot_box_with_ballot: Your approval is recorded: {len(votes)} of {needed} approvals"
+        + (f"; {left} more needed." if left > 0 else ".")
+    )
 
 
 def refusal_expired() -> SlackMessage:

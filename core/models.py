@@ -38,6 +38,14 @@ def duration_seconds(text: str) -> float:
     return int(m.group(1)) * _UNIT[m.group(2)]
 
 
+def duration_label(d: str) -> str:
+    """How a duration reads on a card: `once` is "This turn only"."""
+    if d == "once":
+        return "This turn only"
+    n, unit = int(d[:-1]), {"m": "minute", "h": "hour", "d": "day", "w": "week"}[d[-1]]
+    return f"{n} {unit}{'s' if n != 1 else ''}"
+
+
 def clean_reason(text: str) -> str:
     """A deny reason as kept and shown: control characters removed (line breaks become spaces),
     surrounding space trimmed. Length is checked by the caller, after cleaning."""

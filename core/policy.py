@@ -192,9 +192,10 @@ class Policy(_Model):
             return own if own is not None else getattr(d, name)
 
         durations = pick("durations")
-        default = rule.default_duration if rule is not None else None
+        default = rule.default_duration if rule is not None else d.default_duration
         if (
-            default is None
+            rule is not None
+            and default is None
             and d.default_duration is not None
             and (durations is None or d.default_duration in durations)
         ):
