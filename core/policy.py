@@ -18,7 +18,7 @@ import re
 import tomllib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -26,6 +26,28 @@ from core.models import APPROVER_MODES, ONCE, ApproverMode, CardPolicy, duration
 
 Subject = tuple[str, str]  # (kind, name): ("site", host), ("package", name), ("tool", name)
 KINDS = ("site", "package", "tool")
+
+
+class ApproverCheck(Protocol):
+    """Is this identity (R17) one of the policy's approvers? Implemented by the front ends' side
+    (bots/approvers.py: lists per front end, Slack user groups resolved through the Web API)."""
+
+    async def is_approver(self, user: str) -> bool: ...
+
+
+class NoApprovers:
+    async def is_approver(self, user: str) -> bool:
+        return False
+
+
+def may_answer(mode: str, *, owner: str, user: str, approver: bool) -> bool:
+    """Who may answer a card: `owner` as before; `owner_or_approvers`; `approvers` (the requester
+    may not answer, even when listed as an approver)."""
+    if mode == "owner":
+        return user == owner
+    if mode == "owner_or_approvers":
+        return user == owner or approver
+    return approver and user != owner
 
 
 class PolicyError(ValueError):

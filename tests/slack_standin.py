@@ -36,6 +36,7 @@ class SlackStandIn:
         self.calls: list[Call] = []
         self.messages: dict[tuple[str, str], dict[str, Any]] = {}
         self.fail: dict[str, list[str]] = {}  # method -> errors to answer with, in order
+        self.usergroups: dict[str, list[str]] = {}  # S… -> its members' user ids
         self._ts = itertools.count(1)
         self._ws: web.WebSocketResponse | None = None
         self._connected = asyncio.Event()
@@ -45,6 +46,7 @@ class SlackStandIn:
         self.changed = asyncio.Condition()
         app = web.Application()
         app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/api/{method}", self._api)  # slack_sdk GETs a few (usergroups.users.list)
         app.router.add_post("/response/{hook}", self._webhook)
         app.router.add_get("/link", self._link)
         self._app = app
@@ -89,6 +91,8 @@ class SlackStandIn:
 
     @staticmethod
     async def _args(request: web.Request) -> dict[str, Any]:
+        if request.method == "GET":
+            return dict(request.query)
         raw = await request.text()
         if "json" in request.headers.get("Content-Type", "") and raw:
             args: dict[str, Any] = json.loads(raw)
@@ -150,6 +154,17 @@ class SlackStandIn:
                 message["thread_ts"] = self.messages[(channel, ts)]["thread_ts"]
             self.messages[(channel, str(ts))] = message
             return ok(channel=channel, ts=ts, message=message)
+        if method == "usergroups.users.list":
+            group = str(args.get("usergroup", ""))
+            if group not in self.usergroups:
+                return err("no_such_subteam")
+            return ok(users=list(self.usergroups[group]))
+        if method == "chat.getPermalink":
+            channel, ts = str(args.get("channel", "")), str(args.get("message_ts", ""))
+            if (channel, ts) not in self.messages:
+                return err("message_not_found")
+            link = f"https://approvals-test.slack.com/archives/{channel}/p{ts.replace('.', '')}"
+            return ok(channel=channel, permalink=link)
         if method == "chat.postEphemeral":
             if not args.get("user") or not args.get("channel"):
                 return err("user_not_in_channel")
