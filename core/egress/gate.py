@@ -355,7 +355,7 @@ class Gate:
         run = await self._admit(head, writer, conn)
         if run is None:
             return
-        with self._slot(run):
+        with self.slot(run):
             refusal = await self.decide(
                 run, "site", host, port, f"https://{host}:{port}" if port != 443 else f"https://{host}/"
             )
@@ -388,7 +388,7 @@ class Gate:
         run = await self._admit(head, writer, conn)
         if run is None:
             return
-        with self._slot(run):
+        with self.slot(run):
             await self._forward_as(run, head, u, host, port, reader, writer)
 
     async def _forward_as(
@@ -516,7 +516,7 @@ class Gate:
         return run
 
     @contextlib.contextmanager
-    def _slot(self, run: Run) -> Iterator[None]:
+    def slot(self, run: Run) -> Iterator[None]:
         """At most `max_conns_per_run` open at once: one script cannot exhaust the server's sockets."""
         task = asyncio.current_task()
         with run._lock:
@@ -623,8 +623,3 @@ _REASONS = {
     502: "Bad Gateway",
     503: "Service Unavailable",
 }
-
-
-async def start_gate(cfg: GateConfig, backend: GrantsBackend | None, *, clock: Clock | None = None) -> Gate:
-    """Start a gate on loopback (and its unix socket). The caller closes it with `await gate.close()`."""
-    return await Gate(cfg, backend=backend, clock=clock).start()

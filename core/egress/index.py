@@ -134,7 +134,7 @@ class PackageIndex:
             await respond(writer, 403, "Forbidden", "this sandbox run has no valid gate credentials\n")
             return
         authenticated()
-        with self.gate._slot(run):  # an index request takes a slot like a proxied one
+        with self.gate.slot(run):  # an index request takes a slot like a proxied one
             await self._handle(run, method, parts, writer)
 
     async def _handle(self, run: Run, method: str, parts: list[str], writer: asyncio.StreamWriter) -> None:
