@@ -327,7 +327,8 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         try:
             member = await asyncio.wait_for(TeamsInfo.get_member(ctx, who.aad_object_id), timeout=2.0)
             return str(member.name) if member.name else None
-        except Exception:  # a lookup failure only costs the nicer wording
+        except Exception as e:  # a lookup failure only costs the nicer wording
+            log.info("teams: member name lookup failed: %s", e)
             return None
 
     # --- after the resume: the card's outcome and the agent's reply --------------------

@@ -7,6 +7,7 @@ it must recognise its own answered interrupt and answer ONLY from the stored car
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from strands import ToolContext, tool
@@ -18,6 +19,8 @@ from core.models import ApprovalCard, parse_answer
 from core.subjects import host_of, normalize_package, unique
 
 INTERRUPT_NAME = "chat-approvals:approval"
+
+log = logging.getLogger(__name__)
 
 
 def _result(tool_context: ToolContext, status: str, text: str) -> dict[str, Any]:
@@ -31,7 +34,8 @@ def own_interrupt_answered(tool_context: ToolContext) -> bool:
     try:
         interrupt_id = tool_context._interrupt_id(INTERRUPT_NAME)
         found = tool_context.agent._interrupt_state.interrupts.get(interrupt_id)
-    except Exception:
+    except Exception as e:
+        log.warning("interrupt state unreadable, treating the interrupt as answered: %s", e)
         return True
     return found is not None and found.response is not None
 

@@ -102,9 +102,9 @@ class Pauser:
                 written = await self.rows.put_pointer(pointer, now=now)
             else:
                 written = await self.rows.replace(holding, new=pointer)
-        except StoreUnavailable as e:
-            if holding is not None:  # a store fault under a claim is a store fault, not a lost claim
-                raise
+        except Exception as e:
+            if holding is not None and isinstance(e, StoreUnavailable):
+                raise  # a store fault while writing a chained card is a store fault, not a lost claim
             log.warning("pointer write failed: %s", e)
             written = False
         if not written:
