@@ -13,7 +13,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from cards.approvers import ApproverLists, is_listed
-from core.clock import Clock
+from core.models import Clock
 from core.policy import Policy
 
 log = logging.getLogger("chat_approvals.approvers")

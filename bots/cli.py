@@ -23,7 +23,7 @@ from bots.server import build_app, build_approvals
 from bots.slack_app import SlackConfig
 from cards.http_json import grant_body, resume_body, turn_body
 from core.approvals import Approvals
-from core.egress import ApprovalsBackend, Gate
+from core.egress import Gate
 from core.models import Answer
 from core.sandbox import LIMIT_MARK, GatedLocalSandbox, detect_confinement
 from core.tools_sandbox import NotConfined
@@ -162,7 +162,7 @@ def cmd_resume(args: argparse.Namespace, cfg: ServerConfig) -> int:
     answer = Answer(approved=bool(args.approve), packages=args.packages if args.approve else None)
 
     async def work(a: Approvals) -> int:
-        res = await a.resume(card_id=args.card_id, user=args.user, secret=args.secret, answer=answer, platform="cli")
+        res = await a.resume(card_id=args.card_id, user=args.user, secret=args.secret, answer=answer)
         _print(json.loads(resume_body(res)))
         return 0 if res.outcome in ("resumed", "replayed") else 1
 
@@ -218,7 +218,7 @@ def cmd_sandbox(args: argparse.Namespace, cfg: ServerConfig) -> int:
     gate = Gate(gate_config(cfg))
 
     async def work(a: Approvals) -> int:
-        gate.backend = ApprovalsBackend(a)
+        gate.backend = a.gate_backend
         await gate.start()
         try:
             box = GatedLocalSandbox(gate_unix_socket=gate.unix_path, gate_port=gate.port,
@@ -257,9 +257,10 @@ def cmd_sandbox(args: argparse.Namespace, cfg: ServerConfig) -> int:
 
 
 def cmd_store(args: argparse.Namespace, cfg: ServerConfig) -> int:
+    from core.settings import retention_days
     from store.init import init_store
 
-    print(init_store(cfg.store, cfg.objects, args.create_bucket, cfg.protocol()))
+    print(init_store(cfg.store, cfg.objects, args.create_bucket, retention_days(cfg.protocol())))
     return 0
 
 

@@ -64,9 +64,7 @@ async def post_resume(request: web.Request) -> web.Response:
         req = parse_resume(card_id, await request.read())
     except BadRequest as e:
         return _invalid(str(e))
-    res = await request.app[APPROVALS].resume(
-        card_id=card_id, user=req.user, secret=req.secret, answer=req.answer, platform="http"
-    )
+    res = await request.app[APPROVALS].resume(card_id=card_id, user=req.user, secret=req.secret, answer=req.answer)
     return web.Response(text=resume_body(res), status=HTTP_STATUS[res.outcome], content_type="application/json")
 
 

@@ -20,8 +20,8 @@ from core.agent_factory import AgentFactory, default_factory, user_factory
 from core.approvals import Approvals
 from core.clock import Clock, SystemClock
 from core.egress import Gate
+from core.models import StoreUnavailable
 from store.aio import StoreIO
-from store.base import StoreError
 from store.open import open_objects, open_rows
 
 log = logging.getLogger("chat_approvals")
@@ -47,7 +47,7 @@ async def store_faults(request: web.Request, handler: object) -> web.StreamRespo
     try:
         resp: web.StreamResponse = await handler(request)  # type: ignore[operator]
         return resp
-    except StoreError as e:
+    except StoreUnavailable as e:
         log.warning("store fault on %s: %s", request.path, e)
         return web.json_response(
             {

@@ -51,8 +51,7 @@ from cards.slack_answer import (
 from cards.slack_chat import chat_key, in_workspace, parse_chat_key
 from core import wording
 from core.approvals import Approvals
-from core.models import Grant, Pointer, ResumeResult, TurnResult
-from store.base import StoreError
+from core.models import ApprovalCard, Grant, ResumeResult, StoreUnavailable, TurnResult
 
 log = logging.getLogger("chat_approvals.slack")
 
@@ -69,7 +68,7 @@ bolt_log.addFilter(_NoTokenNotice())
 
 DEFAULT_API_URL = "https://slack.com/api/"
 COMMAND = "/approvals"  # as in manifest/slack*.yaml
-UNAVAILABLE = ":warning: The approval store is unavailable right now; nothing was changed. Try again."
+UNAVAILABLE = f":warning: {wording.STORE_UNAVAILABLE}"
 
 
 class SlackConfig(BaseModel):
@@ -349,7 +348,7 @@ class SlackFrontEnd:
                 return
             chat = chat_key(team, channel, thread_ts)
             result = await self.approvals.run_turn(chat=chat, user=user, text=text, platform="slack")
-        except StoreError as e:
+        except StoreUnavailable as e:
             log.warning("slack turn: store fault: %s", e)
             await self.post(channel, thread_ts, sb.reply_message(UNAVAILABLE))
             return
@@ -383,8 +382,8 @@ class SlackFrontEnd:
             return
         here = _location(c.channel, c.message_ts, c.thread_ts)
 
-        async def on_claimed(p: Pointer) -> None:
-            await self.update(p.card_location or here, sb.resuming_message(p.card, c.actor))
+        async def on_claimed(card: ApprovalCard, location: dict[str, str] | None) -> None:
+            await self.update(location or here, sb.resuming_message(card, c.actor))
 
         try:
             res = await self.approvals.resume(
@@ -392,10 +391,9 @@ class SlackFrontEnd:
                 user=c.actor,
                 secret=c.secret,
                 answer=c.answer,
-                platform="slack",
                 on_claimed=on_claimed,
             )
-        except StoreError as e:
+        except StoreUnavailable as e:
             log.warning("slack click: store fault: %s", e)
             await self.ephemeral(c.channel, c.user, c.thread_ts, sb.reply_message(UNAVAILABLE))
             return
@@ -465,7 +463,7 @@ class SlackFrontEnd:
                 msg = sb.revoked_message(subject, await self._revoke_here(user, team, subject))
             else:
                 msg = sb.grants_message(await self._workspace_grants(user, team))
-        except StoreError as e:
+        except StoreUnavailable as e:
             log.warning("slack /approvals: store fault: %s", e)
             msg = sb.reply_message(UNAVAILABLE)
         await self._call("response_url", respond, text=msg.text, blocks=msg.block_dicts(), response_type="ephemeral")
@@ -486,7 +484,7 @@ class SlackFrontEnd:
                 revoked = await self.approvals.revoke(user=r.user, chat=r.chat, subject=r.subject)
             notice = sb.revoked_message(r.subject, revoked).text
             msg = sb.grants_message(await self._workspace_grants(r.user, team), notice=sb.escape(notice))
-        except StoreError as e:
+        except StoreUnavailable as e:
             log.warning("slack revoke: store fault: %s", e)
             msg = sb.reply_message(UNAVAILABLE)
         # The list is ephemeral: only its response_url can replace it.

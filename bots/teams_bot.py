@@ -35,7 +35,7 @@ from cards import adaptive
 from cards.identity import TeamsUser, parse_teams_user, unverified
 from core import wording
 from core.approvals import Approvals
-from core.models import ApprovalCard, Pointer, ResumeResult, TurnResult
+from core.models import ApprovalCard, ResumeResult, StoreUnavailable, TurnResult
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +155,15 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
 
     # --- messages -------------------------------------------------------------------
     async def on_message_activity(self, turn_context: TurnContext) -> None:
+        try:
+            await self._message(turn_context)
+        except StoreUnavailable as e:  # the one place a message maps a store fault: a card saying so
+            log.warning("teams message: store fault: %s", e)
+            await turn_context.send_activity(
+                _card_activity(adaptive.message_card("Store unavailable", wording.STORE_UNAVAILABLE))
+            )
+
+    async def _message(self, turn_context: TurnContext) -> None:
         act = turn_context.activity
         if act.value is not None and not act.text:
             await turn_context.send_activity("That card needs a Teams client with Universal Actions.")
@@ -233,6 +242,9 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         if turn_context.activity.name == "adaptiveCard/action":
             try:
                 return await self._card_action(turn_context)
+            except StoreUnavailable as e:  # the one place an invoke maps a store fault
+                log.warning("teams card action: store fault: %s", e)
+                return teams_compat.invoke_response(503, adaptive.invoke_error_body(503, wording.STORE_UNAVAILABLE))
             except Exception:  # answer Teams with a clear error, not a hung card
                 log.exception("teams: card action failed")
                 return teams_compat.invoke_response(500, adaptive.invoke_error_body(500, "The app failed; try again."))
@@ -254,8 +266,8 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         claimed = asyncio.Event()
         asked: list[ApprovalCard] = []
 
-        async def on_claimed(pointer: Pointer) -> None:
-            asked.append(pointer.card)  # what the resolved card repeats
+        async def on_claimed(card: ApprovalCard, location: dict[str, str] | None) -> None:
+            asked.append(card)  # what the resolved card repeats
             claimed.set()
 
         task = asyncio.ensure_future(
@@ -264,7 +276,6 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
                 user=user,
                 secret=click.secret,
                 answer=click.answer,
-                platform=PLATFORM,
                 on_claimed=on_claimed,
             )
         )
@@ -316,7 +327,8 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         try:
             member = await asyncio.wait_for(TeamsInfo.get_member(ctx, who.aad_object_id), timeout=2.0)
             return str(member.name) if member.name else None
-        except Exception:  # a lookup failure only costs the nicer wording
+        except Exception as e:  # a lookup failure only costs the nicer wording
+            log.info("teams: member name lookup failed: %s", e)
             return None
 
     # --- after the resume: the card's outcome and the agent's reply --------------------

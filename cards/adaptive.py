@@ -15,7 +15,6 @@ import datetime as _dt
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
 
-from core.ids import is_card_id
 from core.models import (
     MAX_REASON,
     Answer,
@@ -24,6 +23,7 @@ from core.models import (
     InvalidAnswer,
     TurnResult,
     duration_label,
+    is_card_id,
     read_answer,
 )
 

@@ -24,8 +24,7 @@ from cards.slack_blocks import (
     packages_block_id,
     reason_block_id,
 )
-from core.ids import is_card_id
-from core.models import Answer, InvalidAnswer, read_answer
+from core.models import Answer, InvalidAnswer, is_card_id, read_answer
 
 
 class SlackPayloadError(ValueError):

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from core.models import AuditEvent, Grant, ObjectRef, Pointer, Refusal, SubjectKind, Vote
+from core.models import AuditEvent, Grant, ObjectRef, Pointer, Refusal, StoreUnavailable, SubjectKind, Vote
 
 
-class StoreError(Exception):
+class StoreError(StoreUnavailable):
     """A backend fault that outlasted its retries. Nothing was changed by the failed call."""
 
 

@@ -62,9 +62,8 @@ def test_cloudformation_template_passes_cfn_lint() -> None:
 
 
 def test_template_table_ttl_and_bucket_lifecycle_match_the_code() -> None:
-    from core.settings import Settings
+    from core.settings import Settings, retention_days
     from store.dynamodb_rows import TTL_ATTRIBUTE
-    from store.init import retention_days
 
     res = _template()["Resources"]
     table = res["Table"]["Properties"]

@@ -146,9 +146,7 @@ async def test_r11_claim_cap_denies_and_expires_a_card_that_keeps_killing_worker
         won = store.rows.claim("c", card.card_id, hash_secret(secret), n, f"dead-{n}", now, now + 30, now + 900)
         assert won is not None and won.claim_count == n + 1
         clock.advance(31)
-    res = await approvals.resume(
-        card_id=card.card_id, user="u", secret=secret, answer=Answer(approved=True), platform="http"
-    )
+    res = await approvals.resume(card_id=card.card_id, user="u", secret=secret, answer=Answer(approved=True))
     assert res.outcome == "expired" and res.message == CAP_REACHED and res.answer == Answer(approved=False)
     pointer = store.rows.get_pointer("c")
     assert pointer is not None and pointer.state == "expired"
@@ -162,15 +160,11 @@ async def test_r11_a_live_lease_answers_in_progress(store: StoreIO, clock: Manua
     now = clock.now()
     assert store.rows.claim("c", card.card_id, hash_secret(secret), 0, "other", now, now + 30, now + 900)
     before = store.rows.get_pointer("c")
-    res = await approvals.resume(
-        card_id=card.card_id, user="u", secret=secret, answer=Answer(approved=True), platform="http"
-    )
+    res = await approvals.resume(card_id=card.card_id, user="u", secret=secret, answer=Answer(approved=True))
     assert res.outcome == "in_progress"
     assert store.rows.get_pointer("c") == before
     clock.advance(31)  # the other worker died: its lease ran out, the next click resumes
-    res = await approvals.resume(
-        card_id=card.card_id, user="u", secret=secret, answer=Answer(approved=True), platform="http"
-    )
+    res = await approvals.resume(card_id=card.card_id, user="u", secret=secret, answer=Answer(approved=True))
     assert res.outcome == "resumed"
 
 
@@ -222,7 +216,6 @@ async def test_concurrent_clicks_in_one_process_resume_once(
                 user="u",
                 secret=turn.offer.secret,
                 answer=Answer(approved=True),
-                platform="http",
             )
             for _ in range(50)
         ]
