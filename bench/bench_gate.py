@@ -74,7 +74,7 @@ async def origin_role() -> None:
 
 
 class AllowAll:
-    async def is_allowed(self, *, user: str, chat: str, kind: str, name: str) -> bool:
+    async def is_allowed(self, *, user: str, chat: str, kind: str, name: str, turn_id: str | None = None) -> bool:
         return True
 
     async def record_refusal(self, refusal: Any) -> bool:

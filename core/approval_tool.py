@@ -44,8 +44,9 @@ def outcome_text(card: ApprovalCard, response: Any) -> tuple[str, str]:
     """The tool's answer from the stored card and the user's response alone (R2, R15, R16)."""
     answer = parse_answer("resolved", response)  # the resume service sends a parsed Answer; fail closed anyway
     if not answer.approved:
-        return "error", wording.user_denied(card.sites, card.packages)
-    return "success", wording.user_approved(card.sites, card.chosen_packages(answer), card.left_out_packages(answer))
+        return "error", wording.user_denied(card.sites, card.packages, answer.reason)
+    chosen, left_out = card.chosen_packages(answer), card.left_out_packages(answer)
+    return "success", wording.user_approved(card.sites, chosen, left_out, answer.duration)
 
 
 def _resume_branch(ctx: RequestContext, tool_context: ToolContext) -> dict[str, Any] | None:

@@ -19,6 +19,7 @@ from core.models import (
     SystemClock,
     TurnResult,
 )
+from core.policy import ApproverCheck, Policy
 from core.resume import OnClaimed
 from core.settings import Settings
 from store.aio import StoreIO
@@ -33,6 +34,8 @@ class Approvals:
         clock: Clock | None = None,
         agent_factory: AgentFactory | None = None,
         worker_id: str | None = None,
+        policy: Policy | None = None,
+        approvers: ApproverCheck | None = None,
     ) -> None:
         self.store = store  # kept for close() by whoever opened it
         self.settings = settings or Settings()
@@ -44,7 +47,10 @@ class Approvals:
             clock=self.clock,
             factory=agent_factory or default_factory(),
             worker_id=self.worker_id,
+            policy=policy,
+            approvers=approvers,
         )
+        self.policy = policy
         self._rows, self._objects = s.rows, s.objects
         self._grants = s.grants
         self._pauser = s.pauser
@@ -92,8 +98,10 @@ class Approvals:
     async def revoke(self, *, user: str, chat: str | None, subject: str) -> list[Grant]:
         return await self._grants.revoke(user, chat, subject)
 
-    async def is_allowed(self, *, user: str, chat: str, kind: SubjectKind, name: str) -> bool:
-        return await self._grants.is_allowed(user=user, chat=chat, kind=kind, name=name)
+    async def is_allowed(
+        self, *, user: str, chat: str, kind: SubjectKind, name: str, turn_id: str | None = None
+    ) -> bool:
+        return await self._grants.is_allowed(user=user, chat=chat, kind=kind, name=name, turn_id=turn_id)
 
     async def audit(self, chat: str) -> list[AuditEvent]:
         return await self._rows.audit(chat=chat)

@@ -19,6 +19,7 @@ from core.history import History
 from core.lease import LeaseKeeper
 from core.models import Clock
 from core.pause import Pauser
+from core.policy import ApproverCheck, Policy
 from core.resume import ResumeService
 from core.settings import Settings
 from core.turns import TurnRunner
@@ -43,11 +44,20 @@ class Services:
 
 
 def build_services(
-    store: StoreIO, *, settings: Settings, clock: Clock, factory: AgentFactory, worker_id: str
+    store: StoreIO,
+    *,
+    settings: Settings,
+    clock: Clock,
+    factory: AgentFactory,
+    worker_id: str,
+    policy: Policy | None = None,
+    approvers: ApproverCheck | None = None,
 ) -> Services:
+    """`policy`: the approval policy file (None: only the owner answers, fixed grant TTL);
+    `approvers`: who counts as an approver, per front end (bots/approvers.py)."""
     rows, objects = Rows(store), Objects(store)
     keeper = LeaseKeeper(settings.heartbeat_every)  # renews claims and turn leases
-    pauser = Pauser(rows, objects, settings, clock)
+    pauser = Pauser(rows, objects, settings, clock, policy)
     history = History(rows, objects, settings, clock)
     grants = GrantBook(rows, settings, clock)
     access = ScopedAccess(grants)  # what the model-facing tools may do, and nothing more
@@ -74,5 +84,6 @@ def build_services(
         factory=factory,
         tool_access=access,
         worker_id=worker_id,
+        approvers=approvers,
     )
     return Services(rows, objects, keeper, pauser, history, grants, access, turns, resumes)

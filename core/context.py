@@ -40,11 +40,15 @@ class RequestContext:
 class ToolAccess(Protocol):
     """What a tool may reach: the egress gate's backend calls, and this turn's refusals."""
 
-    async def is_allowed(self, *, user: str, chat: str, kind: SubjectKind, name: str) -> bool: ...
+    async def is_allowed(
+        self, *, user: str, chat: str, kind: SubjectKind, name: str, turn_id: str | None = None
+    ) -> bool: ...
 
     async def record_refusal(self, refusal: Refusal) -> bool: ...
 
-    async def granted_names(self, *, user: str, chat: str, kind: SubjectKind) -> list[str]: ...
+    async def granted_names(
+        self, *, user: str, chat: str, kind: SubjectKind, turn_id: str | None = None
+    ) -> list[str]: ...
 
     async def refusals(self, chat: str, turn_id: str) -> list[Refusal]: ...
 
@@ -56,14 +60,16 @@ class ScopedAccess:
     def __init__(self, inner: ToolAccess) -> None:
         self._inner = inner
 
-    async def is_allowed(self, *, user: str, chat: str, kind: SubjectKind, name: str) -> bool:
-        return await self._inner.is_allowed(user=user, chat=chat, kind=kind, name=name)
+    async def is_allowed(
+        self, *, user: str, chat: str, kind: SubjectKind, name: str, turn_id: str | None = None
+    ) -> bool:
+        return await self._inner.is_allowed(user=user, chat=chat, kind=kind, name=name, turn_id=turn_id)
 
     async def record_refusal(self, refusal: Refusal) -> bool:
         return await self._inner.record_refusal(refusal)
 
-    async def granted_names(self, *, user: str, chat: str, kind: SubjectKind) -> list[str]:
-        return await self._inner.granted_names(user=user, chat=chat, kind=kind)
+    async def granted_names(self, *, user: str, chat: str, kind: SubjectKind, turn_id: str | None = None) -> list[str]:
+        return await self._inner.granted_names(user=user, chat=chat, kind=kind, turn_id=turn_id)
 
     async def refusals(self, chat: str, turn_id: str) -> list[Refusal]:
         return await self._inner.refusals(chat, turn_id)

@@ -13,6 +13,12 @@ from store.aio import Rows
 log = logging.getLogger(__name__)
 
 
+def live_in_turn(grants: list[Grant], turn_id: str | None) -> list[Grant]:
+    """What counts in this turn: every grant but a `once` grant of another turn (or of an
+    unknown one)."""
+    return [g for g in grants if g.turn_id is None or g.turn_id == turn_id]
+
+
 class GrantBook:
     def __init__(self, rows: Rows, settings: Settings, clock: Clock) -> None:
         self.rows = rows
@@ -23,6 +29,9 @@ class GrantBook:
         """Approve writes a row per approved subject stamped with the card id; what the answer
         does not approve has its stored rows removed."""
         chosen = set(p.card.chosen_packages(answer))
+        policy, s = p.card.policy, self.settings
+        lasts = policy.grant_seconds(answer.duration, s.grant_ttl) if policy is not None else s.grant_ttl
+        once = lasts <= 0  # `once`: this turn only, and no longer than a resume may run
         for kind, name in p.card.subjects():
             if answer.approved and (kind == "site" or name in chosen):
                 grant = Grant(
@@ -32,7 +41,8 @@ class GrantBook:
                     name=name,
                     card_id=p.card_id,
                     created_at=now,
-                    expires_at=now + self.settings.grant_ttl,
+                    expires_at=now + (s.resume_deadline if once else lasts),
+                    turn_id=p.turn_id if once else None,
                 )
                 await self.rows.put_grant(grant, ttl=grant.expires_at + self.settings.retention)
                 await self._audit(p.chat, now, "grant", user, p.card_id, kind, name)
@@ -55,11 +65,13 @@ class GrantBook:
         return removed
 
     # --- the gate's backend (core.egress.backend.GrantsBackend) -------------------------
-    async def is_allowed(self, *, user: str, chat: str, kind: SubjectKind, name: str) -> bool:
-        return any(g.kind == kind and g.name == name for g in await self.live(user, chat))
+    async def is_allowed(
+        self, *, user: str, chat: str, kind: SubjectKind, name: str, turn_id: str | None = None
+    ) -> bool:
+        return any(g.kind == kind and g.name == name for g in live_in_turn(await self.live(user, chat), turn_id))
 
-    async def granted_names(self, *, user: str, chat: str, kind: SubjectKind) -> list[str]:
-        return sorted({g.name for g in await self.live(user, chat) if g.kind == kind})
+    async def granted_names(self, *, user: str, chat: str, kind: SubjectKind, turn_id: str | None = None) -> list[str]:
+        return sorted({g.name for g in live_in_turn(await self.live(user, chat), turn_id) if g.kind == kind})
 
     async def record_refusal(self, refusal: Refusal) -> bool:
         s = self.settings

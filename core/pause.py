@@ -18,6 +18,7 @@ from core.approval_tool import INTERRUPT_NAME
 from core.context import RequestContext
 from core.ids import hash_secret, mint_card_id, mint_secret
 from core.models import ApprovalCard, AuditEvent, CardOffer, Clock, Fence, Pointer, StoreUnavailable, TurnResult
+from core.policy import Policy
 from core.settings import Settings
 from core.snapshots import encode
 from store.aio import Objects, Rows
@@ -39,11 +40,14 @@ def snapshot_bytes(agent: Agent, app_data: dict[str, Any]) -> bytes:
 
 
 class Pauser:
-    def __init__(self, rows: Rows, objects: Objects, settings: Settings, clock: Clock) -> None:
+    def __init__(
+        self, rows: Rows, objects: Objects, settings: Settings, clock: Clock, policy: Policy | None = None
+    ) -> None:
         self.rows = rows
         self.objects = objects
         self.settings = settings
         self.clock = clock
+        self.policy = policy  # None: no policy file, today's behaviour (only the owner, fixed grant TTL)
 
     async def offer(
         self, agent: Agent, result: AgentResult, ctx: RequestContext, holding: Fence | None = None
@@ -68,6 +72,8 @@ class Pauser:
             created_at=now,
             expires_at=now + self.settings.card_expiry,
         )
+        if self.policy is not None:  # the strictest rule over the card's subjects, fixed on the card
+            card = card.model_copy(update={"policy": self.policy.decide(card.subjects(), self.settings.grant_ttl)})
         secret = mint_secret()
         try:
             data = snapshot_bytes(agent, {"turn_id": ctx.turn_id, "chat": ctx.chat, "card_id": card.card_id})
@@ -122,6 +128,7 @@ class Pauser:
                     "sites": card.sites,
                     "packages": card.packages,
                     "chained_from": holding.card_id if holding else None,
+                    **({"policy": card.policy.model_dump()} if card.policy is not None else {}),
                 },
             )
         )

@@ -37,8 +37,11 @@ from core.models import (
     Pointer,
     ResumeResult,
     TurnResult,
+    Vote,
+    duration_seconds,
 )
 from core.pause import ClaimLost, Pauser, final_text
+from core.policy import ApproverCheck, NoApprovers, may_answer
 from core.settings import Settings
 from core.snapshots import decode
 from core.turns import approved_sets, is_answerable
@@ -56,10 +59,30 @@ EXPIRED = "This approval card has expired; ask the agent again."
 CAP_REACHED = "This approval was denied and expired: resuming it failed too many times."
 INVALID = "Invalid answer: send exactly one response entry with a well-formed payload."
 INVALID_PACKAGES = "Invalid answer: the packages chosen are not all on the card."
+INVALID_DURATION = "Invalid answer: that duration is not one this card offers."
+APPROVER_MUST_ANSWER = "An approver must answer this: the person who asked may not approve their own request."
+APPROVER_ONLY = "An approver must answer this, and you are not one of the approvers."
+OWNER_OR_APPROVER = "Only the person who asked, or an approver, may answer this approval."
 
 
 def forbidden_message(owner: str) -> str:
     return f"Only {owner}, whose turn this is, may answer this approval."
+
+
+def quorum_answer(card: ApprovalCard, votes: list[Vote], last: Answer) -> Answer:
+    """The approval a quorum gives: the packages every voter left chosen, the shortest duration
+    any of them chose (a voter who chose none takes the card's default)."""
+    chosen: set[str] | None = None
+    for v in votes:
+        if v.packages is not None:
+            chosen = set(v.packages) if chosen is None else chosen & set(v.packages)
+    default = card.policy.default_duration if card.policy is not None else None
+    durations = [d for d in (v.duration or default for v in votes) if d is not None]
+    return Answer(
+        approved=True,
+        packages=None if chosen is None else [p for p in card.packages if p in chosen],
+        duration=min(durations, key=duration_seconds) if durations else last.duration,
+    )
 
 
 def answer_doc(p: Pointer, user: str, answer: Answer, at: float, result: TurnResult) -> bytes:
@@ -98,7 +121,9 @@ class ResumeService:
         factory: AgentFactory,
         tool_access: ToolAccess,
         worker_id: str,
+        approvers: ApproverCheck | None = None,
     ) -> None:
+        self.approvers: ApproverCheck = approvers or NoApprovers()
         self.rows = rows
         self.objects = objects
         self.settings = settings
@@ -130,14 +155,19 @@ class ResumeService:
             return await self._answered_elsewhere(card_id, user, secret)
         if not secret_matches(secret, p.secret_hash):
             return ResumeResult(outcome="unknown", message=UNKNOWN)  # same as an unknown id
-        if user != p.owner:
-            return ResumeResult(outcome="forbidden", message=forbidden_message(p.owner), owner=p.owner, card=p.card)
+        refused = await self._who_may_answer(p.card, p.owner, user)
+        if refused is not None:
+            await self._audit(p, "refused_answer", user, clock.now(), {"why": refused.message})
+            return refused
         if p.state == "done":
             return await self._replay(p, p.answer_key)
         if p.state == "expired":
             return self._expired(p, EXPIRED)
         if answer.packages is not None and not set(answer.packages) <= set(p.card.packages):
             return ResumeResult(outcome="invalid", message=INVALID_PACKAGES, card=p.card)
+        offered = p.card.policy.durations if p.card.policy is not None else []
+        if answer.duration is not None and answer.duration not in offered:
+            return ResumeResult(outcome="invalid", message=INVALID_DURATION, card=p.card)
         now = clock.now()
         if p.state == "claimed" and p.lease_until is not None and p.lease_until >= now:
             return self._in_progress(p)
@@ -147,6 +177,22 @@ class ResumeService:
             return self._expired(p, EXPIRED)
         if p.claim_count >= settings.claim_cap:
             return await self._give_up(p, user, now)
+        quorum = p.card.policy.quorum if p.card.policy is not None else 1
+        if answer.approved and quorum > 1:  # a deny needs no quorum: any allowed deny vetoes
+            counted = await self._vote(p, user, answer, now)
+            if isinstance(counted, ResumeResult):
+                return counted
+            if len(counted.votes) < quorum:
+                return ResumeResult(
+                    outcome="vote_recorded",
+                    message=f"Your approval is recorded: {len(counted.votes)} of {quorum}.",
+                    owner=p.owner,
+                    card=p.card,
+                    card_location=counted.card_location,
+                    votes=counted.votes,
+                    needed=quorum,
+                )
+            p, answer = counted, quorum_answer(p.card, counted.votes, answer)  # this vote completes it: claim
 
         claimed = await rows.claim(
             p,
@@ -169,6 +215,46 @@ class ResumeService:
                 log.warning("on_claimed failed: %s", e)
         return await self._run_claimed(claimed, user, answer, now)
 
+    async def _who_may_answer(self, card: ApprovalCard, owner: str, user: str) -> ResumeResult | None:
+        """None when `user` may answer the card, else the refusal (nothing changes)."""
+        policy = card.policy
+        if policy is None or policy.approvers == "owner":
+            if user == owner:
+                return None
+            return ResumeResult(outcome="forbidden", message=forbidden_message(owner), owner=owner, card=card)
+        approver = await self.approvers.is_approver(user)
+        if may_answer(policy.approvers, owner=owner, user=user, approver=approver):
+            return None
+        if policy.approvers == "owner_or_approvers":
+            message = OWNER_OR_APPROVER
+        else:
+            message = APPROVER_MUST_ANSWER if user == owner else APPROVER_ONLY
+        return ResumeResult(outcome="forbidden", message=message, owner=owner, card=card)
+
+    async def _vote(self, p: Pointer, user: str, answer: Answer, now: float) -> Pointer | ResumeResult:
+        """One approver's vote: one conditional write, counted once per person. Returns the
+        pointer with the votes so far, or what to answer when the card moved on meanwhile."""
+        vote = Vote(user=user, at=now, duration=answer.duration, packages=answer.packages)
+        if p.state == "pending":
+            written = await self.rows.vote(p, vote=vote, now=now)
+            if written is not None:
+                await self._audit(p, "vote", user, now, {"duration": answer.duration, "packages": answer.packages})
+                return written
+        latest = await self.rows.pointer_by_card(p.card_id)  # already voted, or the card moved on
+        if latest is None:
+            return ResumeResult(outcome="unknown", message=UNKNOWN)
+        if latest.state == "done":
+            return await self._replay(latest, latest.answer_key)
+        if latest.state == "expired" or latest.expires_at <= now:
+            return self._expired(latest, EXPIRED)
+        if latest.state == "claimed" and latest.lease_until is not None and latest.lease_until >= now:
+            return self._in_progress(latest)
+        if any(v.user == user for v in latest.votes) or len(latest.votes) >= (
+            latest.card.policy.quorum if latest.card.policy else 1
+        ):
+            return latest  # a repeated vote counts once; a quorum whose claimer died may be claimed again
+        return self._in_progress(latest)
+
     # --- the winner's path -------------------------------------------------------------
     async def _run_claimed(self, p: Pointer, user: str, answer: Answer, now: float) -> ResumeResult:
         rows, clock, settings = self.rows, self.clock, self.settings
@@ -183,12 +269,17 @@ class ResumeService:
         heartbeat = keeper.hold(Heartbeat(renew, clock, settings.lease, deadline))
         try:
             await self.grants.apply(p, user, answer, now)
-            await self._audit(p, "answered", user, now, {"approved": answer.approved, "packages": answer.packages})
+            detail: dict[str, Any] = {"approved": answer.approved, "packages": answer.packages}
+            if answer.reason is not None:
+                detail["reason"] = answer.reason  # the approver's words, kept in the audit trail
+            if p.card.policy is not None:
+                detail.update(duration=answer.duration, votes=[v.user for v in p.votes])
+            await self._audit(p, "answered", user, now, detail)
             raw = await self.objects.get(p.snapshot)
             agent = self.factory()
             agent.load_snapshot(decode(raw))
             grants = await rows.grants(user=p.owner, chat=p.chat, now=clock.now())
-            sites, packages = approved_sets(grants)
+            sites, packages = approved_sets(grants, p.turn_id)
             ctx = RequestContext(
                 user=p.owner,
                 chat=p.chat,
@@ -303,8 +394,9 @@ class ResumeService:
         doc = AnswerRecord.model_validate_json(raw)
         if not secret_matches(secret, doc.secret_hash):
             return ResumeResult(outcome="unknown", message=UNKNOWN)
-        if user != doc.owner:
-            return ResumeResult(outcome="forbidden", message=forbidden_message(doc.owner), owner=doc.owner)
+        refused = await self._who_may_answer(doc.card, doc.owner, user)
+        if refused is not None:
+            return refused.model_copy(update={"card": None})
         res = self._from_doc(doc, None)
         offer = await self._reoffer(doc.chained_card_id) if doc.chained_card_id is not None else None
         if offer is None or res.result is None:

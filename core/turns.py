@@ -43,7 +43,9 @@ def is_answerable(p: Pointer, now: float) -> bool:
     return (p.state == "pending" or lapsed) and p.expires_at > now
 
 
-def approved_sets(grants: list[Grant]) -> tuple[frozenset[str], frozenset[str]]:
+def approved_sets(grants: list[Grant], turn_id: str | None = None) -> tuple[frozenset[str], frozenset[str]]:
+    """What the tool may treat as approved in this turn (a `once` grant counts only in its own)."""
+    grants = [g for g in grants if g.turn_id is None or g.turn_id == turn_id]
     return (
         frozenset(g.name for g in grants if g.kind == "site"),
         frozenset(g.name for g in grants if g.kind == "package"),
@@ -104,12 +106,13 @@ class TurnRunner:
                     return again
             return TurnResult(status="waiting", text=wording.WAITING)
         grants = await self.rows.grants(user=user, chat=chat, now=now)
-        sites, packages = approved_sets(grants)
+        turn_id = uuid.uuid4().hex
+        sites, packages = approved_sets(grants, turn_id)
         ctx = RequestContext(
             user=user,
             chat=chat,
             platform=platform,
-            turn_id=uuid.uuid4().hex,
+            turn_id=turn_id,
             can_ask_human=not unattended,
             approved_sites=sites,
             approved_packages=packages,

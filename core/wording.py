@@ -3,6 +3,7 @@ was blocked and gives the model a legitimate path. Same situation, same text."""
 
 from __future__ import annotations
 
+from core.models import ONCE, duration_label
 from core.subjects import describe
 
 NOTHING_NAMED = (
@@ -39,16 +40,26 @@ def unattended_deny(sites: list[str], packages: list[str]) -> str:
     )
 
 
-def user_denied(sites: list[str], packages: list[str]) -> str:
-    return (
-        f"Access denied: the user did not approve {describe(sites, packages)}. "
-        "Do not try to reach them another way. Continue without that data and say so."
-    )
+def user_denied(sites: list[str], packages: list[str], reason: str | None = None) -> str:
+    text = f"Access denied: the user did not approve {describe(sites, packages)}."
+    if reason:  # the approver's own words, quoted as theirs (cleaned and bounded by read_answer)
+        text += f' The approver said: "{reason}".'
+    return text + " Do not try to reach them another way. Continue without that data and say so."
 
 
-def user_approved(sites: list[str], packages: list[str], refused_packages: list[str]) -> str:
+def _how_long(duration: str | None) -> str:
+    if duration is None:
+        return "for the rest of this chat"
+    if duration == ONCE:
+        return "for this turn only (the next turn asks again)"
+    return f"for {duration_label(duration).lower()} in this chat"
+
+
+def user_approved(
+    sites: list[str], packages: list[str], refused_packages: list[str], duration: str | None = None
+) -> str:
     text = (
-        f"Approved: {describe(sites, packages)} may be downloaded for the rest of this chat. "
+        f"Approved: {describe(sites, packages)} may be downloaded {_how_long(duration)}. "
         "Run the step again to download."
     )
     if refused_packages:

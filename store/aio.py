@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
-from core.models import AuditEvent, Fence, Grant, ObjectRef, Pointer, Refusal, SubjectKind
+from core.models import AuditEvent, Fence, Grant, ObjectRef, Pointer, Refusal, SubjectKind, Vote
 from store.base import ObjectStore, RowStore
 
 P = ParamSpec("P")
@@ -116,6 +116,12 @@ class Rows:
 
     async def refusals(self, *, chat: str, turn_id: str) -> list[Refusal]:
         return await self._io.run(self._b.list_refusals, chat, turn_id)
+
+    async def vote(self, read: Pointer, *, vote: Vote, now: float) -> Pointer | None:
+        """One approver's vote on the card as `read` (its id and secret hash are the condition)."""
+        return await self._io.run(
+            self._b.vote, chat=read.chat, card_id=read.card_id, secret_hash=read.secret_hash, vote=vote, now=now
+        )
 
     async def claim_event(self, key: str, *, now: float, ttl: float) -> bool:
         return await self._io.run(self._b.claim_event, key, now, ttl)

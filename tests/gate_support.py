@@ -42,7 +42,9 @@ class FakeGrants:
     def revoke(self, user: str, chat: str, kind: SubjectKind, name: str) -> None:
         self.rows.discard((user, chat, kind, name))
 
-    async def is_allowed(self, *, user: str, chat: str, kind: SubjectKind, name: str) -> bool:
+    async def is_allowed(
+        self, *, user: str, chat: str, kind: SubjectKind, name: str, turn_id: str | None = None
+    ) -> bool:
         self.checks += 1
         if self.broken:
             raise RuntimeError("store down")
@@ -52,7 +54,7 @@ class FakeGrants:
         self.refusals.append(refusal)
         return True
 
-    async def granted_names(self, *, user: str, chat: str, kind: SubjectKind) -> list[str]:
+    async def granted_names(self, *, user: str, chat: str, kind: SubjectKind, turn_id: str | None = None) -> list[str]:
         return sorted(n for (u, c, k, n) in self.rows if (u, c, k) == (user, chat, kind))
 
 

@@ -14,7 +14,9 @@ from core.models import Refusal, SubjectKind
 
 @runtime_checkable
 class GrantsBackend(Protocol):
-    async def is_allowed(self, *, user: str, chat: str, kind: SubjectKind, name: str) -> bool:
+    async def is_allowed(
+        self, *, user: str, chat: str, kind: SubjectKind, name: str, turn_id: str | None = None
+    ) -> bool:
         """The user's live grants for that chat, asked on every connection (so a revoke bites next time)."""
         ...
 

@@ -213,7 +213,7 @@ class Gate:
             run._note_denied(f"{name}:{port}")
             return f"port {port} of {name} is not open to approvals (only {self.cfg.grant_ports})."
         try:
-            if await run.backend.is_allowed(user=run.user, chat=run.chat, kind=kind, name=name):
+            if await run.backend.is_allowed(user=run.user, chat=run.chat, kind=kind, name=name, turn_id=run.turn_id):
                 return None
         except Exception:  # fail closed: a store error is a refusal, and is not recorded as one
             log.exception("grant check failed for %s %s", kind, name)
@@ -421,7 +421,9 @@ class Gate:
 
     async def _still_granted(self, run: Run, host: str) -> bool:
         try:
-            return await run.backend.is_allowed(user=run.user, chat=run.chat, kind="site", name=host)
+            return await run.backend.is_allowed(
+                user=run.user, chat=run.chat, kind="site", name=host, turn_id=run.turn_id
+            )
         except Exception:  # a store hiccup does not cut a live download; the next check decides
             log.warning("grant re-check for %s failed; keeping the connection until the next check", host,
                         exc_info=True)  # fmt: skip

@@ -173,7 +173,7 @@ class PackageIndex:
         lister = getattr(run.backend, "granted_names", None)
         if lister is not None:
             with contextlib.suppress(Exception):
-                names |= set(await lister(user=run.user, chat=run.chat, kind="package"))
+                names |= set(await lister(user=run.user, chat=run.chat, kind="package", turn_id=run.turn_id))
         names = {n for n in names if not self.gate.rules.denied("package", n)}
         body = "".join(f'<a href="{html.escape(n)}/">{html.escape(n)}</a>\n' for n in sorted(names))
         await respond(writer, 200, "OK", f"<!DOCTYPE html>\n<html><body>\n{body}</body></html>\n", content_type=_HTML)
