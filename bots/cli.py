@@ -24,7 +24,7 @@ from bots.slack_app import SlackConfig
 from cards.http_json import grant_body, resume_body, turn_body
 from core.approvals import Approvals
 from core.egress import Gate
-from core.models import Answer
+from core.models import InvalidAnswer, read_answer
 from core.sandbox import LIMIT_MARK, GatedLocalSandbox, detect_confinement
 from core.tools_sandbox import NotConfined
 
@@ -34,6 +34,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--objects", help="objects: a folder (default var/objects) or s3://BUCKET/prefix?...")
     p.add_argument("--model", help="scripted (offline, default) or provider:model_id")
     p.add_argument("--agent", help="module:function returning a Strands Agent")
+    p.add_argument("--policy", help="approval policy file (TOML): approvers, quorum, durations (docs/policy.md)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -64,6 +65,8 @@ def parser() -> argparse.ArgumentParser:
     choice.add_argument("--approve", action="store_true")
     choice.add_argument("--deny", action="store_true")
     resume.add_argument("--packages", nargs="*", help="with --approve: only these of the card's packages")
+    resume.add_argument("--duration", help="with --approve: one of the card's durations (once, 1h, ...)")
+    resume.add_argument("--reason", help="with --deny: why (the agent reads it; at most 500 characters)")
 
     grants = sub.add_parser("grants", help="list or revoke grants")
     gsub = grants.add_subparsers(dest="action", required=True)
@@ -159,7 +162,17 @@ def cmd_run(args: argparse.Namespace, cfg: ServerConfig) -> int:
 
 
 def cmd_resume(args: argparse.Namespace, cfg: ServerConfig) -> int:
-    answer = Answer(approved=bool(args.approve), packages=args.packages if args.approve else None)
+    payload: dict[str, Any] = {"approved": bool(args.approve)}
+    if args.approve and args.packages is not None:
+        payload["packages"] = args.packages
+    if args.duration is not None:
+        payload["duration"] = args.duration
+    if args.reason is not None:
+        payload["reason"] = args.reason
+    try:
+        answer = read_answer("resolved", payload)  # R15: the same checks as every front end
+    except InvalidAnswer as e:
+        raise ValueError(str(e)) from None
 
     async def work(a: Approvals) -> int:
         res = await a.resume(card_id=args.card_id, user=args.user, secret=args.secret, answer=answer)
@@ -198,9 +211,20 @@ def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
     print(f"  HTTP front end /v1: {front}", flush=True)
     print(f"  Slack: {SlackConfig.from_env().describe()}", flush=True)
     print(f"  sandbox (run_script + egress gate): {confinement_line(cfg)}", flush=True)
+    print(f"  approval policy: {policy_line(approvals)}", flush=True)
     web.run_app(app, host=cfg.host, port=cfg.port, print=None)
     approvals.store.close()
     return 0
+
+
+def policy_line(approvals: Approvals) -> str:
+    p = approvals.policy
+    if p is None:
+        return "none (only the person who asked answers; grants last --grant-ttl)"
+    routed = [k for k, v in (("Slack", p.routing.slack_channel), ("Teams", p.routing.teams_conversation)) if v]
+    return f"{len(p.rule)} rule(s), defaults: approvers={p.defaults.approvers} quorum={p.defaults.quorum}" + (
+        f"; cards also posted to the approvers' channel in {', '.join(routed)}" if routed else ""
+    )
 
 
 def cmd_sandbox(args: argparse.Namespace, cfg: ServerConfig) -> int:

@@ -20,6 +20,7 @@ class ServerConfig(BaseSettings):
     agent: str | None = None
     api_token: str = ""  # comma-separated bearer tokens; empty = the HTTP front end is off
     sweep_every: float = 600.0
+    policy: str | None = None  # the approval policy file (TOML, docs/policy.md); None: only the owner answers
 
     # the sandbox (run_script) and its egress gate: docs/egress-gate.md
     sandbox: bool = False

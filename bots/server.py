@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from bots.approvers import ApproverDirectory
 from bots.config import ServerConfig
 from bots.gate import mount_gate, sandbox_tools
 from bots.http_api import mount_http_api
@@ -21,6 +22,7 @@ from core.approvals import Approvals
 from core.clock import Clock, SystemClock
 from core.egress import Gate
 from core.models import StoreUnavailable
+from core.policy import load_policy
 from store.aio import StoreIO
 from store.open import open_objects, open_rows
 
@@ -37,8 +39,25 @@ def build_approvals(
     cfg: ServerConfig, clock: Clock | None = None, factory: AgentFactory | None = None, gate: Gate | None = None
 ) -> Approvals:
     clock = clock or SystemClock()
+    # The policy first: a bad file stops start-up (PolicyError names the line) before anything opens.
+    policy = load_policy(cfg.policy) if cfg.policy else None
+    approvers = ApproverDirectory(policy, teams_tenant=_teams_tenant()) if policy is not None else None
     store = StoreIO(open_rows(cfg.store), open_objects(cfg.objects, clock))
-    return Approvals(store, settings=cfg.protocol(), clock=clock, agent_factory=factory or build_factory(cfg, gate))
+    return Approvals(
+        store,
+        settings=cfg.protocol(),
+        clock=clock,
+        agent_factory=factory or build_factory(cfg, gate),
+        policy=policy,
+        approvers=approvers,
+    )
+
+
+def _teams_tenant() -> str | None:
+    """The app's own tenant, for bare Entra object ids in the policy (SingleTenant apps only)."""
+    env = os.environ
+    single = env.get("CHAT_APPROVALS_TEAMS_APP_TYPE", "").lower() == "singletenant"
+    return env.get("CHAT_APPROVALS_TEAMS_TENANT_ID") if single else None
 
 
 @web.middleware

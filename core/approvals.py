@@ -51,6 +51,7 @@ class Approvals:
             approvers=approvers,
         )
         self.policy = policy
+        self.approvers = approvers
         self._rows, self._objects = s.rows, s.objects
         self._grants = s.grants
         self._pauser = s.pauser

@@ -157,7 +157,8 @@ class ResumeService:
             return ResumeResult(outcome="unknown", message=UNKNOWN)  # same as an unknown id
         refused = await self._who_may_answer(p.card, p.owner, user)
         if refused is not None:
-            await self._audit(p, "refused_answer", user, clock.now(), {"why": refused.message})
+            if p.card.policy is not None:  # who tried to answer a policy card, and why not
+                await self._audit(p, "refused_answer", user, clock.now(), {"why": refused.message})
             return refused
         if p.state == "done":
             return await self._replay(p, p.answer_key)

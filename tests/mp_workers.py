@@ -41,3 +41,22 @@ def resume_once(db: str, objects: str, card_id: str, secret: str, env: dict[str,
     os.environ.update(env)
     a = open_approvals(db, objects)
     asyncio.run(a.resume(card_id=card_id, user="alice", secret=secret, answer=Answer(approved=True)))
+
+
+def vote(
+    db: str, objects: str, card_id: str, secret: str, user: str, policy: str, barrier: Any, env: dict[str, str]
+) -> str:
+    """One approver's click on a card that needs a quorum, from its own process (issue 13)."""
+    from bots.approvers import ApproverDirectory
+    from core.policy import parse_policy
+
+    os.environ.update(env)
+    p = parse_policy(policy)
+    io = StoreIO(SqliteRows(db), FileObjects(objects))
+    a = Approvals(io, agent_factory=user_factory("tests.agents:work_agent"), policy=p, approvers=ApproverDirectory(p))
+    barrier.wait(timeout=60)
+    try:
+        res = asyncio.run(a.resume(card_id=card_id, user=user, secret=secret, answer=Answer(approved=True)))
+        return res.outcome
+    finally:
+        a.store.close()
