@@ -36,6 +36,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bots.approvers import ApproverDirectory, SlackGroups
 from cards import slack_blocks as sb
 from cards.slack_answer import (
     SlackClick,
@@ -165,6 +166,16 @@ class SlackFrontEnd:
             process_before_response=True,
         )
         self._register()
+        directory = getattr(approvals, "approvers", None)
+        if isinstance(directory, ApproverDirectory):  # the policy's Slack user groups, through this client
+            directory.attach_slack(SlackGroups(self.client, approvals.clock), self.installed_team)
+        policy = getattr(approvals, "policy", None)
+        self.route_to: str | None = policy.routing.slack_channel if policy is not None else None
+
+    async def installed_team(self) -> str | None:
+        """The workspace this app is installed in (auth.test, cached): bare approver ids are its users."""
+        auth = await self._authorize(None, None)
+        return auth.team_id
 
     # ------------------------------------------------------------------ plumbing
 
@@ -253,9 +264,14 @@ class SlackFrontEnd:
         return str(r["ts"]) if r is not None else None
 
     async def update(self, loc: Mapping[str, str] | None, msg: sb.SlackMessage, *, or_post: bool = False) -> bool:
-        """chat.update in place; with `or_post`, a message that is gone gets a new one in its thread."""
+        """chat.update in place; with `or_post`, a message that is gone gets a new one in its thread.
+        A card also posted to the approvers' channel (routing) has that copy updated too."""
         if not loc or "channel" not in loc or "ts" not in loc:
             return False
+        if loc.get("routed_channel") and loc.get("routed_ts"):
+            routed = {"channel": loc["routed_channel"], "ts": loc["routed_ts"]}
+            await self.update(routed, msg)
+            loc = {k: v for k, v in loc.items() if not k.startswith("routed_")}
         try:
             await self.client.chat_update(channel=loc["channel"], ts=loc["ts"], text=msg.text, blocks=msg.block_dicts())
             return True
@@ -303,6 +319,10 @@ class SlackFrontEnd:
         @bolt.action(re.compile("^" + re.escape(sb.ACTION_PACKAGES)))
         async def on_package_toggle(ack: AsyncAck) -> None:
             await ack()  # the choice is read from `state` when Approve is clicked
+
+        @bolt.action(sb.ACTION_DURATION)
+        async def on_duration_choice(ack: AsyncAck) -> None:
+            await ack()  # read from `state` when Approve is clicked
 
         @bolt.action(sb.ACTION_REVOKE)
         async def on_revoke(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
@@ -358,18 +378,29 @@ class SlackFrontEnd:
         """The turn's reply in the thread; a card (first or chained) as a new message there."""
         if result.status == "awaiting_approval" and result.offer is not None:
             offer = result.offer
-            ts = await self.post(channel, thread_ts, sb.card_message(offer.card, offer.secret))
+            route = self.route_to if offer.card.policy is not None and self.route_to != channel else None
+            ts = await self.post(channel, thread_ts, sb.card_message(offer.card, offer.secret, routed_to=route))
             if ts is None:  # not posted after retries: a card nobody sees must not hold the chat
                 await self.approvals.withdraw(chat=chat, card_id=offer.card.card_id, why="slack post failed")
                 await self.post(channel, thread_ts, sb.reply_message(wording.WITHDRAWN))
                 return
             loc = _location(channel, ts, thread_ts)
+            if loc is not None and route is not None:
+                loc.update(await self._route(route, channel, ts, offer.card, offer.secret))
             if loc is not None:
                 await self.approvals.record_card_location(chat=chat, card_id=offer.card.card_id, location=loc)
         elif result.status == "waiting":
             await self.post(channel, thread_ts, sb.waiting_message())
         else:
             await self.post(channel, thread_ts, sb.reply_message(result.text))
+
+    async def _route(self, route: str, channel: str, ts: str, card: ApprovalCard, secret: str) -> dict[str, str]:
+        """Routing: the card also goes to the approvers' channel, with a link to the requesting
+        thread. Returns where it went (kept with the card's location, so both update in place)."""
+        link = await self._call("chat.getPermalink", self.client.chat_getPermalink, channel=channel, message_ts=ts)
+        permalink = str(link["permalink"]) if link is not None and link.get("permalink") else None
+        routed = await self.post(route, None, sb.card_message(card, secret, link=permalink))
+        return {"routed_channel": route, "routed_ts": routed} if routed else {}
 
     # ------------------------------------------------------------------ clicks
 
@@ -401,7 +432,10 @@ class SlackFrontEnd:
 
     async def show_resume(self, c: SlackClick, res: ResumeResult, loc: Mapping[str, str] | None) -> None:
         refusal: sb.SlackMessage | None = None
-        if res.outcome in ("resumed", "replayed") and res.card and res.answer and res.answered_by:
+        if res.outcome == "vote_recorded" and res.card is not None:
+            await self.show_votes(c, res, loc)
+            refusal = sb.vote_recorded(res.votes or [], res.needed or 0)
+        elif res.outcome in ("resumed", "replayed") and res.card and res.answer and res.answered_by:
             outcome = sb.outcome_message(res.card, res.answer, res.answered_by, res.answered_at or 0.0)
             # On a replay this repeats the update: it repairs a card whose first update was lost.
             await self.update(loc, outcome, or_post=res.outcome == "resumed")
@@ -421,13 +455,34 @@ class SlackFrontEnd:
                 await self.update(loc, sb.expired_message(res.card))
             refusal = sb.refusal_expired()
         elif res.outcome == "forbidden":
-            refusal = sb.refusal_forbidden(res.owner)
+            policy_said = res.message if res.card is not None and res.card.policy is not None else None
+            refusal = sb.refusal_forbidden(res.owner, policy_said)
         elif res.outcome == "invalid":
             refusal = sb.refusal_invalid()
         else:  # unknown, unauthorized: a wrong secret looks the same as an unknown card
             refusal = sb.refusal_unknown()
         if refusal is not None:
             await self.ephemeral(c.channel, c.user, c.thread_ts, refusal)
+
+    async def show_votes(self, c: SlackClick, res: ResumeResult, loc: Mapping[str, str] | None) -> None:
+        """A vote that did not complete the quorum: both copies of the card show the votes so far,
+        re-rendered with the secret the click carried (the server never holds it, R19)."""
+        assert res.card is not None
+        votes = res.votes or []
+        if not loc or "channel" not in loc or "ts" not in loc:
+            return
+        routed = loc.get("routed_channel")
+        await self.update(
+            {k: v for k, v in loc.items() if not k.startswith("routed_")},
+            sb.card_message(res.card, c.secret, votes, routed_to=routed),
+        )
+        if routed and loc.get("routed_ts"):
+            link = await self._call(
+                "chat.getPermalink", self.client.chat_getPermalink, channel=loc["channel"], message_ts=loc["ts"]
+            )
+            permalink = str(link["permalink"]) if link is not None and link.get("permalink") else None
+            msg = sb.card_message(res.card, c.secret, votes, link=permalink)
+            await self.update({"channel": routed, "ts": loc["routed_ts"]}, msg)
 
     async def _refuse_unreadable(self, body: dict[str, Any]) -> None:
         """A click we could not read: tell the clicker, if the payload says who and where."""

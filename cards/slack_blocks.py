@@ -241,9 +241,16 @@ def _package_choice(card: ApprovalCard) -> ActionsBlock | None:
     return ActionsBlock(block_id=packages_block_id(card.card_id), elements=elements)
 
 
-def card_message(card: ApprovalCard, secret: str, votes: Sequence[Vote] = (), link: str | None = None) -> SlackMessage:
+def card_message(
+    card: ApprovalCard,
+    secret: str,
+    votes: Sequence[Vote] = (),
+    link: str | None = None,
+    routed_to: str | None = None,
+) -> SlackMessage:
     """The card. With a policy: the duration choice, the deny reason, who may answer, the votes so
-    far; `link` (routing: the copy in the approvers' channel) points at the requesting thread."""
+    far. Routing: `link` (the copy in the approvers' channel) points at the requesting thread;
+    `routed_to` (the requester's copy) says where the approvers were asked."""
     value = button_value(card.card_id, secret)
     blocks: list[Block] = [
         HeaderBlock(text=PlainTextObject(text="Approval needed")),
@@ -255,6 +262,8 @@ def card_message(card: ApprovalCard, secret: str, votes: Sequence[Vote] = (), li
     ]
     if link:
         blocks.append(_section(f"Asked in <{escape(link)}|this conversation>."))
+    if routed_to:
+        blocks.append(_section(f"Also sent to the approvers in <#{escape(routed_to)}>."))
     choice = _package_choice(card)
     if choice is not None:
         blocks.append(_section("*Allow these packages* (untick any you do not want):"))
@@ -384,7 +393,7 @@ def _plain(text: str) -> SlackMessage:
 
 def refusal_forbidden(owner: str | None, message: str | None = None) -> SlackMessage:
     """Not yours to answer. With a policy, the resume service's own sentence says who may."""
-    if message and message.startswith("An approver"):
+    if message:
         return _plain(f":lock: {escape(message)}")
     who = f"Only {user_ref(owner)} may answer it." if owner else "Only the person whose turn it is may answer."
     return _plain(f":lock: This request is not yours to answer. {who}")

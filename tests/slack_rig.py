@@ -14,6 +14,7 @@ import aiohttp
 from aiohttp import web
 from slack_sdk.models.blocks import Block
 
+from bots.approvers import ApproverDirectory
 from bots.config import ServerConfig
 from bots.server import build_app
 from bots.slack_app import SLACK, SlackFrontEnd
@@ -22,6 +23,7 @@ from cards.identity import SlackUser
 from core.agent_factory import AgentFactory
 from core.approvals import Approvals
 from core.clock import ManualClock
+from core.policy import parse_policy
 from store.aio import StoreIO
 from store.open import open_objects, open_rows
 from tests import slack_payloads as P
@@ -37,9 +39,14 @@ OWNER_KEY = SlackUser(None, P.TEAM, OWNER).key  # R17: the identity grants and o
 DM = "D0DMCHAN1"
 
 
-def open_approvals(folder: Path, clock: ManualClock, factory: AgentFactory | None = None) -> Approvals:
+def open_approvals(
+    folder: Path, clock: ManualClock, factory: AgentFactory | None = None, policy: str | None = None
+) -> Approvals:
     store = StoreIO(open_rows(f"sqlite:///{folder}/rows.db"), open_objects(str(folder / "objects"), clock))
-    return Approvals(store, clock=clock, agent_factory=factory)
+    if policy is None:
+        return Approvals(store, clock=clock, agent_factory=factory)
+    p = parse_policy(policy)  # issue 13: the approval policy, with the approvers the server would build
+    return Approvals(store, clock=clock, agent_factory=factory, policy=p, approvers=ApproverDirectory(p))
 
 
 def assert_valid_blocks(call: Call) -> list[dict[str, Any]]:
@@ -62,9 +69,15 @@ def buttons(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 class SlackRig:
     def __init__(
-        self, folder: Path | None = None, *, socket_mode: bool = False, factory: AgentFactory | None = None
+        self,
+        folder: Path | None = None,
+        *,
+        socket_mode: bool = False,
+        factory: AgentFactory | None = None,
+        policy: str | None = None,
     ) -> None:
         self.factory = factory
+        self.policy = policy
         self._tmp = None if folder else tempfile.TemporaryDirectory()
         self.folder = folder or Path(self._tmp.name)  # type: ignore[union-attr]
         self.clock = ManualClock(time.time())
@@ -80,7 +93,7 @@ class SlackRig:
             self.standin = standin
         else:
             await self.standin.start()
-        self.approvals = open_approvals(self.folder, self.clock, self.factory)
+        self.approvals = open_approvals(self.folder, self.clock, self.factory, self.policy)
         env = {
             "SLACK_BOT_TOKEN": "xoxb-test-token",
             "SLACK_SIGNING_SECRET": "" if self.socket_mode else P.SIGNING_SECRET,
@@ -151,7 +164,14 @@ class SlackRig:
     def card_calls(self) -> list[Call]:
         return [c for c in self.standin.of("chat.postMessage") if buttons(c.args.get("blocks") or [])]
 
-    def click_payload(self, card_call: Call, *, user: str = OWNER, action: str = sb.ACTION_APPROVE) -> dict[str, Any]:
+    def click_payload(
+        self,
+        card_call: Call,
+        *,
+        user: str = OWNER,
+        action: str = sb.ACTION_APPROVE,
+        state: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         blocks = assert_valid_blocks(card_call)
         value = next(b["value"] for b in buttons(blocks) if b["action_id"] == action)
         ts = card_call.result["ts"]
@@ -159,6 +179,7 @@ class SlackRig:
         return P.block_actions(
             action_id=action, value=value, user=user, channel=card_call.args["channel"], message_ts=ts,
             message=message, thread_ts=card_call.args.get("thread_ts"), response_url=self.standin.response_url(),
+            state=state,
         )  # fmt: skip
 
     async def click(self, payload: dict[str, Any], **kw: Any) -> tuple[int, str]:
