@@ -16,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import json
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
+from urllib.parse import quote
 
 from aiohttp import web
 from botbuilder.core import InvokeResponse, MessageFactory, TurnContext
@@ -142,6 +144,36 @@ def _card_activity(card: dict[str, Any], *, activity_id: str | None = None) -> A
     return Activity(type=ActivityTypes.message, id=activity_id, attachments=[attachment])
 
 
+def _conversation_id(location: Mapping[str, str]) -> str | None:
+    try:
+        ref = json.loads(location.get("reference", "{}"))
+    except ValueError:
+        return None
+    conv = ref.get("conversation") or {}
+    return str(conv["id"]) if conv.get("id") else None
+
+
+def _routed_location(where: Mapping[str, str], conversation: str) -> dict[str, str]:
+    """The requesting conversation's reference, pointed at the approvers' conversation (same
+    service URL, bot and tenant): what a proactive post there needs."""
+    ref = json.loads(where["reference"])
+    kind = (
+        "channel" if conversation.endswith("@thread.tacv2") or conversation.endswith("@thread.skype") else "groupChat"
+    )
+    ref["conversation"] = {"id": conversation, "conversationType": kind, "tenantId": where.get("tenant") or None}
+    ref.pop("activityId", None)
+    ref.pop("user", None)
+    return {**where, "reference": json.dumps(ref, sort_keys=True), "activity_id": ""}
+
+
+def _deep_link(where: Mapping[str, str]) -> str | None:
+    """A Teams link to the requesting card (message deep link)."""
+    conv, activity = _conversation_id(where), where.get("activity_id")
+    if not conv or not activity:
+        return None
+    return f"https://teams.microsoft.com/l/message/{quote(conv, safe='')}/{quote(activity, safe='')}"
+
+
 # --------------------------------------------------------------------------- the bot
 
 
@@ -152,6 +184,8 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         self.adapter = adapter
         self.cfg = cfg
         self._background: set[asyncio.Task[None]] = set()
+        policy = getattr(approvals, "policy", None)
+        self.route_to: str | None = policy.routing.teams_conversation if policy is not None else None
 
     # --- messages -------------------------------------------------------------------
     async def on_message_activity(self, turn_context: TurnContext) -> None:
@@ -234,8 +268,75 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
                 log.warning("teams: card %s posted without an activity id; it cannot be updated", offer.card.card_id)
                 return
             where = {**location, "activity_id": str(sent.id)}
+            if offer.card.policy is not None and self.route_to and self.route_to != _conversation_id(where):
+                where.update(await self._route(where, offer.card, offer.secret))
             if not await self.approvals.record_card_location(chat=chat, card_id=offer.card.card_id, location=where):
                 log.warning("teams: card %s location not recorded (no longer open)", offer.card.card_id)
+
+    # --- routing: a copy of the card in the approvers' conversation ---------------------
+    async def _route(self, where: dict[str, str], card: ApprovalCard, secret: str) -> dict[str, str]:
+        """Post the card to the policy's approvers' conversation too, with a link to the requesting
+        one; returns where it went (kept with the card's location, so both update in place)."""
+        assert self.route_to is not None
+        routed = _routed_location(where, self.route_to)
+        link = _deep_link(where)
+        sent: list[str] = []
+
+        async def work(turn: TurnContext) -> None:
+            r = await turn.send_activity(_card_activity(adaptive.approval_card(card, secret, link=link)))
+            if r is not None and r.id:
+                sent.append(str(r.id))
+
+        try:
+            await teams_compat.continue_conversation(self.adapter, routed, work, app_id=self.cfg.auth.app_id)
+        except Exception as e:  # the requester's card stands; the approvers' copy is a convenience
+            log.warning("teams: card %s not posted to the approvers' conversation: %s", card.card_id, e)
+            return {}
+        return {"routed_reference": routed["reference"], "routed_activity_id": sent[0]} if sent else {}
+
+    async def _update_routed(self, location: dict[str, str] | None, card: dict[str, Any]) -> None:
+        if not location or not location.get("routed_reference") or not location.get("routed_activity_id"):
+            return
+        routed = {**location, "reference": location["routed_reference"]}
+
+        async def work(turn: TurnContext) -> None:
+            await turn.update_activity(_card_activity(card, activity_id=location["routed_activity_id"]))
+
+        try:
+            await teams_compat.continue_conversation(self.adapter, routed, work, app_id=self.cfg.auth.app_id)
+        except Exception as e:
+            log.warning("teams: the approvers' copy of a card could not be updated: %s", e)
+
+    async def _update_card(self, location: dict[str, str] | None, card: dict[str, Any]) -> None:
+        """Replace the card for everyone, in the requesting conversation and the approvers' one."""
+        if location and location.get("activity_id"):
+
+            async def work(turn: TurnContext) -> None:
+                await turn.update_activity(_card_activity(card, activity_id=location["activity_id"]))
+
+            try:
+                await teams_compat.continue_conversation(self.adapter, location, work, app_id=self.cfg.auth.app_id)
+            except Exception as e:
+                log.warning("teams: a card could not be updated: %s", e)
+        await self._update_routed(location, card)
+
+    async def _show_votes(self, ctx: TurnContext, r: ResumeResult, secret: str) -> dict[str, Any]:
+        """A vote that did not complete the quorum: every copy shows the votes so far, re-rendered
+        with the secret the click carried (the server never holds it, R19)."""
+        assert r.card is not None
+        act, names = ctx.activity, []
+        for v in r.votes or []:
+            if v.user == user_of(act):
+                names.append(name_of(act))
+            else:
+                names.append(await self._display_name(ctx, v.user) or "an approver")
+        location = r.card_location or {}
+        card = adaptive.approval_card(r.card, secret, voters=names)
+        routed_card = adaptive.approval_card(r.card, secret, voters=names, link=_deep_link(location))
+        await self._update_card({k: v for k, v in location.items() if not k.startswith("routed_")}, card)
+        await self._update_routed(location, routed_card)
+        here = act.conversation.id if act.conversation else None
+        return card if here == _conversation_id(location) else routed_card
 
     # --- invokes --------------------------------------------------------------------
     async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse | None:
@@ -293,6 +394,8 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         r = task.result()
         if r.outcome == "invalid":
             return teams_compat.invoke_response(400, adaptive.invoke_error_body(400, r.message))
+        if r.outcome == "vote_recorded" and r.card is not None:
+            return self._card(await self._show_votes(ctx, r, click.secret))
         if r.outcome == "resumed":
             await self._after_resume(ctx, r, name_of(act), in_invoke=True)
         elif r.outcome == "replayed" and r.result is not None and r.result.offer is not None:
@@ -313,6 +416,8 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             verdict = "approved" if r.answer.approved else "denied"
             return adaptive.refusal_card("answered", f"It was {verdict} by {by} at {when}.", card=r.card)
         if r.outcome == "forbidden":
+            if r.card is not None and r.card.policy is not None:  # the policy's own sentence says who may
+                return adaptive.refusal_card("forbidden", r.message, card=r.card)
             owner = await self._display_name(ctx, r.owner) if r.owner else None  # None: "the person who asked"
             return adaptive.refusal_card("forbidden", card=r.card, owner=owner)
         if r.outcome in ("expired", "in_progress"):
@@ -341,13 +446,22 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         result = r.result or TurnResult(status="answered")
         chat = r.card.chat if r.card is not None else ""
         personal = self._is_personal(location)
+        if ctx is not None and chat and chat_key(ctx.activity) != chat:
+            # answered from the approvers' conversation: the reply belongs to the requesting one
+            ctx, in_invoke = None, False
+        if r.card is not None and r.answer is not None:
+            await self._update_routed(
+                location, adaptive.outcome_card(r.card, r.answer, by, r.answered_at or 0.0, result)
+            )
 
         async def work(turn: TurnContext) -> None:
             replace_card = location and location.get("activity_id") and (not in_invoke or not personal)
             if replace_card and location and r.card is not None and r.answer is not None:
                 card = adaptive.outcome_card(r.card, r.answer, by, r.answered_at or 0.0, result)
                 await turn.update_activity(_card_activity(card, activity_id=location["activity_id"]))
-            await self._deliver(turn, chat, result, dict(location or {}))
+            await self._deliver(
+                turn, chat, result, {k: v for k, v in (location or {}).items() if not k.startswith("routed_")}
+            )
 
         if ctx is not None:
             await work(ctx)

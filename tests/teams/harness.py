@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from bots.approvers import ApproverDirectory
 from bots.config import ServerConfig
 from bots.server import build_app
 from bots.teams_bot import TEAMS, TeamsConfig
@@ -19,6 +20,7 @@ from core.agent_factory import AgentFactory
 from core.approvals import Approvals
 from core.clock import ManualClock
 from core.models import Pointer
+from core.policy import parse_policy
 from store.aio import StoreIO
 from store.file_objects import FileObjects
 from store.sqlite_rows import SqliteRows
@@ -100,8 +102,10 @@ class Bot:
         invoke_budget: float = 5.0,
         message_budget: float = 5.0,
         agent_factory: AgentFactory | None = None,
+        policy: str | None = None,
     ) -> None:
         self.agent_factory = agent_factory
+        self.policy = parse_policy(policy) if policy is not None else None  # issue 13
         self.folder, self.clock, self.connector_url = folder, clock, connector_url
         self.invoke_budget, self.message_budget = invoke_budget, message_budget
         self.notes: list[str] = []
@@ -109,7 +113,10 @@ class Bot:
     async def __aenter__(self) -> Bot:
         self.folder.mkdir(parents=True, exist_ok=True)
         store = StoreIO(SqliteRows(self.folder / "rows.db"), FileObjects(self.folder / "objects", clock=self.clock))
-        self.approvals = Approvals(store, clock=self.clock, agent_factory=self.agent_factory)
+        approvers = ApproverDirectory(self.policy) if self.policy is not None else None
+        self.approvals = Approvals(
+            store, clock=self.clock, agent_factory=self.agent_factory, policy=self.policy, approvers=approvers
+        )
         cfg = ServerConfig(host="127.0.0.1", store=f"sqlite:///{self.folder}/rows.db", objects=str(self.folder))
         self.app = build_app(
             self.approvals,
