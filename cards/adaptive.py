@@ -264,7 +264,7 @@ def refusal_card(
 ) -> Card:
     """A read-only card: the click changed nothing. No buttons, so nothing can be clicked again."""
     body: list[dict[str, Any]] = [_title(_REFUSAL_TITLES[kind], "Warning")]
-    if kind == "forbidden" and not message:
+    if kind == "forbidden" and (card is None or card.policy is None):  # with a policy, `message` says who may
         who = _escape(owner) if owner else "the person who asked"
         body.append(_text(f"Only {who} may answer this request."))
     if message:

@@ -92,7 +92,48 @@ function check(name, cond, detail = '') {
         (await revoked.getByText('You have no approvals in this chat.').count()) === 1);
     }
 
-    if (process.env.E2E_FLOW === 'packages') {
+    if (process.env.E2E_FLOW === 'group-approver') {
+      // Issue 13 in the Playground's Group Chat. The Playground's UI always acts as its current user
+      // (Alex Wilber, the requester); the policy says an approver must answer. The second member of
+      // the group chat (Megan Bowen, an approver) answers through the Playground's own invoke API
+      // (/_conversation/v1/invoke, the call its UI makes for a card click, which accepts any member
+      // of the conversation as `from`): the Playground builds and sends her invoke to the bot.
+      const CORP = `https://files.corp.example.com/data-${TOKEN}.csv`;
+      await page.getByText('Group Chat').first().click();
+      await page.waitForTimeout(1500);
+      await shot('11-group-chat.png');
+      await send(`please fetch ${CORP}`);
+      const card = page.locator('.ac-adaptiveCard', { hasText: 'Approval needed' }).filter({ hasText: CORP });
+      await card.first().waitFor({ timeout: WAIT });
+      await shot('12-group-card.png');
+      check('the group chat card says an approver must answer',
+        (await card.getByText('An approver must answer', { exact: false }).count()) >= 1);
+      // 1. The requester clicks Approve: refused, read-only; capture the click the UI sent.
+      const sent = page.waitForRequest((r) => r.url().includes('/v1/invoke') && r.method() === 'POST', { timeout: WAIT });
+      await card.getByRole('button', { name: 'Approve' }).click();
+      const click = await sent;
+      const refused = page.locator('.ac-adaptiveCard', { hasText: 'Not yours to answer' }).filter({ hasText: CORP });
+      await refused.first().waitFor({ timeout: WAIT });
+      await shot('13-requester-refused.png');
+      check('the requester is refused with a read-only card',
+        (await refused.first().getByRole('button').count()) === 0);
+      // 2. Megan Bowen, the second member of the group chat, clicks Approve on the same card.
+      const body = JSON.parse(click.postData());
+      check('the UI sent the click as its own user', body.from && body.from.id === 'user-id-0', JSON.stringify(body.from));
+      const res = await page.evaluate(async ([u, b]) => {
+        const r = await fetch(u, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(b) });
+        return { status: r.status, text: await r.text() };
+      }, [click.url(), { ...body, from: { id: 'user-id-1' } }]);
+      check("the Playground sent the second member's click", res.status === 200, `${res.status} ${res.text.slice(0, 300)}`);
+      check('the answer to her click is the outcome, approved by Megan Bowen', res.text.includes('Approved by Megan Bowen'),
+        res.text.slice(0, 300));
+      await page.reload({ waitUntil: 'networkidle' });
+      await page.getByText('Group Chat').first().click();
+      const outcome = page.locator('.ac-adaptiveCard', { hasText: 'Approved by Megan Bowen' }).filter({ hasText: CORP });
+      await outcome.first().waitFor({ timeout: WAIT });
+      await shot('14-approved-by-second-user.png');
+      check('the card in the group chat shows the outcome for everyone', (await outcome.count()) >= 1);
+    } else if (process.env.E2E_FLOW === 'packages') {
       // A card asking for two packages: untick one, Approve; the client merges the choice into the data.
       await send(`analyse the table ${TOKEN}`);
       const pcard = page.locator('.ac-adaptiveCard', { hasText: 'Packages to allow' }).last();

@@ -123,3 +123,47 @@ async def test_e2e_package_choice_in_playground(tmp_path: Path) -> None:
     finally:
         await runner.cleanup()
         store.close()
+
+
+GROUP_POLICY = """\
+[approvers]
+teams = ["00000000-0000-0000-0000-0000000000021"]  # Megan Bowen, the Playground's second user
+
+[[rule]]
+match = "*.corp.example.com"
+approvers = "approvers"
+"""
+
+
+@pytest.mark.e2e
+async def test_e2e_group_chat_approval_answered_by_a_second_user(tmp_path: Path) -> None:
+    """Issue 13 in the real client: in the Playground's Group Chat the requester (the UI's own user)
+    is refused under `approvers = "approvers"`; the second member of the group chat, an approver,
+    answers through the Playground's invoke API (its UI cannot switch users: see the JS)."""
+    from bots.approvers import ApproverDirectory
+    from core.policy import parse_policy
+
+    env = require_playground()
+    clock = SystemClock()
+    store = StoreIO(SqliteRows(tmp_path / "rows.db"), FileObjects(tmp_path / "objects", clock=clock))
+    policy = parse_policy(GROUP_POLICY)
+    approvals = Approvals(store, clock=clock, policy=policy, approvers=ApproverDirectory(policy))
+    cfg = ServerConfig(host="127.0.0.1", port=int(env["TEAMS_E2E_BOT_PORT"]))
+    app = build_app(approvals, cfg, sweep=False, teams=TeamsConfig())
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", cfg.port).start()
+    shots = ROOT / "artifacts" / "teams" / "group-approver"
+    try:
+        log = await run_browser(env, shots, {"E2E_FLOW": "group-approver"})
+        assert "0 failed" in log and "7 passed" in log, log
+        await app[TEAMS].bot.drain()
+        megan = f"teams:{TENANT}:00000000-0000-0000-0000-0000000000021"
+        (grant,) = await approvals.grants(user=OWNER)  # the requester's grant, in the group chat
+        assert grant.name == "files.corp.example.com" and grant.chat != CHAT
+        events = await approvals.audit(grant.chat)
+        assert [e.actor for e in events if e.kind == "refused_answer"] == [OWNER], events
+        assert [e.actor for e in events if e.kind == "answered"] == [megan], events
+    finally:
+        await runner.cleanup()
+        store.close()
