@@ -99,10 +99,18 @@ function check(name, cond, detail = '') {
       // (/_conversation/v1/invoke, the call its UI makes for a card click, which accepts any member
       // of the conversation as `from`): the Playground builds and sends her invoke to the bot.
       const CORP = `https://files.corp.example.com/data-${TOKEN}.csv`;
-      await page.getByText('Group Chat').first().click();
+      await page.getByText('Group Chat', { exact: true }).first().click();
       await page.waitForTimeout(1500);
       await shot('11-group-chat.png');
-      await send(`please fetch ${CORP}`);
+      // In a group chat the bot hears only messages that @mention it (as in Teams).
+      await composer.click();
+      await page.keyboard.type('@Test');
+      await page.waitForTimeout(1500); // the Playground's mention menu searches members after 500 ms
+      await shot('11b-mention-menu.png');
+      await page.getByText('Test Bot', { exact: true }).last().click(); // the menu's entry: the bot
+      check('the composer holds a mention of the bot', (await page.locator('[data-lexical-editor="true"] .mention').count()) === 1);
+      await page.keyboard.type(` please fetch ${CORP}`);
+      await page.getByRole('button', { name: 'Send Message' }).click();
       const card = page.locator('.ac-adaptiveCard', { hasText: 'Approval needed' }).filter({ hasText: CORP });
       await card.first().waitFor({ timeout: WAIT });
       await shot('12-group-card.png');
@@ -127,8 +135,7 @@ function check(name, cond, detail = '') {
       check("the Playground sent the second member's click", res.status === 200, `${res.status} ${res.text.slice(0, 300)}`);
       check('the answer to her click is the outcome, approved by Megan Bowen', res.text.includes('Approved by Megan Bowen'),
         res.text.slice(0, 300));
-      await page.reload({ waitUntil: 'networkidle' });
-      await page.getByText('Group Chat').first().click();
+      // the bot updates the group chat's card for everyone (the Playground shows the update live)
       const outcome = page.locator('.ac-adaptiveCard', { hasText: 'Approved by Megan Bowen' }).filter({ hasText: CORP });
       await outcome.first().waitFor({ timeout: WAIT });
       await shot('14-approved-by-second-user.png');
