@@ -161,3 +161,26 @@ def test_load_policy_reads_the_file_and_names_it(tmp_path: Path) -> None:
     assert load_policy(f).rule[0].match == "*.corp.example.com"
     with pytest.raises(PolicyError, match="cannot read"):
         load_policy(tmp_path / "missing.toml")
+
+
+def test_r15_answers_with_a_duration_or_a_reason() -> None:
+    from core.models import InvalidAnswer, parse_answer, read_answer
+
+    assert read_answer("resolved", {"approved": True, "duration": "1h"}).duration == "1h"
+    denied = read_answer("resolved", {"approved": False, "reason": "  no,\r\nthanks\u0000\u009b "})
+    assert denied.reason == "no,  thanks"  # control characters removed, line breaks become spaces
+    assert read_answer("resolved", {"approved": False, "reason": " \u0007 "}).reason is None  # empty: no reason
+    for bad in [
+        {"approved": True, "duration": "1y"},
+        {"approved": True, "duration": None},
+        {"approved": False, "duration": "1h"},
+        {"approved": True, "reason": "why"},
+        {"approved": False, "reason": "x" * 501},
+        {"approved": False, "reason": 5},
+    ]:
+        with pytest.raises(InvalidAnswer):
+            read_answer("resolved", bad)
+        assert parse_answer("resolved", bad).approved is False  # the tool's side fails closed
+    # the tool keeps a well-formed deny's reason, and only an explicit approval approves
+    assert parse_answer("resolved", {"approved": False, "reason": "later"}).reason == "later"
+    assert parse_answer("resolved", {"approved": True, "duration": "once"}).duration == "once"
