@@ -358,7 +358,15 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
 
     @staticmethod
     def _is_personal(location: dict[str, str] | None) -> bool:
-        return bool(location) and '"conversationType": "personal"' in (location or {}).get("reference", "")
+        """A one-to-one chat with the bot, read from the parsed conversation reference."""
+        if not location or not location.get("reference"):
+            return False
+        try:
+            ref = teams_compat.reference_from_location(location)
+        except (ValueError, KeyError) as e:  # a stored reference we cannot read: treat as shared
+            log.warning("teams: stored conversation reference unreadable: %s", e)
+            return False
+        return ref.conversation is not None and ref.conversation.conversation_type == "personal"
 
     def _finish_later(self, task: asyncio.Future[ResumeResult], by: str) -> None:
         async def finish() -> None:
