@@ -48,7 +48,7 @@ from cards.slack_answer import (
     parse_revoke_click,
     read_block_actions,
 )
-from cards.slack_chat import chat_key, in_workspace, parse_chat_key
+from cards.slack_chat import SlackCardLocation, chat_key, in_workspace, parse_chat_key
 from core import wording
 from core.approvals import Approvals
 from core.models import ApprovalCard, Grant, ResumeResult, StoreUnavailable, TurnResult
@@ -128,15 +128,6 @@ def web_client(cfg: SlackConfig, token: str | None = None) -> AsyncWebClient:
             AsyncRateLimitErrorRetryHandler(max_retry_count=3),
         ],
     )
-
-
-def _location(channel: str | None, ts: str | None, thread_ts: str | None) -> dict[str, str] | None:
-    if not channel or not ts:
-        return None
-    loc = {"channel": channel, "ts": ts}
-    if thread_ts:
-        loc["thread_ts"] = thread_ts
-    return loc
 
 
 class SlackFrontEnd:
@@ -252,17 +243,17 @@ class SlackFrontEnd:
         r = await self._call("chat.postMessage", self.client.chat_postMessage, **kwargs)
         return str(r["ts"]) if r is not None else None
 
-    async def update(self, loc: Mapping[str, str] | None, msg: sb.SlackMessage, *, or_post: bool = False) -> bool:
+    async def update(self, loc: SlackCardLocation | None, msg: sb.SlackMessage, *, or_post: bool = False) -> bool:
         """chat.update in place; with `or_post`, a message that is gone gets a new one in its thread."""
-        if not loc or "channel" not in loc or "ts" not in loc:
+        if loc is None:
             return False
         try:
-            await self.client.chat_update(channel=loc["channel"], ts=loc["ts"], text=msg.text, blocks=msg.block_dicts())
+            await self.client.chat_update(channel=loc.channel, ts=loc.ts, text=msg.text, blocks=msg.block_dicts())
             return True
         except SlackApiError as e:
             log.warning("slack chat.update failed: %s", e.response.get("error"))
             if or_post and e.response.get("error") in ("message_not_found", "cant_update_message"):
-                await self.post(loc["channel"], loc.get("thread_ts"), msg)
+                await self.post(loc.channel, loc.thread_ts, msg)
         except (aiohttp.ClientError, TimeoutError) as e:
             log.warning("slack chat.update failed: %s", e)
         return False
@@ -363,9 +354,9 @@ class SlackFrontEnd:
                 await self.approvals.withdraw(chat=chat, card_id=offer.card.card_id, why="slack post failed")
                 await self.post(channel, thread_ts, sb.reply_message(wording.WITHDRAWN))
                 return
-            loc = _location(channel, ts, thread_ts)
+            loc = SlackCardLocation.of(channel, ts, thread_ts)
             if loc is not None:
-                await self.approvals.record_card_location(chat=chat, card_id=offer.card.card_id, location=loc)
+                await self.approvals.record_card_location(chat=chat, card_id=offer.card.card_id, location=loc.stored())
         elif result.status == "waiting":
             await self.post(channel, thread_ts, sb.waiting_message())
         else:
@@ -380,10 +371,10 @@ class SlackFrontEnd:
             log.info("slack click refused: %s", e)
             await self._refuse_unreadable(body)
             return
-        here = _location(c.channel, c.message_ts, c.thread_ts)
+        here = SlackCardLocation.of(c.channel, c.message_ts, c.thread_ts)
 
         async def on_claimed(card: ApprovalCard, location: dict[str, str] | None) -> None:
-            await self.update(location or here, sb.resuming_message(card, c.actor))
+            await self.update(SlackCardLocation.parse(location) or here, sb.resuming_message(card, c.actor))
 
         try:
             res = await self.approvals.resume(
@@ -397,9 +388,9 @@ class SlackFrontEnd:
             log.warning("slack click: store fault: %s", e)
             await self.ephemeral(c.channel, c.user, c.thread_ts, sb.reply_message(UNAVAILABLE))
             return
-        await self.show_resume(c, res, res.card_location or here)
+        await self.show_resume(c, res, SlackCardLocation.parse(res.card_location) or here)
 
-    async def show_resume(self, c: SlackClick, res: ResumeResult, loc: Mapping[str, str] | None) -> None:
+    async def show_resume(self, c: SlackClick, res: ResumeResult, loc: SlackCardLocation | None) -> None:
         refusal: sb.SlackMessage | None = None
         if res.outcome in ("resumed", "replayed") and res.card and res.answer and res.answered_by:
             outcome = sb.outcome_message(res.card, res.answer, res.answered_by, res.answered_at or 0.0)
