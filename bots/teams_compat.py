@@ -11,7 +11,7 @@ SDK. Keeping each workaround here means a move to it touches this file and no ot
    the bot answers malformed clicks before botbuilder's own checks run.
 3. `ConversationAccount.tenant_id` maps to JSON `tenantID`, but Teams sends `tenantId`, so the
    tenant is lost from the conversation and from a serialized reference. `tenant_of()` reads it
-   from channelData; `reference_to_location()` keeps it beside the reference.
+   from channelData; `TeamsCardLocation` keeps it beside the reference.
 4. `CloudAdapter.process()` answers 500 to a body that is not JSON or has no Content-Type, and
    parses an Authorization header even with auth disabled (a junk header -> 500). `process()`
    answers those with a clear 4xx first.
@@ -247,18 +247,6 @@ class TeamsCardLocation:
         """A one-to-one chat with the bot, read from the parsed reference."""
         conv = self.conversation_reference().conversation
         return conv is not None and conv.conversation_type == "personal"
-
-
-def reference_to_location(activity: Activity, card_activity_id: str) -> dict[str, str]:
-    """Where a posted card lives, as the stored strings."""
-    return TeamsCardLocation.of(activity, card_activity_id).stored()
-
-
-def reference_from_location(location: dict[str, str]) -> ConversationReference:
-    loc = TeamsCardLocation.parse(location)
-    if loc is None:
-        raise ValueError("no Teams conversation reference in this location")
-    return loc.conversation_reference()
 
 
 async def continue_conversation(
