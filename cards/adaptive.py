@@ -94,9 +94,10 @@ def _what(card: ApprovalCard) -> list[dict[str, Any]]:
 def _answer_words(card: ApprovalCard, answer: Answer) -> str:
     if not answer.approved:
         return "Denied"
-    if card.packages and answer.packages is not None and set(answer.packages) != set(card.packages):
-        chosen = ", ".join(_escape(p) for p in answer.packages) or "no packages"
-        return f"Approved (packages: {chosen})"
+    chosen = card.chosen_packages(answer)
+    if chosen != card.packages:
+        listed = ", ".join(_escape(p) for p in chosen) or "no packages"
+        return f"Approved (packages: {listed})"
     return "Approved"
 
 
