@@ -6,13 +6,14 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
 from strands import tool
 
 from core import wording
 from core.clock import ManualClock
 from core.ids import hash_secret
 from core.lease import Heartbeat
-from core.models import Answer, ClaimRead, ObjectRef
+from core.models import Answer, ClaimRead, ObjectRef, StoreUnavailable
 from core.resume import CAP_REACHED
 from store.aio import StoreIO
 from store.base import ObjectStore, StoreError
@@ -265,3 +266,35 @@ def test_r11_lease_keeper_renews_every_held_lease_and_ends_when_none_is_held(clo
     while keeper._thread is not None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert keeper._thread is None
+
+
+async def test_r13_a_store_fault_writing_the_chained_card_is_a_store_fault(store: StoreIO, clock: ManualClock) -> None:
+    """Not "already being resumed": the front end says the store is unavailable (503), and the
+    claim's lease lapses so the card can be answered again (R11)."""
+
+    def policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+        results = results_of(messages)
+        if not results:
+            return "", [ask(urls=["https://a.example/1"])]
+        if len(results) == 1:
+            return "", [ask(urls=["https://b.example/2"])]
+        return "end", []
+
+    a = make_approvals(store, clock, policy_factory(policy))
+    turn = await a.run_turn(chat="c", user="u", text="go", platform="http")
+    assert turn.offer is not None
+
+    def down(*_: Any, **__: Any) -> bool:
+        raise StoreError("injected: the chained card's write failed after its retries")
+
+    store.rows.replace = down  # type: ignore[method-assign]
+    try:
+        with pytest.raises(StoreUnavailable):  # not hidden as "in progress"
+            await click(a, turn.offer, approved=True)
+    finally:
+        del store.rows.replace  # type: ignore[method-assign]
+    p = store.rows.get_pointer("c")
+    assert p is not None and p.card_id == turn.offer.card.card_id and p.state == "claimed"  # nothing chained
+    clock.advance(31)  # the dead claim's lease lapses: the owner's next click resumes it
+    res = await click(a, turn.offer, approved=True)
+    assert res.outcome == "resumed" and res.result is not None and res.result.status == "awaiting_approval"
