@@ -18,6 +18,7 @@ import os
 import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -49,7 +50,7 @@ from cards.slack_answer import (
     parse_revoke_click,
     read_block_actions,
 )
-from cards.slack_chat import chat_key, in_workspace, parse_chat_key
+from cards.slack_chat import SlackCardLocation, chat_key, in_workspace, parse_chat_key
 from core import wording
 from core.approvals import Approvals
 from core.models import ApprovalCard, Grant, ResumeResult, StoreUnavailable, TurnResult
@@ -129,15 +130,6 @@ def web_client(cfg: SlackConfig, token: str | None = None) -> AsyncWebClient:
             AsyncRateLimitErrorRetryHandler(max_retry_count=3),
         ],
     )
-
-
-def _location(channel: str | None, ts: str | None, thread_ts: str | None) -> dict[str, str] | None:
-    if not channel or not ts:
-        return None
-    loc = {"channel": channel, "ts": ts}
-    if thread_ts:
-        loc["thread_ts"] = thread_ts
-    return loc
 
 
 class SlackFrontEnd:
@@ -263,22 +255,21 @@ class SlackFrontEnd:
         r = await self._call("chat.postMessage", self.client.chat_postMessage, **kwargs)
         return str(r["ts"]) if r is not None else None
 
-    async def update(self, loc: Mapping[str, str] | None, msg: sb.SlackMessage, *, or_post: bool = False) -> bool:
+    async def update(self, loc: SlackCardLocation | None, msg: sb.SlackMessage, *, or_post: bool = False) -> bool:
         """chat.update in place; with `or_post`, a message that is gone gets a new one in its thread.
         A card also posted to the approvers' channel (routing) has that copy updated too."""
-        if not loc or "channel" not in loc or "ts" not in loc:
+        if loc is None:
             return False
-        if loc.get("routed_channel") and loc.get("routed_ts"):
-            routed = {"channel": loc["routed_channel"], "ts": loc["routed_ts"]}
-            await self.update(routed, msg)
-            loc = {k: v for k, v in loc.items() if not k.startswith("routed_")}
+        if loc.routed is not None:
+            await self.update(loc.routed, msg)
+            loc = loc.here
         try:
-            await self.client.chat_update(channel=loc["channel"], ts=loc["ts"], text=msg.text, blocks=msg.block_dicts())
+            await self.client.chat_update(channel=loc.channel, ts=loc.ts, text=msg.text, blocks=msg.block_dicts())
             return True
         except SlackApiError as e:
             log.warning("slack chat.update failed: %s", e.response.get("error"))
             if or_post and e.response.get("error") in ("message_not_found", "cant_update_message"):
-                await self.post(loc["channel"], loc.get("thread_ts"), msg)
+                await self.post(loc.channel, loc.thread_ts, msg)
         except (aiohttp.ClientError, TimeoutError) as e:
             log.warning("slack chat.update failed: %s", e)
         return False
@@ -384,23 +375,25 @@ class SlackFrontEnd:
                 await self.approvals.withdraw(chat=chat, card_id=offer.card.card_id, why="slack post failed")
                 await self.post(channel, thread_ts, sb.reply_message(wording.WITHDRAWN))
                 return
-            loc = _location(channel, ts, thread_ts)
+            loc = SlackCardLocation.of(channel, ts, thread_ts)
             if loc is not None and route is not None:
-                loc.update(await self._route(route, channel, ts, offer.card, offer.secret))
+                loc = replace(loc, routed=await self._route(route, channel, ts, offer.card, offer.secret))
             if loc is not None:
-                await self.approvals.record_card_location(chat=chat, card_id=offer.card.card_id, location=loc)
+                await self.approvals.record_card_location(chat=chat, card_id=offer.card.card_id, location=loc.stored())
         elif result.status == "waiting":
             await self.post(channel, thread_ts, sb.waiting_message())
         else:
             await self.post(channel, thread_ts, sb.reply_message(result.text))
 
-    async def _route(self, route: str, channel: str, ts: str, card: ApprovalCard, secret: str) -> dict[str, str]:
+    async def _route(
+        self, route: str, channel: str, ts: str, card: ApprovalCard, secret: str
+    ) -> SlackCardLocation | None:
         """Routing: the card also goes to the approvers' channel, with a link to the requesting
         thread. Returns where it went (kept with the card's location, so both update in place)."""
         link = await self._call("chat.getPermalink", self.client.chat_getPermalink, channel=channel, message_ts=ts)
         permalink = str(link["permalink"]) if link is not None and link.get("permalink") else None
         routed = await self.post(route, None, sb.card_message(card, secret, link=permalink))
-        return {"routed_channel": route, "routed_ts": routed} if routed else {}
+        return SlackCardLocation.of(route, routed, None)
 
     # ------------------------------------------------------------------ clicks
 
@@ -411,10 +404,10 @@ class SlackFrontEnd:
             log.info("slack click refused: %s", e)
             await self._refuse_unreadable(body)
             return
-        here = _location(c.channel, c.message_ts, c.thread_ts)
+        here = SlackCardLocation.of(c.channel, c.message_ts, c.thread_ts)
 
         async def on_claimed(card: ApprovalCard, location: dict[str, str] | None) -> None:
-            await self.update(location or here, sb.resuming_message(card, c.actor))
+            await self.update(SlackCardLocation.parse(location) or here, sb.resuming_message(card, c.actor))
 
         try:
             res = await self.approvals.resume(
@@ -428,9 +421,9 @@ class SlackFrontEnd:
             log.warning("slack click: store fault: %s", e)
             await self.ephemeral(c.channel, c.user, c.thread_ts, sb.reply_message(UNAVAILABLE))
             return
-        await self.show_resume(c, res, res.card_location or here)
+        await self.show_resume(c, res, SlackCardLocation.parse(res.card_location) or here)
 
-    async def show_resume(self, c: SlackClick, res: ResumeResult, loc: Mapping[str, str] | None) -> None:
+    async def show_resume(self, c: SlackClick, res: ResumeResult, loc: SlackCardLocation | None) -> None:
         refusal: sb.SlackMessage | None = None
         if res.outcome == "vote_recorded" and res.card is not None:
             await self.show_votes(c, res, loc)
@@ -464,25 +457,22 @@ class SlackFrontEnd:
         if refusal is not None:
             await self.ephemeral(c.channel, c.user, c.thread_ts, refusal)
 
-    async def show_votes(self, c: SlackClick, res: ResumeResult, loc: Mapping[str, str] | None) -> None:
+    async def show_votes(self, c: SlackClick, res: ResumeResult, loc: SlackCardLocation | None) -> None:
         """A vote that did not complete the quorum: both copies of the card show the votes so far,
         re-rendered with the secret the click carried (the server never holds it, R19)."""
         assert res.card is not None
         votes = res.votes or []
-        if not loc or "channel" not in loc or "ts" not in loc:
+        if loc is None:
             return
-        routed = loc.get("routed_channel")
-        await self.update(
-            {k: v for k, v in loc.items() if not k.startswith("routed_")},
-            sb.card_message(res.card, c.secret, votes, routed_to=routed),
-        )
-        if routed and loc.get("routed_ts"):
+        routed = loc.routed
+        routed_to = routed.channel if routed is not None else None
+        await self.update(loc.here, sb.card_message(res.card, c.secret, votes, routed_to=routed_to))
+        if routed is not None:
             link = await self._call(
-                "chat.getPermalink", self.client.chat_getPermalink, channel=loc["channel"], message_ts=loc["ts"]
+                "chat.getPermalink", self.client.chat_getPermalink, channel=loc.channel, message_ts=loc.ts
             )
             permalink = str(link["permalink"]) if link is not None and link.get("permalink") else None
-            msg = sb.card_message(res.card, c.secret, votes, link=permalink)
-            await self.update({"channel": routed, "ts": loc["routed_ts"]}, msg)
+            await self.update(routed, sb.card_message(res.card, c.secret, votes, link=permalink))
 
     async def _refuse_unreadable(self, body: dict[str, Any]) -> None:
         """A click we could not read: tell the clicker, if the payload says who and where."""

@@ -16,12 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import json
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
-from urllib.parse import quote
 
 from aiohttp import web
 from botbuilder.core import InvokeResponse, MessageFactory, TurnContext
@@ -32,7 +31,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bots import teams_compat
 from bots.teams_auth import TokenValidator
-from bots.teams_compat import TeamsAuth
+from bots.teams_compat import TeamsAuth, TeamsCardLocation
 from cards import adaptive
 from cards.identity import TeamsUser, parse_teams_user, unverified
 from core import wording
@@ -144,36 +143,6 @@ def _card_activity(card: dict[str, Any], *, activity_id: str | None = None) -> A
     return Activity(type=ActivityTypes.message, id=activity_id, attachments=[attachment])
 
 
-def _conversation_id(location: Mapping[str, str]) -> str | None:
-    try:
-        ref = json.loads(location.get("reference", "{}"))
-    except ValueError:
-        return None
-    conv = ref.get("conversation") or {}
-    return str(conv["id"]) if conv.get("id") else None
-
-
-def _routed_location(where: Mapping[str, str], conversation: str) -> dict[str, str]:
-    """The requesting conversation's reference, pointed at the approvers' conversation (same
-    service URL, bot and tenant): what a proactive post there needs."""
-    ref = json.loads(where["reference"])
-    kind = (
-        "channel" if conversation.endswith("@thread.tacv2") or conversation.endswith("@thread.skype") else "groupChat"
-    )
-    ref["conversation"] = {"id": conversation, "conversationType": kind, "tenantId": where.get("tenant") or None}
-    ref.pop("activityId", None)
-    ref.pop("user", None)
-    return {**where, "reference": json.dumps(ref, sort_keys=True), "activity_id": ""}
-
-
-def _deep_link(where: Mapping[str, str]) -> str | None:
-    """A Teams link to the requesting card (message deep link)."""
-    conv, activity = _conversation_id(where), where.get("activity_id")
-    if not conv or not activity:
-        return None
-    return f"https://teams.microsoft.com/l/message/{quote(conv, safe='')}/{quote(activity, safe='')}"
-
-
 # --------------------------------------------------------------------------- the bot
 
 
@@ -214,8 +183,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         if command is not None:
             await self._command(turn_context, command, chat, user)
             return
-        location = teams_compat.reference_to_location(act, "")
-        location["owner_name"] = name_of(act)
+        location = TeamsCardLocation.of(act)
         task = asyncio.ensure_future(self.approvals.run_turn(chat=chat, user=user, text=text, platform=PLATFORM))
         await asyncio.wait({task}, timeout=self.cfg.message_budget)
         if task.done():
@@ -226,7 +194,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             await turn_context.send_activity(Activity(type=ActivityTypes.typing))
         self._spawn(self._deliver_later(task, chat, location))
 
-    async def _deliver_later(self, task: asyncio.Future[TurnResult], chat: str, location: dict[str, str]) -> None:
+    async def _deliver_later(self, task: asyncio.Future[TurnResult], chat: str, location: TeamsCardLocation) -> None:
         result = await task
 
         async def work(turn: TurnContext) -> None:
@@ -247,7 +215,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             remaining = await self.approvals.grants(user=user, chat=chat)
             await ctx.send_activity(_card_activity(adaptive.revoked_card(revoked, remaining)))
 
-    async def _deliver(self, ctx: TurnContext, chat: str, result: TurnResult, location: dict[str, str]) -> None:
+    async def _deliver(self, ctx: TurnContext, chat: str, result: TurnResult, location: TeamsCardLocation) -> None:
         """Send what a turn (or a resume) ended with. A new card's location is stored for later updates."""
         if result.status in ("answered", "busy"):
             await ctx.send_activity(MessageFactory.text(result.text or "(the agent gave no text)"))
@@ -267,58 +235,46 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             if sent is None or not sent.id:
                 log.warning("teams: card %s posted without an activity id; it cannot be updated", offer.card.card_id)
                 return
-            where = {**location, "activity_id": str(sent.id)}
-            if offer.card.policy is not None and self.route_to and self.route_to != _conversation_id(where):
-                where.update(await self._route(where, offer.card, offer.secret))
+            posted = location.here.posted_as(str(sent.id))
+            if offer.card.policy is not None and self.route_to and self.route_to != posted.conversation_id:
+                posted = replace(posted, routed=await self._route(posted, offer.card, offer.secret))
+            where = posted.stored()
             if not await self.approvals.record_card_location(chat=chat, card_id=offer.card.card_id, location=where):
                 log.warning("teams: card %s location not recorded (no longer open)", offer.card.card_id)
 
     # --- routing: a copy of the card in the approvers' conversation ---------------------
-    async def _route(self, where: dict[str, str], card: ApprovalCard, secret: str) -> dict[str, str]:
+    async def _route(self, where: TeamsCardLocation, card: ApprovalCard, secret: str) -> TeamsCardLocation | None:
         """Post the card to the policy's approvers' conversation too, with a link to the requesting
         one; returns where it went (kept with the card's location, so both update in place)."""
         assert self.route_to is not None
-        routed = _routed_location(where, self.route_to)
-        link = _deep_link(where)
+        target = where.in_conversation(self.route_to)
         sent: list[str] = []
 
         async def work(turn: TurnContext) -> None:
-            r = await turn.send_activity(_card_activity(adaptive.approval_card(card, secret, link=link)))
+            r = await turn.send_activity(_card_activity(adaptive.approval_card(card, secret, link=where.deep_link)))
             if r is not None and r.id:
                 sent.append(str(r.id))
 
         try:
-            await teams_compat.continue_conversation(self.adapter, routed, work, app_id=self.cfg.auth.app_id)
+            await teams_compat.continue_conversation(self.adapter, target, work, app_id=self.cfg.auth.app_id)
         except Exception as e:  # the requester's card stands; the approvers' copy is a convenience
             log.warning("teams: card %s not posted to the approvers' conversation: %s", card.card_id, e)
-            return {}
-        return {"routed_reference": routed["reference"], "routed_activity_id": sent[0]} if sent else {}
+            return None
+        return target.posted_as(sent[0]) if sent else None
 
-    async def _update_routed(self, location: dict[str, str] | None, card: dict[str, Any]) -> None:
-        if not location or not location.get("routed_reference") or not location.get("routed_activity_id"):
+    async def _replace_in(self, location: TeamsCardLocation | None, card: dict[str, Any]) -> None:
+        """Replace a posted card for everyone in its conversation (from any process)."""
+        if location is None or not location.activity_id:
             return
-        routed = {**location, "reference": location["routed_reference"]}
+        activity_id = location.activity_id
 
         async def work(turn: TurnContext) -> None:
-            await turn.update_activity(_card_activity(card, activity_id=location["routed_activity_id"]))
+            await turn.update_activity(_card_activity(card, activity_id=activity_id))
 
         try:
-            await teams_compat.continue_conversation(self.adapter, routed, work, app_id=self.cfg.auth.app_id)
+            await teams_compat.continue_conversation(self.adapter, location, work, app_id=self.cfg.auth.app_id)
         except Exception as e:
-            log.warning("teams: the approvers' copy of a card could not be updated: %s", e)
-
-    async def _update_card(self, location: dict[str, str] | None, card: dict[str, Any]) -> None:
-        """Replace the card for everyone, in the requesting conversation and the approvers' one."""
-        if location and location.get("activity_id"):
-
-            async def work(turn: TurnContext) -> None:
-                await turn.update_activity(_card_activity(card, activity_id=location["activity_id"]))
-
-            try:
-                await teams_compat.continue_conversation(self.adapter, location, work, app_id=self.cfg.auth.app_id)
-            except Exception as e:
-                log.warning("teams: a card could not be updated: %s", e)
-        await self._update_routed(location, card)
+            log.warning("teams: a card could not be updated: %s", e)
 
     async def _show_votes(self, ctx: TurnContext, r: ResumeResult, secret: str) -> dict[str, Any]:
         """A vote that did not complete the quorum: every copy shows the votes so far, re-rendered
@@ -330,13 +286,15 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
                 names.append(name_of(act))
             else:
                 names.append(await self._display_name(ctx, v.user) or "an approver")
-        location = r.card_location or {}
+        location = TeamsCardLocation.parse(r.card_location)
         card = adaptive.approval_card(r.card, secret, voters=names)
-        routed_card = adaptive.approval_card(r.card, secret, voters=names, link=_deep_link(location))
-        await self._update_card({k: v for k, v in location.items() if not k.startswith("routed_")}, card)
-        await self._update_routed(location, routed_card)
+        link = location.deep_link if location is not None else None
+        routed_card = adaptive.approval_card(r.card, secret, voters=names, link=link)
+        if location is not None:
+            await self._replace_in(location.here, card)
+            await self._replace_in(location.routed, routed_card)
         here = act.conversation.id if act.conversation else None
-        return card if here == _conversation_id(location) else routed_card
+        return card if location is None or here == location.conversation_id else routed_card
 
     # --- invokes --------------------------------------------------------------------
     async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse | None:
@@ -400,8 +358,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             await self._after_resume(ctx, r, name_of(act), in_invoke=True)
         elif r.outcome == "replayed" and r.result is not None and r.result.offer is not None:
             # the replay re-offered the still-open chained card with a new secret: post it
-            where = {**teams_compat.reference_to_location(act, ""), "owner_name": name_of(act)}
-            await self._deliver(ctx, r.result.offer.card.chat, r.result, where)
+            await self._deliver(ctx, r.result.offer.card.chat, r.result, TeamsCardLocation.of(act))
         return self._card(await self._outcome_card(ctx, r))
 
     def _card(self, card: dict[str, Any]) -> InvokeResponse:
@@ -440,39 +397,44 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
     async def _after_resume(self, ctx: TurnContext | None, r: ResumeResult, by: str, *, in_invoke: bool) -> None:
         """Post the agent's reply (or the chained card). When the click was answered earlier with
         "resuming…", or others share the conversation, also replace the card itself for everyone."""
-        location = r.card_location
-        if not location and ctx is not None:
-            location = teams_compat.reference_to_location(ctx.activity, "")
+        location = TeamsCardLocation.parse(r.card_location)
+        if location is None and ctx is not None:
+            location = TeamsCardLocation.of(ctx.activity)
         result = r.result or TurnResult(status="answered")
         chat = r.card.chat if r.card is not None else ""
         personal = self._is_personal(location)
         if ctx is not None and chat and chat_key(ctx.activity) != chat:
             # answered from the approvers' conversation: the reply belongs to the requesting one
             ctx, in_invoke = None, False
-        if r.card is not None and r.answer is not None:
-            await self._update_routed(
-                location, adaptive.outcome_card(r.card, r.answer, by, r.answered_at or 0.0, result)
-            )
+        if r.card is not None and r.answer is not None and location is not None:
+            outcome = adaptive.outcome_card(r.card, r.answer, by, r.answered_at or 0.0, result)
+            await self._replace_in(location.routed, outcome)
 
         async def work(turn: TurnContext) -> None:
-            replace_card = location and location.get("activity_id") and (not in_invoke or not personal)
-            if replace_card and location and r.card is not None and r.answer is not None:
+            here = location or TeamsCardLocation.of(turn.activity)
+            replace_card = bool(here.activity_id) and (not in_invoke or not personal)
+            if replace_card and r.card is not None and r.answer is not None:
                 card = adaptive.outcome_card(r.card, r.answer, by, r.answered_at or 0.0, result)
-                await turn.update_activity(_card_activity(card, activity_id=location["activity_id"]))
-            await self._deliver(
-                turn, chat, result, {k: v for k, v in (location or {}).items() if not k.startswith("routed_")}
-            )
+                await turn.update_activity(_card_activity(card, activity_id=here.activity_id))
+            await self._deliver(turn, chat, result, here.here)
 
         if ctx is not None:
             await work(ctx)
-        elif location:
+        elif location is not None:
             await teams_compat.continue_conversation(self.adapter, location, work, app_id=self.cfg.auth.app_id)
         else:
             log.warning("teams: card %s resumed but has no stored location to answer in", r.card and r.card.card_id)
 
     @staticmethod
-    def _is_personal(location: dict[str, str] | None) -> bool:
-        return bool(location) and '"conversationType": "personal"' in (location or {}).get("reference", "")
+    def _is_personal(location: TeamsCardLocation | None) -> bool:
+        """A one-to-one chat with the bot, read from the parsed conversation reference."""
+        if location is None:
+            return False
+        try:
+            return location.is_personal
+        except ValueError as e:  # a stored reference we cannot read: treat the chat as shared
+            log.warning("teams: stored conversation reference unreadable: %s", e)
+            return False
 
     def _finish_later(self, task: asyncio.Future[ResumeResult], by: str) -> None:
         async def finish() -> None:

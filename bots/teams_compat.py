@@ -11,7 +11,7 @@ SDK. Keeping each workaround here means a move to it touches this file and no ot
    the bot answers malformed clicks before botbuilder's own checks run.
 3. `ConversationAccount.tenant_id` maps to JSON `tenantID`, but Teams sends `tenantId`, so the
    tenant is lost from the conversation and from a serialized reference. `tenant_of()` reads it
-   from channelData; `reference_to_location()` keeps it beside the reference.
+   from channelData; `TeamsCardLocation` keeps it beside the reference.
 4. `CloudAdapter.process()` answers 500 to a body that is not JSON or has no Content-Type, and
    parses an Authorization header even with auth disabled (a junk header -> 500). `process()`
    answers those with a clear 4xx first.
@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Literal
+from urllib.parse import quote
 
 import botbuilder.integration.aiohttp.cloud_adapter as _cloud_adapter_module
 from aiohttp import web
@@ -202,30 +204,98 @@ def tenant_of(activity: Activity) -> str | None:
     return None
 
 
-def reference_to_location(activity: Activity, card_activity_id: str) -> dict[str, str]:
-    """Where a posted card lives, as strings only (the store's card_location is dict[str, str])."""
-    ref = TurnContext.get_conversation_reference(activity)
-    return {
-        "platform": "teams",
-        "reference": json.dumps(ref.serialize(), sort_keys=True),
-        "activity_id": card_activity_id,
-        "tenant": tenant_of(activity) or "",
-    }
+@dataclass(frozen=True)
+class TeamsCardLocation:
+    """Where a card lives in Teams: the serialised conversation reference (to post or update from
+    any process), the card's activity id, and the tenant real Teams wants on proactive sends.
+    Stored as the pointer's `card_location` strings (`stored()`), read back with `parse()`."""
 
+    reference: str
+    activity_id: str = ""
+    tenant: str = ""
+    routed: TeamsCardLocation | None = None  # the copy in the approvers' conversation (policy routing)
 
-def reference_from_location(location: dict[str, str]) -> ConversationReference:
-    ref = ConversationReference().deserialize(json.loads(location["reference"]))
-    if location.get("tenant") and ref.conversation is not None:
-        ref.conversation.tenant_id = location["tenant"]  # real Teams wants it for proactive sends
-    return ref
+    @classmethod
+    def of(cls, activity: Activity, card_activity_id: str = "") -> TeamsCardLocation:
+        ref = TurnContext.get_conversation_reference(activity)
+        return cls(json.dumps(ref.serialize(), sort_keys=True), card_activity_id, tenant_of(activity) or "")
+
+    @classmethod
+    def parse(cls, stored: Mapping[str, str] | None) -> TeamsCardLocation | None:
+        """None when there is no Teams reference in it (none stored, or another platform's)."""
+        if not stored or not stored.get("reference"):
+            return None
+        tenant = stored.get("tenant", "")
+        routed = None
+        if stored.get("routed_reference"):
+            routed = cls(stored["routed_reference"], stored.get("routed_activity_id", ""), tenant)
+        return cls(stored["reference"], stored.get("activity_id", ""), tenant, routed)
+
+    def stored(self) -> dict[str, str]:
+        out = {
+            "platform": "teams",
+            "reference": self.reference,
+            "activity_id": self.activity_id,
+            "tenant": self.tenant,
+        }
+        if self.routed is not None:
+            out.update(routed_reference=self.routed.reference, routed_activity_id=self.routed.activity_id)
+        return out
+
+    @property
+    def here(self) -> TeamsCardLocation:
+        """This copy alone (the requester's), without the approvers' one."""
+        return replace(self, routed=None)
+
+    @property
+    def conversation_id(self) -> str | None:
+        conv = json.loads(self.reference).get("conversation") or {}
+        return str(conv["id"]) if conv.get("id") else None
+
+    def in_conversation(self, conversation: str) -> TeamsCardLocation:
+        """The same service URL, bot and tenant, pointed at another conversation (routing: the
+        approvers' one); no card posted there yet."""
+        ref = json.loads(self.reference)
+        channel = conversation.endswith(("@thread.tacv2", "@thread.skype"))
+        ref["conversation"] = {
+            "id": conversation,
+            "conversationType": "channel" if channel else "groupChat",
+            "tenantId": self.tenant or None,
+        }
+        ref.pop("activityId", None)
+        ref.pop("user", None)
+        return TeamsCardLocation(json.dumps(ref, sort_keys=True), "", self.tenant)
+
+    @property
+    def deep_link(self) -> str | None:
+        """A Teams link to this card's message."""
+        conv = self.conversation_id
+        if not conv or not self.activity_id:
+            return None
+        return f"https://teams.microsoft.com/l/message/{quote(conv, safe='')}/{quote(self.activity_id, safe='')}"
+
+    def posted_as(self, activity_id: str) -> TeamsCardLocation:
+        return replace(self, activity_id=activity_id)
+
+    def conversation_reference(self) -> ConversationReference:
+        ref = ConversationReference().deserialize(json.loads(self.reference))
+        if self.tenant and ref.conversation is not None:
+            ref.conversation.tenant_id = self.tenant  # real Teams wants it for proactive sends
+        return ref
+
+    @property
+    def is_personal(self) -> bool:
+        """A one-to-one chat with the bot, read from the parsed reference."""
+        conv = self.conversation_reference().conversation
+        return conv is not None and conv.conversation_type == "personal"
 
 
 async def continue_conversation(
     adapter: CloudAdapter,
-    location: dict[str, str],
+    location: TeamsCardLocation,
     callback: Callable[[TurnContext], Awaitable[None]],
     *,
     app_id: str,
 ) -> None:
     """Run `callback` in the card's conversation, from any process that can read the location."""
-    await adapter.continue_conversation(reference_from_location(location), callback, bot_app_id=app_id or None)
+    await adapter.continue_conversation(location.conversation_reference(), callback, bot_app_id=app_id or None)

@@ -109,9 +109,10 @@ def _answer_words(card: ApprovalCard, answer: Answer) -> str:
     words = "Approved"
     if answer.duration:
         words += f" for {duration_label(answer.duration).lower()}"
-    if card.packages and answer.packages is not None and set(answer.packages) != set(card.packages):
-        chosen = ", ".join(_escape(p) for p in answer.packages) or "no packages"
-        words += f" (packages: {chosen})"
+    chosen = card.chosen_packages(answer)
+    if chosen != card.packages:
+        listed = ", ".join(_escape(p) for p in chosen) or "no packages"
+        words += f" (packages: {listed})"
     return words
 
 

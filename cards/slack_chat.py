@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 PREFIX = "slack"
 
@@ -33,3 +34,40 @@ def parse_chat_key(key: str) -> SlackChat | None:
 def in_workspace(key: str, team: str) -> bool:
     chat = parse_chat_key(key)
     return chat is not None and chat.team == team
+
+
+@dataclass(frozen=True)
+class SlackCardLocation:
+    """Where a card was posted in Slack (to update it later). Stored as the pointer's
+    `card_location` strings; read back with `parse`."""
+
+    channel: str
+    ts: str
+    thread_ts: str | None = None
+    routed: SlackCardLocation | None = None  # the copy in the approvers' channel (policy routing)
+
+    @classmethod
+    def of(cls, channel: str | None, ts: str | None, thread_ts: str | None) -> SlackCardLocation | None:
+        return cls(channel, ts, thread_ts or None) if channel and ts else None
+
+    @classmethod
+    def parse(cls, stored: Mapping[str, str] | None) -> SlackCardLocation | None:
+        """None for a location of another platform (or none at all)."""
+        if not stored:
+            return None
+        loc = cls.of(stored.get("channel"), stored.get("ts"), stored.get("thread_ts"))
+        routed = cls.of(stored.get("routed_channel"), stored.get("routed_ts"), None)
+        return replace(loc, routed=routed) if loc is not None and routed is not None else loc
+
+    def stored(self) -> dict[str, str]:
+        loc = {"channel": self.channel, "ts": self.ts}
+        if self.thread_ts:
+            loc["thread_ts"] = self.thread_ts
+        if self.routed is not None:
+            loc.update(routed_channel=self.routed.channel, routed_ts=self.routed.ts)
+        return loc
+
+    @property
+    def here(self) -> SlackCardLocation:
+        """This copy alone (the requester's), without the approvers' one."""
+        return replace(self, routed=None)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
-from core.models import AuditEvent, Fence, Grant, ObjectRef, Pointer, Refusal, SubjectKind, Vote
+from core.models import AuditEvent, ClaimRead, Fence, Grant, ObjectRef, Pointer, Refusal, SubjectKind, Vote
 from store.base import ObjectStore, RowStore
 
 P = ParamSpec("P")
@@ -59,26 +59,25 @@ class Rows:
     ) -> Pointer | None:
         """R10: claim the card as `read` (its id, secret hash and claim count are the condition)."""
         return await self._io.run(
-            self._b.claim,
-            read.chat,
-            read.card_id,
-            read.secret_hash,
-            read.claim_count,
-            worker,
-            now,
-            lease_until,
-            resume_deadline,
+            functools.partial(
+                self._b.claim,
+                ClaimRead(read.chat, read.card_id, read.secret_hash, read.claim_count),
+                worker=worker,
+                now=now,
+                lease_until=lease_until,
+                resume_deadline=resume_deadline,
+            )
         )
 
     def renew_now(self, fence: Fence, *, now: float, lease_until: float) -> bool:
         """Synchronous on purpose: the heartbeat thread calls it (R11)."""
-        return self._b.renew(fence.chat, fence.card_id, fence.worker, fence.token, now, lease_until)
+        return self._b.renew(fence, now=now, lease_until=lease_until)
 
     async def finish(self, fence: Fence, *, answer_key: str) -> bool:
-        return await self._io.run(self._b.finish, fence.chat, fence.card_id, fence.worker, fence.token, answer_key)
+        return await self._io.run(functools.partial(self._b.finish, fence, answer_key=answer_key))
 
     async def replace(self, fence: Fence, *, new: Pointer) -> bool:
-        return await self._io.run(self._b.replace, fence.chat, fence.card_id, fence.worker, fence.token, new)
+        return await self._io.run(functools.partial(self._b.replace, fence, new=new))
 
     async def expire(self, *, chat: str, card_id: str, now: float) -> bool:
         return await self._io.run(self._b.expire, chat, card_id, now)

@@ -6,13 +6,14 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
 from strands import tool
 
 from core import wording
 from core.clock import ManualClock
 from core.ids import hash_secret
 from core.lease import Heartbeat
-from core.models import Answer, ObjectRef
+from core.models import Answer, ClaimRead, ObjectRef, StoreUnavailable
 from core.resume import CAP_REACHED
 from store.aio import StoreIO
 from store.base import ObjectStore, StoreError
@@ -123,9 +124,9 @@ async def test_r11_heartbeat_runs_on_its_own_thread_while_the_loop_is_blocked(
     calls: list[float] = []
     original = store.rows.renew
 
-    def counting_renew(*args: Any) -> bool:
+    def counting_renew(*args: Any, **kwargs: Any) -> bool:
         calls.append(time.monotonic())
-        return original(*args)
+        return original(*args, **kwargs)
 
     store.rows.renew = counting_renew  # type: ignore[method-assign]
     res = await click(a, turn.offer, approved=True)
@@ -143,7 +144,13 @@ async def test_r11_claim_cap_denies_and_expires_a_card_that_keeps_killing_worker
     card, secret = turn.offer.card, turn.offer.secret
     for n in range(3):  # three workers claim and die: each lease runs out
         now = clock.now()
-        won = store.rows.claim("c", card.card_id, hash_secret(secret), n, f"dead-{n}", now, now + 30, now + 900)
+        won = store.rows.claim(
+            ClaimRead("c", card.card_id, hash_secret(secret), n),
+            worker=f"dead-{n}",
+            now=now,
+            lease_until=now + 30,
+            resume_deadline=now + 900,
+        )
         assert won is not None and won.claim_count == n + 1
         clock.advance(31)
     res = await approvals.resume(card_id=card.card_id, user="u", secret=secret, answer=Answer(approved=True))
@@ -158,7 +165,13 @@ async def test_r11_a_live_lease_answers_in_progress(store: StoreIO, clock: Manua
     assert turn.offer is not None
     card, secret = turn.offer.card, turn.offer.secret
     now = clock.now()
-    assert store.rows.claim("c", card.card_id, hash_secret(secret), 0, "other", now, now + 30, now + 900)
+    assert store.rows.claim(
+        ClaimRead("c", card.card_id, hash_secret(secret), 0),
+        worker="other",
+        now=now,
+        lease_until=now + 30,
+        resume_deadline=now + 900,
+    )
     before = store.rows.get_pointer("c")
     res = await approvals.resume(card_id=card.card_id, user="u", secret=secret, answer=Answer(approved=True))
     assert res.outcome == "in_progress"
@@ -176,7 +189,13 @@ async def test_r13_a_chained_card_is_not_written_when_the_claim_was_lost(store: 
         assert p is not None
         clock.advance(31)
         now = clock.now()
-        assert store.rows.claim("c", p.card_id, p.secret_hash, p.claim_count, "thief", now, now + 30, now + 900)
+        assert store.rows.claim(
+            ClaimRead("c", p.card_id, p.secret_hash, p.claim_count),
+            worker="thief",
+            now=now,
+            lease_until=now + 30,
+            resume_deadline=now + 900,
+        )
         return "slow"
 
     def policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
@@ -247,3 +266,35 @@ def test_r11_lease_keeper_renews_every_held_lease_and_ends_when_none_is_held(clo
     while keeper._thread is not None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert keeper._thread is None
+
+
+async def test_r13_a_store_fault_writing_the_chained_card_is_a_store_fault(store: StoreIO, clock: ManualClock) -> None:
+    """Not "already being resumed": the front end says the store is unavailable (503), and the
+    claim's lease lapses so the card can be answered again (R11)."""
+
+    def policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+        results = results_of(messages)
+        if not results:
+            return "", [ask(urls=["https://a.example/1"])]
+        if len(results) == 1:
+            return "", [ask(urls=["https://b.example/2"])]
+        return "end", []
+
+    a = make_approvals(store, clock, policy_factory(policy))
+    turn = await a.run_turn(chat="c", user="u", text="go", platform="http")
+    assert turn.offer is not None
+
+    def down(*_: Any, **__: Any) -> bool:
+        raise StoreError("injected: the chained card's write failed after its retries")
+
+    store.rows.replace = down  # type: ignore[method-assign]
+    try:
+        with pytest.raises(StoreUnavailable):  # not hidden as "in progress"
+            await click(a, turn.offer, approved=True)
+    finally:
+        del store.rows.replace  # type: ignore[method-assign]
+    p = store.rows.get_pointer("c")
+    assert p is not None and p.card_id == turn.offer.card.card_id and p.state == "claimed"  # nothing chained
+    clock.advance(31)  # the dead claim's lease lapses: the owner's next click resumes it
+    res = await click(a, turn.offer, approved=True)
+    assert res.outcome == "resumed" and res.result is not None and res.result.status == "awaiting_approval"

@@ -121,10 +121,12 @@ def test_channel_reply_chain_is_its_own_chat_and_without_aad_object_id_there_is_
 
 def test_location_round_trip_keeps_the_tenant() -> None:
     act = Activity().deserialize(fixture("playground-message-text.json"))
-    loc = teams_compat.reference_to_location(act, "1796220926142")
+    loc = teams_compat.TeamsCardLocation.of(act, "1796220926142").stored()
     assert all(isinstance(v, str) for v in loc.values())
     assert loc["activity_id"] == "1796220926142" and loc["tenant"] == TENANT
-    ref = teams_compat.reference_from_location(json.loads(json.dumps(loc)))
+    back = teams_compat.TeamsCardLocation.parse(json.loads(json.dumps(loc)))
+    assert back is not None and back.is_personal  # the Playground talks to the bot one to one
+    ref = back.conversation_reference()
     assert ref.conversation.id == "f62ca891-03b2-45a6-b15b-0e20fc6f66b1"
     assert ref.conversation.tenant_id == TENANT
     assert ref.service_url == "http://localhost:56150/_connector"
