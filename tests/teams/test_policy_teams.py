@@ -201,3 +201,21 @@ async def test_r14_the_chosen_duration_sets_the_grant_and_one_not_offered_is_400
     assert "this turn only" in card_text(card)
     (grant,) = await bot.approvals.grants(user=OWNER, chat=CHAT)
     assert grant.turn_id is not None
+
+
+async def test_r14_once_asks_again_on_the_next_turn_while_1h_does_not_until_the_clock_moves(
+    bot: Bot, connector: tuple[MockConnector, str]
+) -> None:
+    mock, _ = connector
+    text = "please fetch https://example.com/x.csv"
+    data = card_data(await ask(bot, mock, text))
+    invoke_card(*await bot.click("approve", {**data, "duration": "once"}))
+    again = card_data(await ask(bot, mock, text))  # the next turn in this chat asks again
+    assert again["card_id"] != data["card_id"]
+    invoke_card(*await bot.click("approve", {**again, "duration": "1h"}))
+    cards_before = len(mock.cards())
+    status, _ = await bot.say(text)
+    assert status == 201 and len(mock.cards()) == cards_before  # approved for the hour: no card
+    bot.clock.advance(3601)  # the clock moved, not slept
+    third = card_data(await ask(bot, mock, text))
+    assert third["card_id"] not in (data["card_id"], again["card_id"])
