@@ -109,3 +109,25 @@ async def test_a_good_policy_from_the_environment_is_in_force(tmp_path: Path) ->
         finally:
             await stop(proc)
     assert "approval policy: 1 rule(s)" in log.read_text()
+
+
+def test_the_cli_takes_the_policy_a_duration_and_a_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from bots.cli import main
+
+    f = tmp_path / "approvals.toml"
+    f.write_text(GOOD)
+    store = ["--store", f"sqlite:///{tmp_path}/rows.db", "--objects", str(tmp_path / "objects"), "--policy", str(f)]
+    assert main(["run", *store, "--chat", "c1", "--user", "bob", "fetch https://example.com/a.csv"]) == 0
+    card = json.loads(capsys.readouterr().out)["card"]
+    assert card["durations"] == ["once", "1h"] and card["approvers"] == "owner"
+    base = ["resume", card["card_id"], *store, "--user", "bob", "--secret", card["secret"]]
+    assert main([*base, "--approve", "--duration", "2h"]) == 1  # not offered: invalid, nothing changed
+    assert json.loads(capsys.readouterr().out)["outcome"] == "invalid"
+    assert main([*base, "--deny", "--duration", "1h"]) == 2  # a duration goes only with an approval
+    assert "only with an approval" in capsys.readouterr().err
+    assert main([*base, "--deny", "--reason", "not\ttoday"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["answer"] == {"approved": False, "reason": "not today"}
+    assert 'The approver said: "not today"' in body["result"]["text"]
