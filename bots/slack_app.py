@@ -53,7 +53,7 @@ from cards.slack_answer import (
 from cards.slack_chat import SlackCardLocation, chat_key, in_workspace, parse_chat_key
 from core import wording
 from core.approvals import Approvals
-from core.models import ApprovalCard, Grant, ResumeResult, StoreUnavailable, TurnResult
+from core.models import ApprovalCard, CardOffer, Grant, ResumeResult, StoreUnavailable, TurnResult
 
 log = logging.getLogger("chat_approvals.slack")
 
@@ -370,14 +370,16 @@ class SlackFrontEnd:
         if result.status == "awaiting_approval" and result.offer is not None:
             offer = result.offer
             route = self.route_to if offer.card.policy is not None and self.route_to != channel else None
-            ts = await self.post(channel, thread_ts, sb.card_message(offer.card, offer.secret, routed_to=route))
+            ts = await self.post(
+                channel, thread_ts, sb.card_message(offer.card, offer.secret, offer.votes, routed_to=route)
+            )
             if ts is None:  # not posted after retries: a card nobody sees must not hold the chat
                 await self.approvals.withdraw(chat=chat, card_id=offer.card.card_id, why="slack post failed")
                 await self.post(channel, thread_ts, sb.reply_message(wording.WITHDRAWN))
                 return
             loc = SlackCardLocation.of(channel, ts, thread_ts)
             if loc is not None and route is not None:
-                loc = replace(loc, routed=await self._route(route, channel, ts, offer.card, offer.secret))
+                loc = replace(loc, routed=await self._route(route, channel, ts, offer))
             if loc is not None:
                 await self.approvals.record_card_location(chat=chat, card_id=offer.card.card_id, location=loc.stored())
         elif result.status == "waiting":
@@ -385,14 +387,12 @@ class SlackFrontEnd:
         else:
             await self.post(channel, thread_ts, sb.reply_message(result.text))
 
-    async def _route(
-        self, route: str, channel: str, ts: str, card: ApprovalCard, secret: str
-    ) -> SlackCardLocation | None:
+    async def _route(self, route: str, channel: str, ts: str, offer: CardOffer) -> SlackCardLocation | None:
         """Routing: the card also goes to the approvers' channel, with a link to the requesting
         thread. Returns where it went (kept with the card's location, so both update in place)."""
         link = await self._call("chat.getPermalink", self.client.chat_getPermalink, channel=channel, message_ts=ts)
         permalink = str(link["permalink"]) if link is not None and link.get("permalink") else None
-        routed = await self.post(route, None, sb.card_message(card, secret, link=permalink))
+        routed = await self.post(route, None, sb.card_message(offer.card, offer.secret, offer.votes, link=permalink))
         return SlackCardLocation.of(route, routed, None)
 
     # ------------------------------------------------------------------ clicks

@@ -142,7 +142,7 @@ def card_body(card: ApprovalCard, secret: str | None = None, votes: list[Vote] |
 def turn_body(turn: TurnResult) -> dict[str, Any]:
     body: dict[str, Any] = {"status": turn.status, "text": turn.text}
     if turn.offer is not None:
-        body["card"] = card_body(turn.offer.card, turn.offer.secret)
+        body["card"] = card_body(turn.offer.card, turn.offer.secret, turn.offer.votes)
     return body
 
 

@@ -171,6 +171,7 @@ class CardOffer(Strict):
 
     card: ApprovalCard
     secret: str
+    votes: list[Vote] = Field(default_factory=list)  # a card shown again: the approvals it has so far
 
 
 class Answer(Strict):

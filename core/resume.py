@@ -416,7 +416,7 @@ class ResumeService:
         if not await self.rows.rotate_secret(p, new_hash=hash_secret(secret), now=now):
             return None
         await self._audit(p, "reoffered", p.owner, now, {"via": "replay"})
-        return CardOffer(card=p.card, secret=secret)
+        return CardOffer(card=p.card, secret=secret, votes=p.votes)
 
     @staticmethod
     def _in_progress(p: Pointer) -> ResumeResult:

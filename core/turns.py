@@ -139,5 +139,7 @@ class TurnRunner:
             AuditEvent(chat=p.chat, at=now, kind="reoffered", actor=p.owner, card_id=p.card_id, detail={})
         )
         return TurnResult(
-            status="awaiting_approval", text=wording.REOFFERED, offer=CardOffer(card=p.card, secret=secret)
+            status="awaiting_approval",
+            text=wording.REOFFERED,
+            offer=CardOffer(card=p.card, secret=secret, votes=p.votes),
         )

@@ -122,6 +122,10 @@ async def test_r10_quorum_two_votes_then_the_completing_vote_resumes_once(
     assert again == (code, body)
     pointer = store.rows.get_pointer("chat-1")
     assert pointer is not None and pointer.state == "pending" and [v.user for v in pointer.votes] == ["sec-alice"]
+    # the requester's next message gets the card back (a new secret, R19) with the votes so far
+    code, again = await papi.turn("chat-1", "requester", CORP)
+    assert again["status"] == "awaiting_approval" and again["card"]["votes"] == ["sec-alice"]
+    card = again["card"]
     code, body = await papi.resume(card["card_id"], "sec-bob", card["secret"])
     assert code == 200 and body["outcome"] == "resumed" and body["answered_by"] == "sec-bob"
     assert body["answer"] == {"approved": True, "duration": "1h"}  # the shortest duration the voters chose
