@@ -16,7 +16,7 @@ from strands import Agent
 from strands.agent.agent_result import AgentResult
 from strands.types.session import encode_bytes_values
 
-from core import wording
+from core import tracing, wording
 from core.approval_tool import INTERRUPT_NAME
 from core.clock import Clock
 from core.context import RequestContext
@@ -108,6 +108,7 @@ class Pauser:
             tool_use_id=str(draft.get("tool_use_id", "")),
             turn_id=ctx.turn_id,
             created_at=now,
+            trace_context=tracing.current_context(),  # the resume's span links to this turn's
         )
         try:
             if holding is None:
