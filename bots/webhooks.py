@@ -168,6 +168,15 @@ class Deliverer:
                     else:
                         await asyncio.wait_for(self.wake.wait(), timeout=wait)
 
+    async def release(self) -> None:
+        """Give the sink's lease up (renewed into the past), so another process, or this one
+        restarted, delivers at once instead of after the lease lapses."""
+        now = self.clock.now()
+        try:
+            await self._store(lambda: self.rows.claim_outbox(self.sink, self.holder, now, now - 1, 1))
+        except Exception as e:  # the lease lapses by itself
+            log.warning("audit webhook %s: lease release failed: %s", self.sink, e)
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -184,6 +193,7 @@ def mount_webhooks(app: web.Application, deliverers: list[Deliverer]) -> None:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
         for d in deliverers:
+            await d.release()
             d.close()
 
     app.cleanup_ctx.append(ctx)

@@ -144,7 +144,8 @@ class RowStore(ABC):
     def claim_outbox(self, sink: str, holder: str, now: float, lease_until: float, limit: int) -> list[OutboxItem]:
         """Take (or renew) the sink's delivery lease, one conditional write: only if nobody else
         holds it or their lease lapsed. Holding it: up to `limit` of the sink's items, oldest
-        first (append order, so per-chat order). Not holding it: []."""
+        first (append order, so per-chat order). Not holding it: []. The holder gives the lease
+        up by renewing it into the past (`lease_until < now`)."""
 
     @abstractmethod
     def delete_outbox(self, sink: str, item_id: str) -> bool:

@@ -722,6 +722,8 @@ def test_outbox_lease_keeps_a_second_deliverer_out_until_it_lapses(store: StoreB
     assert rows.claim_outbox("s", "h2", T0 + 49, T0 + 79, 10) == []
     assert len(rows.claim_outbox("s", "h2", T0 + 51, T0 + 81, 10)) == 1  # lapsed: h2 takes over
     assert rows.claim_outbox("s", "h1", T0 + 52, T0 + 82, 10) == []
+    rows.claim_outbox("s", "h2", T0 + 53, T0 + 52, 1)  # h2 gives it up (renewed into the past)
+    assert len(rows.claim_outbox("s", "h1", T0 + 54, T0 + 84, 10)) == 1  # at once, not after 30 s
 
 
 def test_outbox_delete_removes_one_item_once(store: StoreBackend) -> None:

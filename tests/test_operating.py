@@ -54,9 +54,7 @@ def observed(tmp_path: Path, clock: ManualClock, counter: Counter) -> Approvals:
         ObservedRows(SqliteRows(tmp_path / "rows.db"), metrics),
         ObservedObjects(FileObjects(tmp_path / "objects", clock=clock), metrics),
     )
-    return Approvals(
-        store, settings=Settings(), clock=clock, agent_factory=scripted_factory(counter), metrics=metrics
-    )
+    return Approvals(store, settings=Settings(), clock=clock, agent_factory=scripted_factory(counter), metrics=metrics)
 
 
 @pytest.fixture
@@ -75,7 +73,9 @@ async def scrape(api: Api) -> str:
         return await r.text()
 
 
-async def test_metrics_follow_a_full_cycle_and_every_refusal(oapi: Api, observed: Approvals, clock: ManualClock) -> None:
+async def test_metrics_follow_a_full_cycle_and_every_refusal(
+    oapi: Api, observed: Approvals, clock: ManualClock
+) -> None:
     api = oapi
     code, body = await api.turn("chat-1", "alice", URL_TEXT)
     card = body["card"]
@@ -237,9 +237,7 @@ def _record(msg: str, *args: object, **extra: object) -> logging.LogRecord:
 def test_redaction_removes_bearer_tokens_slack_tokens_card_secrets_and_configured_secrets() -> None:
     secret = "Zq3xN0p8Jr2bL5mW7yT1vK4cH9dF6gS0aE2uI8oP3nM"  # shaped like a card secret (43)
     redact = Redactor(["my-api-token-123", "whsec-abcdefgh"])
-    line = (
-        f"Authorization: Bearer abc.def.ghi token my-api-token-123 xoxb-1-2-abc sig whsec-abcdefgh secret={secret}"
-    )
+    line = f"Authorization: Bearer abc.def.ghi token my-api-token-123 xoxb-1-2-abc sig whsec-abcdefgh secret={secret}"
     out = redact(line)
     for s in ("abc.def.ghi", "my-api-token-123", "xoxb-1-2-abc", "whsec-abcdefgh", secret):
         assert s not in out
