@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bots.cli import main, parse_time
 from bots.config import ServerConfig
-from bots.logs import REDACTED, Redactor, RedactingFormatter, RedactingJsonFormatter
+from bots.logs import REDACTED, RedactingFormatter, RedactingJsonFormatter, Redactor
 from bots.server import build_app
 from core.approvals import Approvals
 from core.clock import ManualClock

@@ -54,8 +54,9 @@ async def serving(
 ) -> AsyncIterator[tuple[Api, Path]]:
     port = free_port()
     log_path = tmp_path / log
-    cmd = [*CLI, "serve", "--port", str(port), "--api-token", TOKEN, "--model", "scripted",
-           "--store", store or f"sqlite:///{tmp_path}/rows.db", "--objects", str(tmp_path / "objects"), *extra]  # fmt: skip
+    rows = store or f"sqlite:///{tmp_path}/rows.db"
+    cmd = [*CLI, "serve", "--port", str(port), "--api-token", TOKEN, "--model", "scripted", "--store", rows]
+    cmd += ["--objects", str(tmp_path / "objects"), *extra]
     with log_path.open("wb") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         try:
