@@ -105,7 +105,7 @@ def _dynalite(port: int, path: Path) -> subprocess.Popen[bytes]:
             "0",
             "--deleteTableMs",
             "0",
-        ],  # fmt: skip
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
