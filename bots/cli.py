@@ -55,6 +55,8 @@ def parser() -> argparse.ArgumentParser:
         "--audit-webhook", action="append", help="POST every audit event to URL (repeatable); needs the secret"
     )
     serve.add_argument("--audit-webhook-secret", help="HMAC-SHA256 key for the X-Chat-Approvals-Signature header")
+    serve.add_argument("--audit-webhook-backoff-cap", type=float, help="longest wait between retries, s (default 60)")
+    serve.add_argument("--readyz-timeout", type=float, help="seconds the store's read may take for /readyz (default 2)")
     _sandbox_flags(serve)
 
     run = sub.add_parser("run", help="one turn from a shell")

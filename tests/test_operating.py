@@ -289,3 +289,24 @@ def test_audit_all_since_exports_every_chat_as_jsonl(tmp_path: Path, capsys: pyt
     assert main(["audit", "--all", "--since", "yesterday", *store]) == 2  # a clear error, nothing printed
     assert main(["audit", *store]) == 2  # neither a chat nor --all
     assert parse_time("1800000000") == 1_800_000_000.0 and parse_time("2027-01-15") == parse_time("2027-01-15T00:00Z")
+
+
+# --- the Grafana dashboard ---------------------------------------------------------------------
+
+
+def test_grafana_dashboard_imports_and_names_only_metrics_the_server_exposes() -> None:
+    import re
+
+    doc = json.loads((Path(__file__).resolve().parent.parent / "deploy" / "grafana-dashboard.json").read_text())
+    assert doc["__inputs"][0]["pluginId"] == "prometheus" and doc["panels"]
+    m = Metrics()
+    m.resume_seconds.observe(1)  # histograms and labelled series show once observed
+    m.ack_seconds.labels("http").observe(1)
+    m.store_seconds.labels("sqlite", "claim").observe(1)
+    m.store_faults.labels("sqlite", "claim").inc()
+    m.turns.labels("http", "answered").inc()
+    m.cards.labels("http", "new").inc()
+    m.resumes.labels("http", "resumed").inc()
+    exposed = {name for name, _ in samples(m.exposition()[0].decode())}
+    used = {n for p in doc["panels"] for t in p["targets"] for n in re.findall(r"chat_approvals_\w+", t["expr"])}
+    assert used and used <= exposed, used - exposed
