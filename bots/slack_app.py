@@ -379,6 +379,7 @@ class SlackFrontEnd:
             c = parse_click(body)
         except SlackPayloadError as e:
             log.info("slack click refused: %s", e)
+            self.approvals.metrics.resumes.labels("slack", "invalid").inc()  # never reaches the facade
             await self._refuse_unreadable(body)
             return
         here = _location(c.channel, c.message_ts, c.thread_ts)
