@@ -56,6 +56,7 @@ class _Timed:
     def __init__(self, metrics: Metrics, backend: str) -> None:
         self._m = metrics
         self._backend = backend
+        self._hist: dict[str, Any] = {}  # op -> its labelled histogram (labels() is the costly part)
 
     def _timed(self, op: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         start = time.perf_counter()
@@ -65,7 +66,10 @@ class _Timed:
             self._m.store_faults.labels(self._backend, op).inc()
             raise
         finally:
-            self._m.store_seconds.labels(self._backend, op).observe(time.perf_counter() - start)
+            hist = self._hist.get(op)
+            if hist is None:
+                hist = self._hist[op] = self._m.store_seconds.labels(self._backend, op)
+            hist.observe(time.perf_counter() - start)
 
 
 class ObservedRows(_Timed, RowStore):
