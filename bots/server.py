@@ -198,7 +198,7 @@ def audit_deliverers(approvals: Approvals, cfg: ServerConfig) -> list[Deliverer]
             poll=cfg.audit_webhook_poll,
             backoff=Backoff(cap=cfg.audit_webhook_backoff_cap),
         )
-        for url in cfg.audit_webhook
+        for url in dict.fromkeys(cfg.audit_webhook)  # named twice: delivered once
     ]
     if isinstance(rows, ObservedRows):
 

@@ -82,7 +82,7 @@ class ObservedRows(_Timed, RowStore):
     ) -> None:
         super().__init__(metrics, backend_name(rows))
         self.inner = rows
-        self.sinks = list(sinks)
+        self.sinks = list(dict.fromkeys(sinks))  # a webhook named twice is one sink
         self.on_outbox = on_outbox
 
     # --- pointers ----------------------------------------------------------------------

@@ -4,6 +4,7 @@ the exposition is read with prometheus-client's own parser."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -310,3 +311,70 @@ def test_grafana_dashboard_imports_and_names_only_metrics_the_server_exposes() -
     exposed = {name for name, _ in samples(m.exposition()[0].decode())}
     used = {n for p in doc["panels"] for t in p["targets"] for n in re.findall(r"chat_approvals_\w+", t["expr"])}
     assert used and used <= exposed, used - exposed
+
+
+# --- the audit webhook, in process ---------------------------------------------------------------
+
+
+def test_signature_is_hmac_sha256_of_the_exact_body_and_backoff_is_bounded() -> None:
+    import hashlib
+    import hmac
+
+    from bots.webhooks import Backoff, sign, verify
+
+    body = b'{"id":"1","kind":"turn"}'
+    assert sign("k", body) == "sha256=" + hmac.new(b"k", body, hashlib.sha256).hexdigest()
+    assert verify("k", body, sign("k", body))
+    assert not verify("k", body + b" ", sign("k", body)) and not verify("other", body, sign("k", body))
+    b = Backoff(first=0.5, cap=4.0)
+    assert all(0.1 <= b.delay(n) <= 4.0 for n in range(1, 50))
+    assert max(b.delay(1) for _ in range(200)) <= 0.5
+
+
+async def test_a_hanging_webhook_receiver_never_holds_up_a_click(
+    tmp_path: Path, clock: ManualClock, counter: Counter
+) -> None:
+    from aiohttp import web
+
+    from bots.server import build_approvals
+
+    release = asyncio.Event()
+    arrived = asyncio.Event()
+
+    async def hang(request: web.Request) -> web.Response:
+        arrived.set()
+        await release.wait()  # the receiver answers only once the test says so
+        return web.Response(status=204)
+
+    receiver = web.Application()
+    receiver.router.add_post("/hook", hang)
+    rserver = TestServer(receiver, host="127.0.0.1")
+    await rserver.start_server()
+    cfg = ServerConfig(
+        api_token=TOKEN,
+        store=f"sqlite:///{tmp_path}/rows.db",
+        objects=str(tmp_path / "objects"),
+        audit_webhook=[str(rserver.make_url("/hook"))] * 2,  # named twice: one sink
+        audit_webhook_secret="whsec-0123456789",
+        audit_webhook_poll=0.05,
+    )
+    approvals = build_approvals(cfg, clock=clock, factory=scripted_factory(counter))
+    server = TestServer(build_app(approvals, cfg, sweep=False), host="127.0.0.1")
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as session:
+            api = Api(session, str(server.make_url("")).rstrip("/"))
+
+            async def cycle() -> str:
+                _, body = await api.turn("chat-1", "alice", URL_TEXT)
+                await asyncio.wait_for(arrived.wait(), 30)  # a delivery is now stuck in the receiver
+                card = body["card"]
+                return str((await api.resume(card["card_id"], "alice", card["secret"]))[1]["outcome"])
+
+            assert await asyncio.wait_for(cycle(), 30) == "resumed"  # bounded: a blocked click fails here
+            assert not release.is_set()
+    finally:
+        release.set()
+        await server.close()
+        await rserver.close()
+        approvals.store.close()
