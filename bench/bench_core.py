@@ -110,7 +110,6 @@ async def interrupt_vs_rerun(root: Path) -> list[tuple[str, str, str]]:
         user="u",
         secret=turn.offer.secret,
         answer=Answer(approved=True),
-        platform="http",
     )
     assert res.outcome == "resumed"
     click_trips = sum(rows.calls.values()), sum(objects.calls.values())
@@ -126,7 +125,6 @@ async def interrupt_vs_rerun(root: Path) -> list[tuple[str, str, str]]:
         user="u",
         secret=turn.offer.secret,
         answer=Answer(approved=True),
-        platform="http",
     )
     interrupt_calls, interrupt_tools = t1.calls(), t1.tool_bodies
 

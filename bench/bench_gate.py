@@ -83,7 +83,7 @@ class AllowAll:
 
 async def gate_role(http_port: int, echo_port: int, backend_kind: str) -> None:
     from core.clock import SystemClock
-    from core.egress import ApprovalsBackend, Gate, GateConfig
+    from core.egress import Gate, GateConfig
 
     backend: Any = AllowAll()
     if backend_kind == "sqlite":
@@ -100,7 +100,7 @@ async def gate_role(http_port: int, echo_port: int, backend_kind: str) -> None:
         for host in ("files.test", "echo.test"):
             io.rows.put_grant(Grant(user="U", chat="C", kind="site", name=host, card_id="c_bench",
                                     created_at=now, expires_at=now + 3600), now + 7200)  # fmt: skip
-        backend = ApprovalsBackend(Approvals(io, clock=clock))
+        backend = Approvals(io, clock=clock).gate_backend
     resolve = [f"files.test=127.0.0.1:{http_port}", f"echo.test=127.0.0.1:{echo_port}"]
     gate = await Gate(GateConfig(resolve=resolve, unix=False, max_conns_per_run=100_000), backend=backend).start()
     run = gate.open_run(user="U", chat="C", turn_id="T")

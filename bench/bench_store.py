@@ -111,7 +111,6 @@ async def _cycle(a: Approvals, chat: str) -> None:
         user="alice",
         secret=turn.offer.secret,
         answer=Answer(approved=True),
-        platform="http",
     )
     assert res.outcome == "resumed", res
 

@@ -90,7 +90,6 @@ class FacadeCycle:
             user=USER,
             secret=turn.offer.secret,
             answer=Answer(approved=True),
-            platform="http",
         )
         if res.outcome != "resumed" or res.result is None or res.result.status != "answered":
             raise CycleFailed(f"resume did not answer: {res}")

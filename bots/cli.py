@@ -26,7 +26,7 @@ from bots.slack_app import SlackConfig
 from cards.http_json import grant_body, resume_body, turn_body
 from core import tracing
 from core.approvals import Approvals
-from core.egress import ApprovalsBackend, Gate
+from core.egress import Gate
 from core.models import Answer
 from core.sandbox import LIMIT_MARK, GatedLocalSandbox, detect_confinement
 from core.tools_sandbox import NotConfined
@@ -262,7 +262,7 @@ def cmd_sandbox(args: argparse.Namespace, cfg: ServerConfig) -> int:
     gate = Gate(gate_config(cfg))
 
     async def work(a: Approvals) -> int:
-        gate.backend = ApprovalsBackend(a)
+        gate.backend = a.gate_backend
         await gate.start()
         try:
             box = GatedLocalSandbox(gate_unix_socket=gate.unix_path, gate_port=gate.port,
@@ -301,9 +301,10 @@ def cmd_sandbox(args: argparse.Namespace, cfg: ServerConfig) -> int:
 
 
 def cmd_store(args: argparse.Namespace, cfg: ServerConfig) -> int:
+    from core.settings import retention_days
     from store.init import init_store
 
-    print(init_store(cfg.store, cfg.objects, args.create_bucket, cfg.protocol()))
+    print(init_store(cfg.store, cfg.objects, args.create_bucket, retention_days(cfg.protocol())))
     return 0
 
 

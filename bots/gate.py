@@ -14,7 +14,7 @@ from aiohttp import web
 from bots.config import ServerConfig
 from core.approvals import Approvals
 from core.clock import Clock
-from core.egress import ApprovalsBackend, Gate, GateConfig
+from core.egress import Gate, GateConfig
 from core.sandbox import detect_confinement
 from core.tools_sandbox import NotConfined, make_run_script
 
@@ -69,7 +69,7 @@ def confinement_line(cfg: ServerConfig) -> str:
 
 
 def mount_gate(app: web.Application, gate: Gate, approvals: Approvals) -> None:
-    gate.backend = ApprovalsBackend(approvals)
+    gate.backend = approvals.gate_backend
     app.cleanup_ctx.append(_lifecycle(gate))
 
 

@@ -25,9 +25,9 @@ from core.approvals import Approvals
 from core.clock import Clock, SystemClock
 from core.egress import Gate
 from core.metrics import Metrics
+from core.models import StoreUnavailable
 from core.observed import ObservedObjects, ObservedRows
 from store.aio import StoreIO
-from store.base import StoreError
 from store.open import open_objects, open_rows
 
 log = logging.getLogger("chat_approvals")
@@ -65,7 +65,7 @@ async def store_faults(request: web.Request, handler: object) -> web.StreamRespo
     try:
         resp: web.StreamResponse = await handler(request)  # type: ignore[operator]
         return resp
-    except StoreError as e:
+    except StoreUnavailable as e:
         log.warning("store fault on %s: %s", request.path, e)
         return web.json_response(
             {

@@ -48,11 +48,10 @@ from cards.slack_answer import (
     parse_revoke_click,
     read_block_actions,
 )
-from cards.slack_chat import chat_key, in_workspace, parse_chat_key
+from cards.slack_chat import SlackCardLocation, chat_key, in_workspace, parse_chat_key
 from core import wording
 from core.approvals import Approvals
-from core.models import Grant, Pointer, ResumeResult, TurnResult
-from store.base import StoreError
+from core.models import ApprovalCard, Grant, ResumeResult, StoreUnavailable, TurnResult
 
 log = logging.getLogger("chat_approvals.slack")
 
@@ -69,7 +68,7 @@ bolt_log.addFilter(_NoTokenNotice())
 
 DEFAULT_API_URL = "https://slack.com/api/"
 COMMAND = "/approvals"  # as in manifest/slack*.yaml
-UNAVAILABLE = ":warning: The approval store is unavailable right now; nothing was changed. Try again."
+UNAVAILABLE = f":warning: {wording.STORE_UNAVAILABLE}"
 
 
 class SlackConfig(BaseModel):
@@ -129,15 +128,6 @@ def web_client(cfg: SlackConfig, token: str | None = None) -> AsyncWebClient:
             AsyncRateLimitErrorRetryHandler(max_retry_count=3),
         ],
     )
-
-
-def _location(channel: str | None, ts: str | None, thread_ts: str | None) -> dict[str, str] | None:
-    if not channel or not ts:
-        return None
-    loc = {"channel": channel, "ts": ts}
-    if thread_ts:
-        loc["thread_ts"] = thread_ts
-    return loc
 
 
 class SlackFrontEnd:
@@ -253,17 +243,17 @@ class SlackFrontEnd:
         r = await self._call("chat.postMessage", self.client.chat_postMessage, **kwargs)
         return str(r["ts"]) if r is not None else None
 
-    async def update(self, loc: Mapping[str, str] | None, msg: sb.SlackMessage, *, or_post: bool = False) -> bool:
+    async def update(self, loc: SlackCardLocation | None, msg: sb.SlackMessage, *, or_post: bool = False) -> bool:
         """chat.update in place; with `or_post`, a message that is gone gets a new one in its thread."""
-        if not loc or "channel" not in loc or "ts" not in loc:
+        if loc is None:
             return False
         try:
-            await self.client.chat_update(channel=loc["channel"], ts=loc["ts"], text=msg.text, blocks=msg.block_dicts())
+            await self.client.chat_update(channel=loc.channel, ts=loc.ts, text=msg.text, blocks=msg.block_dicts())
             return True
         except SlackApiError as e:
             log.warning("slack chat.update failed: %s", e.response.get("error"))
             if or_post and e.response.get("error") in ("message_not_found", "cant_update_message"):
-                await self.post(loc["channel"], loc.get("thread_ts"), msg)
+                await self.post(loc.channel, loc.thread_ts, msg)
         except (aiohttp.ClientError, TimeoutError) as e:
             log.warning("slack chat.update failed: %s", e)
         return False
@@ -349,7 +339,7 @@ class SlackFrontEnd:
                 return
             chat = chat_key(team, channel, thread_ts)
             result = await self.approvals.run_turn(chat=chat, user=user, text=text, platform="slack")
-        except StoreError as e:
+        except StoreUnavailable as e:
             log.warning("slack turn: store fault: %s", e)
             await self.post(channel, thread_ts, sb.reply_message(UNAVAILABLE))
             return
@@ -364,9 +354,9 @@ class SlackFrontEnd:
                 await self.approvals.withdraw(chat=chat, card_id=offer.card.card_id, why="slack post failed")
                 await self.post(channel, thread_ts, sb.reply_message(wording.WITHDRAWN))
                 return
-            loc = _location(channel, ts, thread_ts)
+            loc = SlackCardLocation.of(channel, ts, thread_ts)
             if loc is not None:
-                await self.approvals.record_card_location(chat=chat, card_id=offer.card.card_id, location=loc)
+                await self.approvals.record_card_location(chat=chat, card_id=offer.card.card_id, location=loc.stored())
         elif result.status == "waiting":
             await self.post(channel, thread_ts, sb.waiting_message())
         else:
@@ -382,10 +372,10 @@ class SlackFrontEnd:
             self.approvals.metrics.resumes.labels("slack", "invalid").inc()  # never reaches the facade
             await self._refuse_unreadable(body)
             return
-        here = _location(c.channel, c.message_ts, c.thread_ts)
+        here = SlackCardLocation.of(c.channel, c.message_ts, c.thread_ts)
 
-        async def on_claimed(p: Pointer) -> None:
-            await self.update(p.card_location or here, sb.resuming_message(p.card, c.actor))
+        async def on_claimed(card: ApprovalCard, location: dict[str, str] | None) -> None:
+            await self.update(SlackCardLocation.parse(location) or here, sb.resuming_message(card, c.actor))
 
         try:
             res = await self.approvals.resume(
@@ -393,16 +383,16 @@ class SlackFrontEnd:
                 user=c.actor,
                 secret=c.secret,
                 answer=c.answer,
-                platform="slack",
                 on_claimed=on_claimed,
+                platform="slack",  # metrics and logs only
             )
-        except StoreError as e:
+        except StoreUnavailable as e:
             log.warning("slack click: store fault: %s", e)
             await self.ephemeral(c.channel, c.user, c.thread_ts, sb.reply_message(UNAVAILABLE))
             return
-        await self.show_resume(c, res, res.card_location or here)
+        await self.show_resume(c, res, SlackCardLocation.parse(res.card_location) or here)
 
-    async def show_resume(self, c: SlackClick, res: ResumeResult, loc: Mapping[str, str] | None) -> None:
+    async def show_resume(self, c: SlackClick, res: ResumeResult, loc: SlackCardLocation | None) -> None:
         refusal: sb.SlackMessage | None = None
         if res.outcome in ("resumed", "replayed") and res.card and res.answer and res.answered_by:
             outcome = sb.outcome_message(res.card, res.answer, res.answered_by, res.answered_at or 0.0)
@@ -466,7 +456,7 @@ class SlackFrontEnd:
                 msg = sb.revoked_message(subject, await self._revoke_here(user, team, subject))
             else:
                 msg = sb.grants_message(await self._workspace_grants(user, team))
-        except StoreError as e:
+        except StoreUnavailable as e:
             log.warning("slack /approvals: store fault: %s", e)
             msg = sb.reply_message(UNAVAILABLE)
         await self._call("response_url", respond, text=msg.text, blocks=msg.block_dicts(), response_type="ephemeral")
@@ -487,7 +477,7 @@ class SlackFrontEnd:
                 revoked = await self.approvals.revoke(user=r.user, chat=r.chat, subject=r.subject)
             notice = sb.revoked_message(r.subject, revoked).text
             msg = sb.grants_message(await self._workspace_grants(r.user, team), notice=sb.escape(notice))
-        except StoreError as e:
+        except StoreUnavailable as e:
             log.warning("slack revoke: store fault: %s", e)
             msg = sb.reply_message(UNAVAILABLE)
         # The list is ephemeral: only its response_url can replace it.

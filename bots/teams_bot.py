@@ -30,12 +30,12 @@ from pydantic import BaseModel, ConfigDict
 
 from bots import teams_compat
 from bots.teams_auth import TokenValidator
-from bots.teams_compat import TeamsAuth
+from bots.teams_compat import TeamsAuth, TeamsCardLocation
 from cards import adaptive
 from cards.identity import TeamsUser, parse_teams_user, unverified
 from core import wording
 from core.approvals import Approvals
-from core.models import ApprovalCard, Pointer, ResumeResult, TurnResult
+from core.models import ApprovalCard, ResumeResult, StoreUnavailable, TurnResult
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +155,15 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
 
     # --- messages -------------------------------------------------------------------
     async def on_message_activity(self, turn_context: TurnContext) -> None:
+        try:
+            await self._message(turn_context)
+        except StoreUnavailable as e:  # the one place a message maps a store fault: a card saying so
+            log.warning("teams message: store fault: %s", e)
+            await turn_context.send_activity(
+                _card_activity(adaptive.message_card("Store unavailable", wording.STORE_UNAVAILABLE))
+            )
+
+    async def _message(self, turn_context: TurnContext) -> None:
         act = turn_context.activity
         if act.value is not None and not act.text:
             await turn_context.send_activity("That card needs a Teams client with Universal Actions.")
@@ -171,8 +180,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         if command is not None:
             await self._command(turn_context, command, chat, user)
             return
-        location = teams_compat.reference_to_location(act, "")
-        location["owner_name"] = name_of(act)
+        location = TeamsCardLocation.of(act)
         task = asyncio.ensure_future(self.approvals.run_turn(chat=chat, user=user, text=text, platform=PLATFORM))
         await asyncio.wait({task}, timeout=self.cfg.message_budget)
         if task.done():
@@ -183,7 +191,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             await turn_context.send_activity(Activity(type=ActivityTypes.typing))
         self._spawn(self._deliver_later(task, chat, location))
 
-    async def _deliver_later(self, task: asyncio.Future[TurnResult], chat: str, location: dict[str, str]) -> None:
+    async def _deliver_later(self, task: asyncio.Future[TurnResult], chat: str, location: TeamsCardLocation) -> None:
         result = await task
 
         async def work(turn: TurnContext) -> None:
@@ -204,7 +212,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             remaining = await self.approvals.grants(user=user, chat=chat)
             await ctx.send_activity(_card_activity(adaptive.revoked_card(revoked, remaining)))
 
-    async def _deliver(self, ctx: TurnContext, chat: str, result: TurnResult, location: dict[str, str]) -> None:
+    async def _deliver(self, ctx: TurnContext, chat: str, result: TurnResult, location: TeamsCardLocation) -> None:
         """Send what a turn (or a resume) ended with. A new card's location is stored for later updates."""
         if result.status in ("answered", "busy"):
             await ctx.send_activity(MessageFactory.text(result.text or "(the agent gave no text)"))
@@ -224,7 +232,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             if sent is None or not sent.id:
                 log.warning("teams: card %s posted without an activity id; it cannot be updated", offer.card.card_id)
                 return
-            where = {**location, "activity_id": str(sent.id)}
+            where = location.posted_as(str(sent.id)).stored()
             if not await self.approvals.record_card_location(chat=chat, card_id=offer.card.card_id, location=where):
                 log.warning("teams: card %s location not recorded (no longer open)", offer.card.card_id)
 
@@ -233,6 +241,9 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         if turn_context.activity.name == "adaptiveCard/action":
             try:
                 return await self._card_action(turn_context)
+            except StoreUnavailable as e:  # the one place an invoke maps a store fault
+                log.warning("teams card action: store fault: %s", e)
+                return teams_compat.invoke_response(503, adaptive.invoke_error_body(503, wording.STORE_UNAVAILABLE))
             except Exception:  # answer Teams with a clear error, not a hung card
                 log.exception("teams: card action failed")
                 return teams_compat.invoke_response(500, adaptive.invoke_error_body(500, "The app failed; try again."))
@@ -255,8 +266,8 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         claimed = asyncio.Event()
         asked: list[ApprovalCard] = []
 
-        async def on_claimed(pointer: Pointer) -> None:
-            asked.append(pointer.card)  # what the resolved card repeats
+        async def on_claimed(card: ApprovalCard, location: dict[str, str] | None) -> None:
+            asked.append(card)  # what the resolved card repeats
             claimed.set()
 
         task = asyncio.ensure_future(
@@ -265,8 +276,8 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
                 user=user,
                 secret=click.secret,
                 answer=click.answer,
-                platform=PLATFORM,
                 on_claimed=on_claimed,
+                platform=PLATFORM,  # metrics and logs only
             )
         )
         await asyncio.wait({task}, timeout=self.cfg.invoke_budget)
@@ -287,8 +298,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             await self._after_resume(ctx, r, name_of(act), in_invoke=True)
         elif r.outcome == "replayed" and r.result is not None and r.result.offer is not None:
             # the replay re-offered the still-open chained card with a new secret: post it
-            where = {**teams_compat.reference_to_location(act, ""), "owner_name": name_of(act)}
-            await self._deliver(ctx, r.result.offer.card.chat, r.result, where)
+            await self._deliver(ctx, r.result.offer.card.chat, r.result, TeamsCardLocation.of(act))
         return self._card(await self._outcome_card(ctx, r))
 
     def _card(self, card: dict[str, Any]) -> InvokeResponse:
@@ -317,37 +327,46 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         try:
             member = await asyncio.wait_for(TeamsInfo.get_member(ctx, who.aad_object_id), timeout=2.0)
             return str(member.name) if member.name else None
-        except Exception:  # a lookup failure only costs the nicer wording
+        except Exception as e:  # a lookup failure only costs the nicer wording
+            log.info("teams: member name lookup failed: %s", e)
             return None
 
     # --- after the resume: the card's outcome and the agent's reply --------------------
     async def _after_resume(self, ctx: TurnContext | None, r: ResumeResult, by: str, *, in_invoke: bool) -> None:
         """Post the agent's reply (or the chained card). When the click was answered earlier with
         "resuming…", or others share the conversation, also replace the card itself for everyone."""
-        location = r.card_location
-        if not location and ctx is not None:
-            location = teams_compat.reference_to_location(ctx.activity, "")
+        location = TeamsCardLocation.parse(r.card_location)
+        if location is None and ctx is not None:
+            location = TeamsCardLocation.of(ctx.activity)
         result = r.result or TurnResult(status="answered")
         chat = r.card.chat if r.card is not None else ""
         personal = self._is_personal(location)
 
         async def work(turn: TurnContext) -> None:
-            replace_card = location and location.get("activity_id") and (not in_invoke or not personal)
-            if replace_card and location and r.card is not None and r.answer is not None:
+            here = location or TeamsCardLocation.of(turn.activity)
+            replace_card = bool(here.activity_id) and (not in_invoke or not personal)
+            if replace_card and r.card is not None and r.answer is not None:
                 card = adaptive.outcome_card(r.card, r.answer, by, r.answered_at or 0.0, result)
-                await turn.update_activity(_card_activity(card, activity_id=location["activity_id"]))
-            await self._deliver(turn, chat, result, dict(location or {}))
+                await turn.update_activity(_card_activity(card, activity_id=here.activity_id))
+            await self._deliver(turn, chat, result, here)
 
         if ctx is not None:
             await work(ctx)
-        elif location:
+        elif location is not None:
             await teams_compat.continue_conversation(self.adapter, location, work, app_id=self.cfg.auth.app_id)
         else:
             log.warning("teams: card %s resumed but has no stored location to answer in", r.card and r.card.card_id)
 
     @staticmethod
-    def _is_personal(location: dict[str, str] | None) -> bool:
-        return bool(location) and '"conversationType": "personal"' in (location or {}).get("reference", "")
+    def _is_personal(location: TeamsCardLocation | None) -> bool:
+        """A one-to-one chat with the bot, read from the parsed conversation reference."""
+        if location is None:
+            return False
+        try:
+            return location.is_personal
+        except ValueError as e:  # a stored reference we cannot read: treat the chat as shared
+            log.warning("teams: stored conversation reference unreadable: %s", e)
+            return False
 
     def _finish_later(self, task: asyncio.Future[ResumeResult], by: str) -> None:
         async def finish() -> None:

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import botbuilder.integration.aiohttp.cloud_adapter as _cloud_adapter_module
@@ -202,30 +203,70 @@ def tenant_of(activity: Activity) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class TeamsCardLocation:
+    """Where a card lives in Teams: the serialised conversation reference (to post or update from
+    any process), the card's activity id, and the tenant real Teams wants on proactive sends.
+    Stored as the pointer's `card_location` strings (`stored()`), read back with `parse()`."""
+
+    reference: str
+    activity_id: str = ""
+    tenant: str = ""
+
+    @classmethod
+    def of(cls, activity: Activity, card_activity_id: str = "") -> TeamsCardLocation:
+        ref = TurnContext.get_conversation_reference(activity)
+        return cls(json.dumps(ref.serialize(), sort_keys=True), card_activity_id, tenant_of(activity) or "")
+
+    @classmethod
+    def parse(cls, stored: Mapping[str, str] | None) -> TeamsCardLocation | None:
+        """None when there is no Teams reference in it (none stored, or another platform's)."""
+        if not stored or not stored.get("reference"):
+            return None
+        return cls(stored["reference"], stored.get("activity_id", ""), stored.get("tenant", ""))
+
+    def stored(self) -> dict[str, str]:
+        return {
+            "platform": "teams",
+            "reference": self.reference,
+            "activity_id": self.activity_id,
+            "tenant": self.tenant,
+        }
+
+    def posted_as(self, activity_id: str) -> TeamsCardLocation:
+        return replace(self, activity_id=activity_id)
+
+    def conversation_reference(self) -> ConversationReference:
+        ref = ConversationReference().deserialize(json.loads(self.reference))
+        if self.tenant and ref.conversation is not None:
+            ref.conversation.tenant_id = self.tenant  # real Teams wants it for proactive sends
+        return ref
+
+    @property
+    def is_personal(self) -> bool:
+        """A one-to-one chat with the bot, read from the parsed reference."""
+        conv = self.conversation_reference().conversation
+        return conv is not None and conv.conversation_type == "personal"
+
+
 def reference_to_location(activity: Activity, card_activity_id: str) -> dict[str, str]:
-    """Where a posted card lives, as strings only (the store's card_location is dict[str, str])."""
-    ref = TurnContext.get_conversation_reference(activity)
-    return {
-        "platform": "teams",
-        "reference": json.dumps(ref.serialize(), sort_keys=True),
-        "activity_id": card_activity_id,
-        "tenant": tenant_of(activity) or "",
-    }
+    """Where a posted card lives, as the stored strings."""
+    return TeamsCardLocation.of(activity, card_activity_id).stored()
 
 
 def reference_from_location(location: dict[str, str]) -> ConversationReference:
-    ref = ConversationReference().deserialize(json.loads(location["reference"]))
-    if location.get("tenant") and ref.conversation is not None:
-        ref.conversation.tenant_id = location["tenant"]  # real Teams wants it for proactive sends
-    return ref
+    loc = TeamsCardLocation.parse(location)
+    if loc is None:
+        raise ValueError("no Teams conversation reference in this location")
+    return loc.conversation_reference()
 
 
 async def continue_conversation(
     adapter: CloudAdapter,
-    location: dict[str, str],
+    location: TeamsCardLocation,
     callback: Callable[[TurnContext], Awaitable[None]],
     *,
     app_id: str,
 ) -> None:
     """Run `callback` in the card's conversation, from any process that can read the location."""
-    await adapter.continue_conversation(reference_from_location(location), callback, bot_app_id=app_id or None)
+    await adapter.continue_conversation(location.conversation_reference(), callback, bot_app_id=app_id or None)

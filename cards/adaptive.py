@@ -15,8 +15,7 @@ import datetime as _dt
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
 
-from core.ids import is_card_id
-from core.models import Answer, ApprovalCard, Grant, InvalidAnswer, TurnResult, read_answer
+from core.models import Answer, ApprovalCard, Grant, InvalidAnswer, TurnResult, is_card_id, read_answer
 
 CONTENT_TYPE = "application/vnd.microsoft.card.adaptive"
 ERROR_CONTENT_TYPE = "application/vnd.microsoft.error"
@@ -146,9 +145,7 @@ def resolved_card(card: ApprovalCard, answer: Answer, by: str) -> Card:
     """Shown right after the claim is won: the answer is recorded, the turn is resuming."""
     return _card(
         [
-            _title(
-                f"{_answer_words(card, answer)} by {_escape(by)}", "Good" if answer.approved else "Attention"
-            ),
+            _title(f"{_answer_words(card, answer)} by {_escape(by)}", "Good" if answer.approved else "Attention"),
             *_what(card),
             _text("Resuming the agent's turn…", isSubtle=True),
         ]

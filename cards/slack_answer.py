@@ -17,8 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cards.identity import SlackUser, unverified
 from cards.slack_blocks import ACTION_APPROVE, ACTION_DENY, ACTION_REVOKE, packages_block_id
-from core.ids import is_card_id
-from core.models import Answer, InvalidAnswer, read_answer
+from core.models import Answer, InvalidAnswer, is_card_id, read_answer
 
 
 class SlackPayloadError(ValueError):

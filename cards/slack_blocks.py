@@ -248,8 +248,8 @@ def _outcome_line(card: ApprovalCard, answer: Answer) -> tuple[str, str]:
     """(headline, plain fallback) for an answer: approved for what, or denied."""
     if not answer.approved:
         return f":no_entry: *Denied* {_summary(card)}", "Denied"
-    allowed = card.packages if answer.packages is None else [p for p in card.packages if p in answer.packages]
-    left_out = [p for p in card.packages if p not in allowed]
+    allowed = card.chosen_packages(answer)
+    left_out = card.left_out_packages(answer)
     parts = []
     if card.sites:
         parts.append("sites " + _listed(card.sites))

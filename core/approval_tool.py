@@ -7,17 +7,20 @@ it must recognise its own answered interrupt and answer ONLY from the stored car
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from strands import ToolContext, tool
 
 from core import wording
 from core.batch_rule import APPROVAL_TOOL
-from core.context import RequestContext, context_of, services_of
+from core.context import RequestContext, context_of, tool_access_of
 from core.models import ApprovalCard, parse_answer
 from core.subjects import host_of, normalize_package, unique
 
 INTERRUPT_NAME = "chat-approvals:approval"
+
+log = logging.getLogger(__name__)
 
 
 def _result(tool_context: ToolContext, status: str, text: str) -> dict[str, Any]:
@@ -31,7 +34,8 @@ def own_interrupt_answered(tool_context: ToolContext) -> bool:
     try:
         interrupt_id = tool_context._interrupt_id(INTERRUPT_NAME)
         found = tool_context.agent._interrupt_state.interrupts.get(interrupt_id)
-    except Exception:
+    except Exception as e:
+        log.warning("interrupt state unreadable, treating the interrupt as answered: %s", e)
         return True
     return found is not None and found.response is not None
 
@@ -41,9 +45,7 @@ def outcome_text(card: ApprovalCard, response: Any) -> tuple[str, str]:
     answer = parse_answer("resolved", response)  # the resume service sends a parsed Answer; fail closed anyway
     if not answer.approved:
         return "error", wording.user_denied(card.sites, card.packages)
-    chosen = card.packages if answer.packages is None else [p for p in card.packages if p in answer.packages]
-    refused = [p for p in card.packages if p not in chosen]
-    return "success", wording.user_approved(card.sites, chosen, refused)
+    return "success", wording.user_approved(card.sites, card.chosen_packages(answer), card.left_out_packages(answer))
 
 
 def _resume_branch(ctx: RequestContext, tool_context: ToolContext) -> dict[str, Any] | None:
@@ -72,8 +74,8 @@ async def request_approval(
         packages: Package names you need to install.
     """
     ctx = context_of(tool_context.invocation_state)
-    services = services_of(tool_context.invocation_state)
-    if ctx is None or services is None:
+    access = tool_access_of(tool_context.invocation_state)
+    if ctx is None or access is None:
         return _result(tool_context, "error", wording.NO_CONTEXT)  # R4: no server context, no approval
 
     resumed = _resume_branch(ctx, tool_context)
@@ -90,7 +92,7 @@ async def request_approval(
     if not isinstance(reason, str) or not reason.strip():
         return _result(tool_context, "error", wording.invalid_input("the reason is empty"))
 
-    refused = await services.refusals(ctx.chat, ctx.turn_id)
+    refused = await access.refusals(ctx.chat, ctx.turn_id)
     sites = unique(url_hosts + [r.name for r in refused if r.kind == "site"])
     pkgs = unique(named_packages + [r.name for r in refused if r.kind == "package"])
     if not sites and not pkgs:

@@ -1,25 +1,31 @@
-"""The facade every front end calls. Front ends never touch the store or the agent directly."""
+"""The facade every front end calls. Front ends never touch the store or the agent directly.
+
+Thin: each call goes to one service built in `core.bootstrap`; no service refers back here.
+"""
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
-import uuid
 
 from core import tracing, wording
 from core.agent_factory import AgentFactory, default_factory
-from core.clock import Clock, SystemClock
-from core.grants import GrantBook
-from core.history import History
-from core.lease import LeaseKeeper
+from core.bootstrap import build_services, default_worker_id
+from core.egress.backend import GrantsBackend
 from core.metrics import Metrics
-from core.models import Answer, AuditEvent, Grant, Pointer, Refusal, ResumeResult, SubjectKind, TurnResult
-from core.pause import Pauser
-from core.resume import OnClaimed, ResumeService
+from core.models import (
+    Answer,
+    AuditEvent,
+    Clock,
+    Grant,
+    Refusal,
+    ResumeResult,
+    SubjectKind,
+    SystemClock,
+    TurnResult,
+)
+from core.resume import OnClaimed
 from core.settings import Settings
-from core.turns import TurnRunner
 from store.aio import StoreIO
 
 log = logging.getLogger("chat_approvals.approvals")
@@ -36,18 +42,28 @@ class Approvals:
         worker_id: str | None = None,
         metrics: Metrics | None = None,
     ) -> None:
-        self.store = store
+        self.store = store  # kept for close() by whoever opened it
         self.settings = settings or Settings()
         self.clock = clock or SystemClock()
-        self.metrics = metrics or Metrics(self.clock.now)
-        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        factory = agent_factory or default_factory()
-        self.keeper = LeaseKeeper(self.settings.heartbeat_every)  # renews claims and turn leases
-        self.pauser = Pauser(store, self.settings, self.clock)
-        self.history = History(store, self.settings, self.clock)
-        self.grant_book = GrantBook(self)
-        self.turns = TurnRunner(self, factory, self.pauser)
-        self.resumes = ResumeService(self, factory, self.pauser, self.worker_id)
+        self.metrics = metrics or Metrics(self.clock.now)  # counted here, at the boundary (docs/operating.md)
+        self.worker_id = worker_id or default_worker_id()
+        s = build_services(
+            store,
+            settings=self.settings,
+            clock=self.clock,
+            factory=agent_factory or default_factory(),
+            worker_id=self.worker_id,
+        )
+        self._rows, self._objects = s.rows, s.objects
+        self._grants = s.grants
+        self._pauser = s.pauser
+        self.turns = s.turns
+        self.resumes = s.resumes
+
+    @property
+    def gate_backend(self) -> GrantsBackend:
+        """What the egress gate asks (is a subject granted; record a refusal): the grant book."""
+        return self._grants
 
     async def run_turn(self, *, chat: str, user: str, text: str, platform: str, unattended: bool = False) -> TurnResult:
         with tracing.tracer().start_as_current_span("chat_approvals.turn") as span:
@@ -65,7 +81,7 @@ class Approvals:
         return turn
 
     async def record_card_location(self, *, chat: str, card_id: str, location: dict[str, str]) -> bool:
-        return await self.store.run(self.store.rows.set_card_location, chat, card_id, location)
+        return await self._rows.set_card_location(chat=chat, card_id=card_id, location=location)
 
     async def resume(
         self,
@@ -74,74 +90,70 @@ class Approvals:
         user: str,
         secret: str,
         answer: Answer | None,
-        platform: str,
         on_claimed: OnClaimed | None = None,
+        platform: str | None = None,
     ) -> ResumeResult:
+        """`platform` is the front end the click came through, for metrics and logs only (the
+        protocol does not depend on it); without it, the card's platform where the click proved
+        it knows the card."""
         started = time.perf_counter()
         with tracing.tracer().start_as_current_span("chat_approvals.resume") as span:
-            span.set_attribute("chat_approvals.platform", platform)
-
-            async def claimed(p: Pointer) -> None:
-                # The run resumed here continues the turn that paused: link this span to it.
-                tracing.add_link(span, p.trace_context)
-                if on_claimed is not None:
-                    await on_claimed(p)
-
+            # the resume service links this span to the paused turn's once it holds the claim
             res = await self.resumes.resume(
-                card_id=card_id, user=user, secret=secret, answer=answer, platform=platform, on_claimed=claimed
+                card_id=card_id, user=user, secret=secret, answer=answer, on_claimed=on_claimed
             )
+            known = res.card  # set only when the caller proved it knows the card's secret
+            via = platform or (known.platform if known else "unknown")
+            span.set_attribute("chat_approvals.platform", via)
             span.set_attribute("chat_approvals.outcome", res.outcome)
         m = self.metrics
         m.resume_seconds.observe(time.perf_counter() - started)
-        m.resumes.labels(platform, res.outcome).inc()
-        turn = res.result
-        if turn is not None and turn.offer is not None:
-            m.cards.labels(platform, "chained" if res.outcome == "resumed" else "reoffered").inc()
-        known = res.card  # set only when the caller proved it knows the card's secret
+        m.resumes.labels(via, res.outcome).inc()
+        if res.result is not None and res.result.offer is not None:
+            m.cards.labels(via, "chained" if res.outcome == "resumed" else "reoffered").inc()
         where = {"chat": known.chat, "card_id": known.card_id} if known else {}
-        log.info("resume %s", res.outcome, extra={"platform": platform, "outcome": res.outcome, **where})
+        log.info("resume %s", res.outcome, extra={"platform": via, "outcome": res.outcome, **where})
         return res
 
     async def withdraw(self, *, chat: str, card_id: str, why: str) -> bool:
         """Take back a request whose card could not be shown (one conditional write: the card is
         expired unless it is being resumed or was answered). The chat is free for a new turn."""
         now = self.clock.now()
-        if not await self.store.run(self.store.rows.expire, chat, card_id, now):
+        if not await self._rows.expire(chat=chat, card_id=card_id, now=now):
             return False
-        await self.pauser.audit(
+        await self._pauser.audit(
             AuditEvent(chat=chat, at=now, kind="withdrawn", actor="system", card_id=card_id, detail={"why": why})
         )
         return True
 
     async def grants(self, *, user: str, chat: str | None = None) -> list[Grant]:
-        return await self.grant_book.live(user, chat)
+        return await self._grants.live(user, chat)
 
     async def revoke(self, *, user: str, chat: str | None, subject: str) -> list[Grant]:
-        return await self.grant_book.revoke(user, chat, subject)
+        return await self._grants.revoke(user, chat, subject)
 
     async def is_allowed(self, *, user: str, chat: str, kind: SubjectKind, name: str) -> bool:
-        return await self.grant_book.is_allowed(user, chat, kind, name)
+        return await self._grants.is_allowed(user=user, chat=chat, kind=kind, name=name)
 
     async def audit(self, chat: str) -> list[AuditEvent]:
-        return await self.store.run(self.store.rows.list_audit, chat)
+        return await self._rows.audit(chat=chat)
 
     async def audit_since(self, since: float) -> list[AuditEvent]:
         """Every chat's events from `since` on (an export)."""
-        return await self.store.run(self.store.rows.list_audit_since, since)
+        return await self._rows.audit_since(since=since)
 
     async def first_delivery(self, key: str) -> bool:
         now = self.clock.now()
-        return await self.store.run(self.store.rows.claim_event, key, now, now + self.settings.event_dedupe_ttl)
+        return await self._rows.claim_event(key, now=now, ttl=now + self.settings.event_dedupe_ttl)
 
     async def record_refusal(self, refusal: Refusal) -> bool:
-        ttl = refusal.at + self.settings.card_expiry + self.settings.resume_deadline + self.settings.retention
-        return await self.store.run(self.store.rows.record_refusal, refusal, ttl)
+        return await self._grants.record_refusal(refusal)
 
     async def refusals(self, chat: str, turn_id: str) -> list[Refusal]:
-        return await self.store.run(self.store.rows.list_refusals, chat, turn_id)
+        return await self._grants.refusals(chat, turn_id)
 
     async def sweep(self) -> int:
         now = self.clock.now()
-        rows = await self.store.run(self.store.rows.sweep, now)
+        rows = await self._rows.sweep(now=now)
         horizon = now - (self.settings.card_expiry + self.settings.resume_deadline + self.settings.retention)
-        return rows + await self.store.run(self.store.objects.sweep, horizon)
+        return rows + await self._objects.sweep(older_than=horizon)

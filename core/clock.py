@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 import threading
-import time
-from typing import Protocol
 
+from core.models import Clock, SystemClock
 
-class Clock(Protocol):
-    def now(self) -> float: ...
-
-
-class SystemClock:
-    def now(self) -> float:
-        return time.time()
+__all__ = ["Clock", "ManualClock", "SystemClock"]
 
 
 class ManualClock:

@@ -3,20 +3,20 @@
 The context travels in Strands' `invocation_state` (which the SDK does not persist, so the
 server passes it again on every call, including the resume) and is never built from model
 arguments. The SDK mutates the dict it is given, so every call gets a fresh one.
+
+Beside it travels a `ToolAccess`: all a model-facing tool may do with the rest of the system
+(ask the gate's questions, read this turn's refusals). Never the facade.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable
 
-from core.models import ApprovalCard
-
-if TYPE_CHECKING:
-    from core.approvals import Approvals
+from core.models import ApprovalCard, Refusal, SubjectKind
 
 _KEY = "chat_approvals.request"
-_SERVICES = "chat_approvals.services"
+_ACCESS = "chat_approvals.tool_access"
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,41 @@ class RequestContext:
     resume_attempt: int | None = None
 
 
-def invocation_state(ctx: RequestContext, services: Approvals) -> dict[str, Any]:
-    return {_KEY: ctx, _SERVICES: services}
+@runtime_checkable
+class ToolAccess(Protocol):
+    """What a tool may reach: the egress gate's backend calls, and this turn's refusals."""
+
+    async def is_allowed(self, *, user: str, chat: str, kind: SubjectKind, name: str) -> bool: ...
+
+    async def record_refusal(self, refusal: Refusal) -> bool: ...
+
+    async def granted_names(self, *, user: str, chat: str, kind: SubjectKind) -> list[str]: ...
+
+    async def refusals(self, chat: str, turn_id: str) -> list[Refusal]: ...
+
+
+class ScopedAccess:
+    """A `ToolAccess` over a wider object (the grant book): exposes the four calls and nothing
+    else, so a tool cannot apply or revoke grants."""
+
+    def __init__(self, inner: ToolAccess) -> None:
+        self._inner = inner
+
+    async def is_allowed(self, *, user: str, chat: str, kind: SubjectKind, name: str) -> bool:
+        return await self._inner.is_allowed(user=user, chat=chat, kind=kind, name=name)
+
+    async def record_refusal(self, refusal: Refusal) -> bool:
+        return await self._inner.record_refusal(refusal)
+
+    async def granted_names(self, *, user: str, chat: str, kind: SubjectKind) -> list[str]:
+        return await self._inner.granted_names(user=user, chat=chat, kind=kind)
+
+    async def refusals(self, chat: str, turn_id: str) -> list[Refusal]:
+        return await self._inner.refusals(chat, turn_id)
+
+
+def invocation_state(ctx: RequestContext, access: object) -> dict[str, Any]:
+    return {_KEY: ctx, _ACCESS: access}
 
 
 def context_of(state: dict[str, Any] | None) -> RequestContext | None:
@@ -45,5 +78,11 @@ def context_of(state: dict[str, Any] | None) -> RequestContext | None:
     return ctx if isinstance(ctx, RequestContext) else None
 
 
-def services_of(state: dict[str, Any] | None) -> Approvals | None:
-    return (state or {}).get(_SERVICES)
+def raw_access_of(state: dict[str, Any] | None) -> object:
+    """Whatever the server put beside the context (a tool checks the shape it needs)."""
+    return (state or {}).get(_ACCESS)
+
+
+def tool_access_of(state: dict[str, Any] | None) -> ToolAccess | None:
+    access = raw_access_of(state)
+    return access if isinstance(access, ToolAccess) else None

@@ -1,25 +1,28 @@
-"""R14: grants, one row per approved site or package, for one user in one chat."""
+"""R14: grants, one row per approved site or package, for one user in one chat; and the turn's
+refusals (written by the egress gate, read by the approval tool). This is the gate's backend."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
 
-from core.models import Answer, AuditEvent, Grant, Pointer, SubjectKind
+from core.models import Answer, AuditEvent, Clock, Grant, Pointer, Refusal, SubjectKind
+from core.settings import Settings
 from core.subjects import subject_matches
+from store.aio import Rows
 
-if TYPE_CHECKING:
-    from core.approvals import Approvals
+log = logging.getLogger(__name__)
 
 
 class GrantBook:
-    def __init__(self, approvals: Approvals) -> None:
-        self.approvals = approvals
+    def __init__(self, rows: Rows, settings: Settings, clock: Clock) -> None:
+        self.rows = rows
+        self.settings = settings
+        self.clock = clock
 
     async def apply(self, p: Pointer, user: str, answer: Answer, now: float) -> None:
         """Approve writes a row per approved subject stamped with the card id; what the answer
         does not approve has its stored rows removed."""
-        store, settings = self.approvals.store, self.approvals.settings
-        chosen = set(p.card.packages if answer.packages is None else answer.packages)
+        chosen = set(p.card.chosen_packages(answer))
         for kind, name in p.card.subjects():
             if answer.approved and (kind == "site" or name in chosen):
                 grant = Grant(
@@ -29,30 +32,41 @@ class GrantBook:
                     name=name,
                     card_id=p.card_id,
                     created_at=now,
-                    expires_at=now + settings.grant_ttl,
+                    expires_at=now + self.settings.grant_ttl,
                 )
-                await store.run(store.rows.put_grant, grant, grant.expires_at + settings.retention)
+                await self.rows.put_grant(grant, ttl=grant.expires_at + self.settings.retention)
                 await self._audit(p.chat, now, "grant", user, p.card_id, kind, name)
-            elif await store.run(store.rows.delete_grant, p.owner, p.chat, kind, name):
+            elif await self.rows.delete_grant(user=p.owner, chat=p.chat, kind=kind, name=name):
                 await self._audit(p.chat, now, "revoke", user, p.card_id, kind, name)
 
     async def live(self, user: str, chat: str | None) -> list[Grant]:
-        store = self.approvals.store
-        return await store.run(store.rows.list_grants, user, chat, self.approvals.clock.now())
+        return await self.rows.grants(user=user, chat=chat, now=self.clock.now())
 
     async def revoke(self, user: str, chat: str | None, subject: str) -> list[Grant]:
         """Revoke `subject` (a host, a package, or "all") in `chat`, or in every chat of the user."""
-        store = self.approvals.store
-        now = self.approvals.clock.now()
+        now = self.clock.now()
         removed = []
         for g in await self.live(user, chat):
-            if subject_matches(g, subject) and await store.run(store.rows.delete_grant, g.user, g.chat, g.kind, g.name):
+            if subject_matches(g, subject) and await self.rows.delete_grant(
+                user=g.user, chat=g.chat, kind=g.kind, name=g.name
+            ):
                 removed.append(g)
                 await self._audit(g.chat, now, "revoke", user, g.card_id, g.kind, g.name)
         return removed
 
-    async def is_allowed(self, user: str, chat: str, kind: SubjectKind, name: str) -> bool:
+    # --- the gate's backend (core.egress.backend.GrantsBackend) -------------------------
+    async def is_allowed(self, *, user: str, chat: str, kind: SubjectKind, name: str) -> bool:
         return any(g.kind == kind and g.name == name for g in await self.live(user, chat))
+
+    async def granted_names(self, *, user: str, chat: str, kind: SubjectKind) -> list[str]:
+        return sorted({g.name for g in await self.live(user, chat) if g.kind == kind})
+
+    async def record_refusal(self, refusal: Refusal) -> bool:
+        s = self.settings
+        return await self.rows.record_refusal(refusal, ttl=refusal.at + s.card_expiry + s.resume_deadline + s.retention)
+
+    async def refusals(self, chat: str, turn_id: str) -> list[Refusal]:
+        return await self.rows.refusals(chat=chat, turn_id=turn_id)
 
     async def _audit(
         self, chat: str, at: float, kind: str, actor: str, card_id: str, subject_kind: str, name: str
@@ -65,5 +79,4 @@ class GrantBook:
             card_id=card_id,
             detail={"kind": subject_kind, "name": name},
         )
-        store = self.approvals.store
-        await store.run(store.rows.append_audit, event, at + self.approvals.settings.retention)
+        await self.rows.append_audit(event, ttl=at + self.settings.retention)

@@ -7,26 +7,23 @@ could not be saved, it is only forgotten.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 
 from strands import Agent
-from strands.types._snapshot import Snapshot, SnapshotField
-from strands.types.session import decode_bytes_values, encode_bytes_values
 
-from core.clock import Clock
+from core.models import Clock
 from core.settings import Settings
-from store.aio import StoreIO
+from core.snapshots import decode, encode
+from store.aio import Objects, Rows
 
 log = logging.getLogger(__name__)
 
-_FIELDS: list[SnapshotField] = ["messages", "state", "conversation_manager_state"]
-
 
 class History:
-    def __init__(self, store: StoreIO, settings: Settings, clock: Clock) -> None:
-        self.store = store
+    def __init__(self, rows: Rows, objects: Objects, settings: Settings, clock: Clock) -> None:
+        self.rows = rows
+        self.objects = objects
         self.settings = settings
         self.clock = clock
 
@@ -34,10 +31,10 @@ class History:
         if not self.settings.history:
             return
         try:
-            key = await self.store.run(self.store.rows.get_session, chat)
-            raw = await self.store.run(self.store.objects.get_key, key) if key else None
+            key = await self.rows.session(chat=chat)
+            raw = await self.objects.get_key(key) if key else None
             if raw is not None:
-                agent.load_snapshot(Snapshot.from_dict(decode_bytes_values(json.loads(raw))))
+                agent.load_snapshot(decode(raw))
         except Exception as e:  # a lost or unreadable history: start the chat afresh
             log.warning("history of %s not restored: %s", chat, e)
 
@@ -45,13 +42,13 @@ class History:
         if not self.settings.history:
             return
         try:
-            snap = agent.take_snapshot(include=list(_FIELDS))
-            data = json.dumps(encode_bytes_values(snap.to_dict()), separators=(",", ":")).encode()
+            snap = agent.take_snapshot(include=["messages", "state", "conversation_manager_state"])
+            data = encode(snap)
             if len(data) > self.settings.max_snapshot_bytes:
                 log.warning("history of %s not saved: %d bytes", chat, len(data))
                 return
-            ref = await self.store.run(self.store.objects.put, f"sessions/{uuid.uuid4().hex}.json", data)
+            ref = await self.objects.put(f"sessions/{uuid.uuid4().hex}.json", data)
             ttl = self.clock.now() + self.settings.retention
-            await self.store.run(self.store.rows.put_session, chat, ref.key, turn_started, ttl)
+            await self.rows.put_session(chat=chat, key=ref.key, seq=turn_started, ttl=ttl)
         except Exception as e:
             log.warning("history of %s not saved: %s", chat, e)

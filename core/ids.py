@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 import secrets
 
-# What mint_card_id() produces: "c_" + token_urlsafe(16) (22 url-safe base64 characters).
-_CARD_ID = re.compile(r"c_[A-Za-z0-9_-]{22}")
+from core.models import is_card_id
+
+__all__ = ["hash_secret", "is_card_id", "mint_card_id", "mint_secret", "secret_matches"]
 
 
 def mint_card_id() -> str:
     return "c_" + secrets.token_urlsafe(16)  # 128 random bits: opaque and unguessable
-
-
-def is_card_id(value: object) -> bool:
-    """True only for a string of the minted shape: checked before a card id is used anywhere
-    (an object key, a lookup, a log line), so `/`, `..`, NUL or 5,000 characters never get that far."""
-    return isinstance(value, str) and _CARD_ID.fullmatch(value) is not None
 
 
 def mint_secret() -> str:

@@ -8,11 +8,14 @@ instead of sleeping.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 
-from core.clock import Clock
+from core.models import Clock
+
+log = logging.getLogger(__name__)
 
 
 class Heartbeat:
@@ -29,7 +32,6 @@ class Heartbeat:
         self._deadline = deadline
         self._stop = threading.Event()
         self.lost = False
-        self.renewals = 0
 
     def tick(self) -> bool:
         """One renewal; False once the lease is lost or the deadline has passed."""
@@ -38,11 +40,10 @@ class Heartbeat:
             return False
         try:
             ok = self._renew(now, min(now + self._lease, self._deadline))
-        except Exception:
-            return True  # a store fault: try again next beat while the lease still holds
-        if ok:
-            self.renewals += 1
-        else:
+        except Exception as e:  # a store fault: try again next beat while the lease still holds
+            log.warning("lease renewal failed, retrying next beat: %s", e)
+            return True
+        if not ok:
             self.lost = True
         return ok
 

@@ -6,13 +6,64 @@ never a silently dropped key (R15's "nothing else is accepted" applies to all of
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 SubjectKind = Literal["site", "package"]
 PointerState = Literal["pending", "claimed", "done", "expired"]
-Platform = Literal["http", "cli", "slack", "teams"]
+
+
+# What core.ids.mint_card_id() produces: "c_" + token_urlsafe(16) (22 url-safe base64 characters).
+# Here, not in core.ids, so cards/ (which import only core.models) can check ids on the wire.
+_CARD_ID = re.compile(r"c_[A-Za-z0-9_-]{22}")
+
+
+def is_card_id(value: object) -> bool:
+    """True only for a string of the minted shape: checked before a card id is used anywhere
+    (an object key, a lookup, a log line), so `/`, `..`, NUL or 5,000 characters never get that far."""
+    return isinstance(value, str) and _CARD_ID.fullmatch(value) is not None
+
+
+class Clock(Protocol):
+    """The only source of time in core/ and store/ (here so both layers may see it)."""
+
+    def now(self) -> float: ...
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.time()
+
+
+class StoreUnavailable(Exception):
+    """The store failed after its retries; nothing was changed by the failed call. Every front
+    end maps it once (HTTP 503, a Slack ephemeral, a Teams card). Backends raise subclasses."""
+
+
+@dataclass(frozen=True)
+class ClaimRead:
+    """What a claim was read as (R10): the claim applies only if the row still has this card,
+    this secret hash and this claim count."""
+
+    chat: str
+    card_id: str
+    secret_hash: str
+    claim_count: int
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Who holds a claimed card (R10-R13): the claim's worker and fencing token. Every write
+    made under a claim (renew, finish, chain) applies only while this fence still holds."""
+
+    chat: str
+    card_id: str
+    worker: str
+    token: int
 
 
 class Strict(BaseModel):
@@ -35,6 +86,15 @@ class ApprovalCard(Strict):
 
     def subjects(self) -> list[tuple[SubjectKind, str]]:
         return [("site", s) for s in self.sites] + [("package", p) for p in self.packages]
+
+    def chosen_packages(self, answer: Answer) -> list[str]:
+        """The one place the answer's package choice is read: every package on the card when the
+        answer names none, else the card's packages the answer names (in the card's order)."""
+        return list(self.packages) if answer.packages is None else [p for p in self.packages if p in answer.packages]
+
+    def left_out_packages(self, answer: Answer) -> list[str]:
+        chosen = self.chosen_packages(answer)
+        return [p for p in self.packages if p not in chosen]
 
 
 class CardOffer(Strict):
@@ -181,6 +241,21 @@ class ResumeResult(Strict):
     owner: str | None = None
     card: ApprovalCard | None = None
     card_location: dict[str, str] | None = None
+
+
+class AnswerRecord(Strict):
+    """The stored answer of a card (an object, write-once). `result_json` is kept as a string so
+    a replay returns it byte for byte. R19: a chained card's secret is never stored, only its id."""
+
+    card_id: str
+    secret_hash: str
+    owner: str
+    card: ApprovalCard
+    answer: Answer
+    answered_by: str
+    answered_at: float
+    result_json: str
+    chained_card_id: str | None = None
 
 
 class InvalidAnswer(ValueError):

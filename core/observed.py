@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from core.metrics import Metrics
-from core.models import AuditEvent, Grant, ObjectRef, OutboxItem, Pointer, Refusal, SubjectKind
+from core.models import AuditEvent, ClaimRead, Fence, Grant, ObjectRef, OutboxItem, Pointer, Refusal, SubjectKind
 from store.base import ObjectStore, RowStore
 
 T = TypeVar("T")
@@ -99,44 +99,33 @@ class ObservedRows(_Timed, RowStore):
         return self._timed("get_pointer_by_card", self.inner.get_pointer_by_card, card_id)
 
     def claim(
-        self,
-        chat: str,
-        card_id: str,
-        secret_hash: str,
-        claim_count_read: int,
-        worker: str,
-        now: float,
-        lease_until: float,
-        resume_deadline: float,
+        self, read: ClaimRead, *, worker: str, now: float, lease_until: float, resume_deadline: float
     ) -> Pointer | None:
         won = self._timed(
             "claim",
             self.inner.claim,
-            chat,
-            card_id,
-            secret_hash,
-            claim_count_read,
-            worker,
-            now,
-            lease_until,
-            resume_deadline,
+            read,
+            worker=worker,
+            now=now,
+            lease_until=lease_until,
+            resume_deadline=resume_deadline,
         )
         self._m.claims.labels("won" if won is not None else "lost").inc()
         return won
 
-    def renew(self, chat: str, card_id: str, worker: str, token: int, now: float, lease_until: float) -> bool:
-        return self._timed("renew", self.inner.renew, chat, card_id, worker, token, now, lease_until)
+    def renew(self, fence: Fence, *, now: float, lease_until: float) -> bool:
+        return self._timed("renew", self.inner.renew, fence, now=now, lease_until=lease_until)
 
-    def finish(self, chat: str, card_id: str, worker: str, token: int, answer_key: str) -> bool:
-        ok = self._timed("finish", self.inner.finish, chat, card_id, worker, token, answer_key)
+    def finish(self, fence: Fence, *, answer_key: str) -> bool:
+        ok = self._timed("finish", self.inner.finish, fence, answer_key=answer_key)
         if ok:
-            self._m.open.discard(card_id)
+            self._m.open.discard(fence.card_id)
         return ok
 
-    def replace(self, chat: str, card_id: str, worker: str, token: int, new: Pointer) -> bool:
-        ok = self._timed("replace", self.inner.replace, chat, card_id, worker, token, new)
+    def replace(self, fence: Fence, *, new: Pointer) -> bool:
+        ok = self._timed("replace", self.inner.replace, fence, new=new)
         if ok:
-            self._m.open.discard(card_id)
+            self._m.open.discard(fence.card_id)
             self._m.open.add(new.card_id, new.expires_at)
         return ok
 

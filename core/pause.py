@@ -7,23 +7,20 @@ ends with an ordinary message: the worst case is a missing offer, never a broken
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from strands import Agent
 from strands.agent.agent_result import AgentResult
-from strands.types.session import encode_bytes_values
 
 from core import tracing, wording
 from core.approval_tool import INTERRUPT_NAME
-from core.clock import Clock
 from core.context import RequestContext
 from core.ids import hash_secret, mint_card_id, mint_secret
-from core.models import ApprovalCard, AuditEvent, CardOffer, Pointer, TurnResult
+from core.models import ApprovalCard, AuditEvent, CardOffer, Clock, Fence, Pointer, StoreUnavailable, TurnResult
 from core.settings import Settings
-from store.aio import StoreIO
+from core.snapshots import encode
+from store.aio import Objects, Rows
 
 log = logging.getLogger(__name__)
 
@@ -32,33 +29,24 @@ class ClaimLost(Exception):
     """The worker no longer holds the claim: its result must not be written."""
 
 
-@dataclass(frozen=True)
-class Holding:
-    """The claim a chained card is written under (R13): fails if the claim was lost."""
-
-    card_id: str
-    worker: str
-    token: int
-
-
 def final_text(result: AgentResult) -> str:
     content = (result.message or {}).get("content", [])
     return "\n".join(b["text"] for b in content if isinstance(b, dict) and "text" in b).strip()
 
 
 def snapshot_bytes(agent: Agent, app_data: dict[str, Any]) -> bytes:
-    snap = agent.take_snapshot(preset="session", app_data=app_data)
-    return json.dumps(encode_bytes_values(snap.to_dict()), separators=(",", ":")).encode()
+    return encode(agent.take_snapshot(preset="session", app_data=app_data))
 
 
 class Pauser:
-    def __init__(self, store: StoreIO, settings: Settings, clock: Clock) -> None:
-        self.store = store
+    def __init__(self, rows: Rows, objects: Objects, settings: Settings, clock: Clock) -> None:
+        self.rows = rows
+        self.objects = objects
         self.settings = settings
         self.clock = clock
 
     async def offer(
-        self, agent: Agent, result: AgentResult, ctx: RequestContext, holding: Holding | None = None
+        self, agent: Agent, result: AgentResult, ctx: RequestContext, holding: Fence | None = None
     ) -> TurnResult:
         interrupts = list(result.interrupts or [])
         ours = [i for i in interrupts if i.name == INTERRUPT_NAME]
@@ -90,7 +78,7 @@ class Pauser:
             log.warning("snapshot too large: %d bytes", len(data))
             return TurnResult(status="answered", text=wording.SNAPSHOT_FAILED)
         try:
-            ref = await self.store.run(self.store.objects.put, f"snapshots/{card.card_id}.json", data)
+            ref = await self.objects.put(f"snapshots/{card.card_id}.json", data)
         except Exception as e:  # any fault of the object store: no pointer, no card
             log.warning("snapshot PUT failed: %s", e)
             return TurnResult(status="answered", text=wording.SNAPSHOT_FAILED)
@@ -112,12 +100,12 @@ class Pauser:
         )
         try:
             if holding is None:
-                written = await self.store.run(self.store.rows.put_pointer, pointer, now)
+                written = await self.rows.put_pointer(pointer, now=now)
             else:
-                written = await self.store.run(
-                    self.store.rows.replace, ctx.chat, holding.card_id, holding.worker, holding.token, pointer
-                )
+                written = await self.rows.replace(holding, new=pointer)
         except Exception as e:
+            if holding is not None and isinstance(e, StoreUnavailable):
+                raise  # a store fault while writing a chained card is a store fault, not a lost claim
             log.warning("pointer write failed: %s", e)
             written = False
         if not written:
@@ -144,6 +132,6 @@ class Pauser:
 
     async def audit(self, event: AuditEvent) -> None:
         try:
-            await self.store.run(self.store.rows.append_audit, event, event.at + self.settings.retention)
+            await self.rows.append_audit(event, ttl=event.at + self.settings.retention)
         except Exception as e:  # the audit trail never blocks the protocol
             log.warning("audit append failed: %s", e)

@@ -13,30 +13,42 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from strands.types._snapshot import Snapshot
 from strands.types.interrupt import InterruptResponseContent
-from strands.types.session import decode_bytes_values
 
-from core import wording
+from core import tracing, wording
 from core.agent_factory import AgentFactory
-from core.context import RequestContext, invocation_state
+from core.context import RequestContext, ToolAccess, invocation_state
+from core.grants import GrantBook
+from core.history import History
 from core.ids import hash_secret, is_card_id, mint_secret, secret_matches
-from core.lease import Heartbeat
-from core.models import Answer, ApprovalCard, AuditEvent, CardOffer, Pointer, ResumeResult, TurnResult
-from core.pause import ClaimLost, Holding, Pauser, final_text
+from core.lease import Heartbeat, LeaseKeeper
+from core.models import (
+    Answer,
+    AnswerRecord,
+    ApprovalCard,
+    AuditEvent,
+    CardOffer,
+    Clock,
+    Fence,
+    Pointer,
+    ResumeResult,
+    TurnResult,
+)
+from core.pause import ClaimLost, Pauser, final_text
+from core.settings import Settings
+from core.snapshots import decode
 from core.turns import approved_sets, is_answerable
-
-if TYPE_CHECKING:
-    from core.approvals import Approvals
+from store.aio import Objects, Rows
 
 log = logging.getLogger(__name__)
 
-OnClaimed = Callable[[Pointer], Awaitable[None]]
+# A front end's hook once the click won the claim: the card, and where it was posted (never the
+# pointer with its secret hash, worker and lease).
+OnClaimed = Callable[[ApprovalCard, dict[str, str] | None], Awaitable[None]]
 
 UNKNOWN = "Unknown approval card: it may have been replaced, or the link is wrong."
 IN_PROGRESS = "This approval is already being resumed."
@@ -54,26 +66,49 @@ def answer_doc(p: Pointer, user: str, answer: Answer, at: float, result: TurnRes
     """The stored answer. `result_json` is kept as a string so a replay returns it byte for byte.
     R19: a chained card's offer (its secret) is never stored, only which card it was."""
     chained = result.offer.card.card_id if result.offer is not None else None
-    return json.dumps(
-        {
-            "card_id": p.card_id,
-            "secret_hash": p.secret_hash,
-            "owner": p.owner,
-            "card": p.card.model_dump(),
-            "answer": answer.model_dump(),
-            "answered_by": user,
-            "answered_at": at,
-            "result_json": result.model_copy(update={"offer": None}).model_dump_json(),
-            "chained_card_id": chained,
-        }
-    ).encode()
+    return (
+        AnswerRecord(
+            card_id=p.card_id,
+            secret_hash=p.secret_hash,
+            owner=p.owner,
+            card=p.card,
+            answer=answer,
+            answered_by=user,
+            answered_at=at,
+            result_json=result.model_copy(update={"offer": None}).model_dump_json(),
+            chained_card_id=chained,
+        )
+        .model_dump_json()
+        .encode()
+    )
 
 
 class ResumeService:
-    def __init__(self, approvals: Approvals, factory: AgentFactory, pauser: Pauser, worker_id: str) -> None:
-        self.approvals = approvals
-        self.factory = factory
+    def __init__(
+        self,
+        *,
+        rows: Rows,
+        objects: Objects,
+        settings: Settings,
+        clock: Clock,
+        keeper: LeaseKeeper,
+        grants: GrantBook,
+        history: History,
+        pauser: Pauser,
+        factory: AgentFactory,
+        tool_access: ToolAccess,
+        worker_id: str,
+    ) -> None:
+        self.rows = rows
+        self.objects = objects
+        self.settings = settings
+        self.clock = clock
+        self.keeper = keeper
+        self.grants = grants
+        self.history = history
         self.pauser = pauser
+        self.factory = factory
+        self.tool_access = tool_access
         self.worker = worker_id
 
     async def resume(
@@ -83,15 +118,14 @@ class ResumeService:
         user: str,
         secret: str,
         answer: Answer | None,
-        platform: str,
         on_claimed: OnClaimed | None = None,
     ) -> ResumeResult:
-        store, clock, settings = self.approvals.store, self.approvals.clock, self.approvals.settings
+        rows, clock, settings = self.rows, self.clock, self.settings
         if not is_card_id(card_id):  # never reaches a key or a lookup (`A/1` would name card A's answer)
             return ResumeResult(outcome="unknown", message=UNKNOWN)
         if answer is None:
             return ResumeResult(outcome="invalid", message=INVALID)
-        p = await store.run(store.rows.get_pointer_by_card, card_id)
+        p = await rows.pointer_by_card(card_id)
         if p is None:
             return await self._answered_elsewhere(card_id, user, secret)
         if not secret_matches(secret, p.secret_hash):
@@ -108,55 +142,53 @@ class ResumeService:
         if p.state == "claimed" and p.lease_until is not None and p.lease_until >= now:
             return self._in_progress(p)
         if p.expires_at <= now:
-            if await store.run(store.rows.expire, p.chat, p.card_id, now):
+            if await rows.expire(chat=p.chat, card_id=p.card_id, now=now):
                 await self._audit(p, "expired", user, now, {"why": "past expiry"})
             return self._expired(p, EXPIRED)
         if p.claim_count >= settings.claim_cap:
             return await self._give_up(p, user, now)
 
-        claimed = await store.run(
-            store.rows.claim,
-            p.chat,
-            p.card_id,
-            p.secret_hash,
-            p.claim_count,
-            self.worker,
-            now,
-            now + settings.lease,
-            now + settings.resume_deadline,
+        claimed = await rows.claim(
+            p,
+            worker=self.worker,
+            now=now,
+            lease_until=now + settings.lease,
+            resume_deadline=now + settings.resume_deadline,
         )
         if claimed is None:
             await self._audit(p, "claim_lost", user, now, {"worker": self.worker})
-            latest = await store.run(store.rows.get_pointer_by_card, card_id)
+            latest = await rows.pointer_by_card(card_id)
             if latest is not None and latest.state == "done":
                 return await self._replay(latest, latest.answer_key)
             return self._in_progress(p)
         await self._audit(p, "claim_won", user, now, {"worker": self.worker, "claim": claimed.claim_count})
+        tracing.link_current(claimed.trace_context)  # this run continues the turn that paused (its span)
         if on_claimed is not None:
             try:
-                await on_claimed(claimed)
+                await on_claimed(claimed.card, claimed.card_location)
             except Exception as e:  # a front end's display fault must not strand the claim
                 log.warning("on_claimed failed: %s", e)
         return await self._run_claimed(claimed, user, answer, now)
 
     # --- the winner's path -------------------------------------------------------------
     async def _run_claimed(self, p: Pointer, user: str, answer: Answer, now: float) -> ResumeResult:
-        store, clock, settings = self.approvals.store, self.approvals.clock, self.approvals.settings
+        rows, clock, settings = self.rows, self.clock, self.settings
         token = p.claim_count
+        fence = Fence(chat=p.chat, card_id=p.card_id, worker=self.worker, token=token)
         deadline = p.resume_deadline or (now + settings.resume_deadline)
 
         def renew(at: float, until: float) -> bool:
-            return store.rows.renew(p.chat, p.card_id, self.worker, token, at, until)
+            return rows.renew_now(fence, now=at, lease_until=until)
 
-        keeper = self.approvals.keeper
+        keeper = self.keeper
         heartbeat = keeper.hold(Heartbeat(renew, clock, settings.lease, deadline))
         try:
-            await self.approvals.grant_book.apply(p, user, answer, now)
+            await self.grants.apply(p, user, answer, now)
             await self._audit(p, "answered", user, now, {"approved": answer.approved, "packages": answer.packages})
-            raw = await store.run(store.objects.get, p.snapshot)
+            raw = await self.objects.get(p.snapshot)
             agent = self.factory()
-            agent.load_snapshot(Snapshot.from_dict(decode_bytes_values(json.loads(raw))))
-            grants = await store.run(store.rows.list_grants, p.owner, p.chat, clock.now())
+            agent.load_snapshot(decode(raw))
+            grants = await rows.grants(user=p.owner, chat=p.chat, now=clock.now())
             sites, packages = approved_sets(grants)
             ctx = RequestContext(
                 user=p.owner,
@@ -173,20 +205,19 @@ class ResumeService:
             reply: list[InterruptResponseContent] = [
                 {"interruptResponse": {"interruptId": p.sdk_interrupt_id, "response": response}}
             ]
-            state = invocation_state(ctx, self.approvals)
+            state = invocation_state(ctx, self.tool_access)
             run = asyncio.ensure_future(agent.invoke_async(reply, invocation_state=state))
             if not await self._until_deadline(run, deadline):
                 answer = Answer(approved=False)  # the card is answered as a deny: take back its grants
                 at = clock.now()
-                await self.approvals.grant_book.apply(p, "system", answer, at)
+                await self.grants.apply(p, "system", answer, at)
                 await self._audit(p, "answered", "system", at, {"approved": False, "why": "resume deadline"})
                 turn = TurnResult(status="answered", text=wording.RESUME_TOO_LONG)
             elif (result := run.result()).stop_reason == "interrupt":
-                holding = Holding(card_id=p.card_id, worker=self.worker, token=token)
-                turn = await self.pauser.offer(agent, result, ctx, holding=holding)
+                turn = await self.pauser.offer(agent, result, ctx, holding=fence)
             else:
                 turn = TurnResult(status="answered", text=final_text(result))
-                await self.approvals.history.save(p.chat, agent, p.created_at)
+                await self.history.save(p.chat, agent, p.created_at)
         except ClaimLost:
             return self._in_progress(p)
         finally:
@@ -197,11 +228,11 @@ class ResumeService:
         if turn.status == "awaiting_approval":
             # The chain already replaced the pointer (R13): keep the old card's answer for replays.
             key = f"answers/{p.card_id}.json"
-            await store.run(store.objects.put, key, doc)
+            await self.objects.put(key, doc)
         else:
             key = f"answers/{p.card_id}/{token}.json"
-            await store.run(store.objects.put, key, doc)
-            if not await store.run(store.rows.finish, p.chat, p.card_id, self.worker, token, key):
+            await self.objects.put(key, doc)
+            if not await rows.finish(fence, answer_key=key):
                 return self._in_progress(p)  # the lease lapsed and another worker took over
         return ResumeResult(
             outcome="resumed",
@@ -217,17 +248,16 @@ class ResumeService:
 
     async def _give_up(self, p: Pointer, user: str, now: float) -> ResumeResult:
         """R11: a card that keeps killing its workers is denied and expired."""
-        store = self.approvals.store
         denied = Answer(approved=False)
-        if await store.run(store.rows.expire, p.chat, p.card_id, now):
-            await self.approvals.grant_book.apply(p, "system", denied, now)
+        if await self.rows.expire(chat=p.chat, card_id=p.card_id, now=now):
+            await self.grants.apply(p, "system", denied, now)
             await self._audit(p, "expired", "system", now, {"why": "claim cap", "claims": p.claim_count})
         return self._expired(p, CAP_REACHED, answer=denied)
 
     async def _until_deadline(self, run: asyncio.Future[Any], deadline: float) -> bool:
         """Wait for the run; at the deadline (by the injected clock, looked at every heartbeat
         period) cancel it. True when it finished in time."""
-        clock, every = self.approvals.clock, self.approvals.settings.heartbeat_every
+        clock, every = self.clock, self.settings.heartbeat_every
         while not run.done():
             left = deadline - clock.now()
             if left <= 0:
@@ -245,42 +275,39 @@ class ResumeService:
 
     # --- refusals and replays ----------------------------------------------------------
     async def _replay(self, p: Pointer, key: str | None) -> ResumeResult:
-        store = self.approvals.store
-        raw = await store.run(store.objects.get_key, key) if key else None
+        raw = await self.objects.get_key(key) if key else None
         if raw is None:
             return self._expired(p, EXPIRED)
-        doc = json.loads(raw)
-        await self._audit(p, "replayed", doc["answered_by"], self.approvals.clock.now(), {})
+        doc = AnswerRecord.model_validate_json(raw)
+        await self._audit(p, "replayed", doc.answered_by, self.clock.now(), {})
         return self._from_doc(doc, p.card_location)
 
-    def _from_doc(self, doc: dict[str, Any], location: dict[str, str] | None) -> ResumeResult:
-        result_json = doc["result_json"]
+    @staticmethod
+    def _from_doc(doc: AnswerRecord, location: dict[str, str] | None) -> ResumeResult:
         return ResumeResult(
             outcome="replayed",
-            result=TurnResult.model_validate_json(result_json),
-            result_json=result_json,
-            answer=Answer.model_validate_json(json.dumps(doc["answer"])),
-            answered_by=doc["answered_by"],
-            answered_at=doc["answered_at"],
-            owner=doc["owner"],
-            card=ApprovalCard.model_validate_json(json.dumps(doc["card"])),
+            result=TurnResult.model_validate_json(doc.result_json),
+            result_json=doc.result_json,
+            answer=doc.answer,
+            answered_by=doc.answered_by,
+            answered_at=doc.answered_at,
+            owner=doc.owner,
+            card=doc.card,
             card_location=location,
         )
 
     async def _answered_elsewhere(self, card_id: str, user: str, secret: str) -> ResumeResult:
         """A card that is no longer the chat's current one: replaced by a chained card."""
-        store = self.approvals.store
-        raw = await store.run(store.objects.get_key, f"answers/{card_id}.json")
+        raw = await self.objects.get_key(f"answers/{card_id}.json")
         if raw is None:
             return ResumeResult(outcome="unknown", message=UNKNOWN)
-        doc = json.loads(raw)
-        if not secret_matches(secret, doc["secret_hash"]):
+        doc = AnswerRecord.model_validate_json(raw)
+        if not secret_matches(secret, doc.secret_hash):
             return ResumeResult(outcome="unknown", message=UNKNOWN)
-        if user != doc["owner"]:
-            return ResumeResult(outcome="forbidden", message=forbidden_message(doc["owner"]), owner=doc["owner"])
+        if user != doc.owner:
+            return ResumeResult(outcome="forbidden", message=forbidden_message(doc.owner), owner=doc.owner)
         res = self._from_doc(doc, None)
-        chained = doc.get("chained_card_id")
-        offer = await self._reoffer(chained) if isinstance(chained, str) else None
+        offer = await self._reoffer(doc.chained_card_id) if doc.chained_card_id is not None else None
         if offer is None or res.result is None:
             return res  # the chained card was answered or is gone: the stored result as it is
         result = res.result.model_copy(update={"offer": offer})
@@ -289,12 +316,12 @@ class ResumeService:
     async def _reoffer(self, card_id: str) -> CardOffer | None:
         """R19: the chained card's secret was never stored; give its owner a new one (one
         conditional write; the secret handed out before stops working)."""
-        store, now = self.approvals.store, self.approvals.clock.now()
-        p = await store.run(store.rows.get_pointer_by_card, card_id)
+        now = self.clock.now()
+        p = await self.rows.pointer_by_card(card_id)
         if p is None or not is_answerable(p, now):
             return None
         secret = mint_secret()
-        if not await store.run(store.rows.rotate_secret, p.chat, p.card_id, p.secret_hash, hash_secret(secret), now):
+        if not await self.rows.rotate_secret(p, new_hash=hash_secret(secret), now=now):
             return None
         await self._audit(p, "reoffered", p.owner, now, {"via": "replay"})
         return CardOffer(card=p.card, secret=secret)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from pydantic import BaseModel, ConfigDict
 
 MINUTE = 60.0
@@ -22,3 +24,8 @@ class Settings(BaseModel):
     max_snapshot_bytes: int = 4 * 1024 * 1024
     event_dedupe_ttl: float = 1 * DAY
     history: bool = True  # a later turn in the chat sees the earlier ones
+
+
+def retention_days(settings: Settings) -> int:
+    """How long an object must live: the card's life, a resume, then the retention; one day spare."""
+    return math.ceil((settings.card_expiry + settings.resume_deadline + settings.retention) / DAY) + 1

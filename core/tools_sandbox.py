@@ -24,8 +24,8 @@ from strands import ToolContext, tool
 from strands.sandbox import Sandbox
 from strands.sandbox.errors import SandboxTimeoutError
 
-from core.context import context_of, services_of
-from core.egress.backend import ApprovalsBackend, GrantsBackend
+from core.context import context_of, raw_access_of
+from core.egress.backend import GrantsBackend
 from core.egress.gate import Gate
 from core.sandbox import LIMIT_MARK, GatedLocalSandbox, Limits, detect_confinement
 
@@ -132,8 +132,8 @@ def make_run_script(
             return "error: run_script has no request context, so it cannot tell whose run this is; not run."
         if language not in LANGUAGES:
             return f"error: unsupported language {language!r}; use one of: {', '.join(LANGUAGES)}."
-        services = services_of(state)
-        backend: GrantsBackend | None = ApprovalsBackend(services) if services is not None else gate.backend
+        access = raw_access_of(state)
+        backend: GrantsBackend | None = access if isinstance(access, GrantsBackend) else gate.backend
         if backend is None:
             return "error: run_script has no grants service; not run."
         if gate.port == 0:

@@ -46,6 +46,11 @@ def add_link(span: Span, carrier: dict[str, str] | None) -> None:
         span.add_link(link.context, link.attributes)
 
 
+def link_current(carrier: dict[str, str] | None) -> None:
+    """Link the current span (the facade's resume span) to the span a stored context names."""
+    add_link(trace.get_current_span(), carrier)
+
+
 def setup_export(service_name: str = "chat-approvals") -> bool:
     """Install an SDK tracer provider exporting over OTLP/HTTP when the standard `OTEL_*`
     environment asks for it (endpoint, headers, protocol are read by the exporter itself).

@@ -13,18 +13,17 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING
 
 from core import wording
 from core.agent_factory import AgentFactory
-from core.context import RequestContext, invocation_state
+from core.context import RequestContext, ToolAccess, invocation_state
+from core.history import History
 from core.ids import hash_secret, mint_secret
-from core.lease import Heartbeat
-from core.models import AuditEvent, CardOffer, Grant, Pointer, TurnResult
+from core.lease import Heartbeat, LeaseKeeper
+from core.models import AuditEvent, CardOffer, Clock, Grant, Pointer, TurnResult
 from core.pause import Pauser, final_text
-
-if TYPE_CHECKING:
-    from core.approvals import Approvals
+from core.settings import Settings
+from store.aio import Rows
 
 log = logging.getLogger(__name__)
 
@@ -52,42 +51,59 @@ def approved_sets(grants: list[Grant]) -> tuple[frozenset[str], frozenset[str]]:
 
 
 class TurnRunner:
-    def __init__(self, approvals: Approvals, factory: AgentFactory, pauser: Pauser) -> None:
-        self.approvals = approvals
-        self.factory = factory
+    def __init__(
+        self,
+        *,
+        rows: Rows,
+        settings: Settings,
+        clock: Clock,
+        keeper: LeaseKeeper,
+        history: History,
+        pauser: Pauser,
+        factory: AgentFactory,
+        tool_access: ToolAccess,
+        worker_id: str,
+    ) -> None:
+        self.rows = rows
+        self.settings = settings
+        self.clock = clock
+        self.keeper = keeper
+        self.history = history
         self.pauser = pauser
+        self.factory = factory
+        self.tool_access = tool_access
+        self.worker_id = worker_id
 
     async def run(self, *, chat: str, user: str, text: str, platform: str, unattended: bool) -> TurnResult:
-        store, clock, settings = self.approvals.store, self.approvals.clock, self.approvals.settings
-        holder = f"{self.approvals.worker_id}:turn:{uuid.uuid4().hex[:12]}"
+        clock, settings, rows = self.clock, self.settings, self.rows
+        holder = f"{self.worker_id}:turn:{uuid.uuid4().hex[:12]}"
         now = clock.now()
-        if not await store.run(store.rows.take_turn, chat, holder, now, now + settings.lease):
+        if not await rows.take_turn(chat=chat, holder=holder, now=now, lease_until=now + settings.lease):
             return TurnResult(status="busy", text=wording.BUSY)
 
         def renew(at: float, until: float) -> bool:
-            return store.rows.renew_turn(chat, holder, at, until)
+            return rows.renew_turn_now(chat=chat, holder=holder, now=at, lease_until=until)
 
-        beat = self.approvals.keeper.hold(Heartbeat(renew, clock, settings.lease, now + settings.resume_deadline))
+        beat = self.keeper.hold(Heartbeat(renew, clock, settings.lease, now + settings.resume_deadline))
         try:
             return await self._run_holding(chat=chat, user=user, text=text, platform=platform, unattended=unattended)
         finally:
-            self.approvals.keeper.release(beat)
+            self.keeper.release(beat)
             try:
-                await store.run(store.rows.release_turn, chat, holder)
+                await rows.release_turn(chat=chat, holder=holder)
             except Exception as e:  # the lease lapses by itself
                 log.warning("turn lease release failed for %s: %s", chat, e)
 
     async def _run_holding(self, *, chat: str, user: str, text: str, platform: str, unattended: bool) -> TurnResult:
-        store, clock = self.approvals.store, self.approvals.clock
-        now = clock.now()
-        pointer = await store.run(store.rows.get_pointer, chat)
+        now = self.clock.now()
+        pointer = await self.rows.pointer(chat=chat)
         if pointer is not None and is_open(pointer, now):
             if user == pointer.owner and not unattended:
                 again = await self.reoffer(pointer, now)
                 if again is not None:
                     return again
             return TurnResult(status="waiting", text=wording.WAITING)
-        grants = await store.run(store.rows.list_grants, user, chat, now)
+        grants = await self.rows.grants(user=user, chat=chat, now=now)
         sites, packages = approved_sets(grants)
         ctx = RequestContext(
             user=user,
@@ -99,13 +115,13 @@ class TurnRunner:
             approved_packages=packages,
         )
         agent = self.factory()
-        await self.approvals.history.restore(chat, agent)
-        result = await agent.invoke_async(text, invocation_state=invocation_state(ctx, self.approvals))
+        await self.history.restore(chat, agent)
+        result = await agent.invoke_async(text, invocation_state=invocation_state(ctx, self.tool_access))
         if result.stop_reason == "interrupt":
             if unattended:  # R6: nobody can answer, so no card, whatever raised the interrupt
                 return TurnResult(status="answered", text=wording.unattended_deny([], []))
             return await self.pauser.offer(agent, result, ctx)  # the snapshot carries the history
-        await self.approvals.history.save(chat, agent, now)
+        await self.history.save(chat, agent, now)
         return TurnResult(status="answered", text=final_text(result))
 
     async def reoffer(self, p: Pointer, now: float) -> TurnResult | None:
@@ -113,9 +129,8 @@ class TurnRunner:
         the old secret stops working). None when it cannot be answered now (being resumed)."""
         if not is_answerable(p, now):
             return None
-        store = self.approvals.store
         secret = mint_secret()
-        if not await store.run(store.rows.rotate_secret, p.chat, p.card_id, p.secret_hash, hash_secret(secret), now):
+        if not await self.rows.rotate_secret(p, new_hash=hash_secret(secret), now=now):
             return None  # claimed, answered or replaced meanwhile
         await self.pauser.audit(
             AuditEvent(chat=p.chat, at=now, kind="reoffered", actor=p.owner, card_id=p.card_id, detail={})

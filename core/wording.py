@@ -65,3 +65,6 @@ def already_approved(sites: list[str], packages: list[str]) -> str:
 
 def invalid_input(reason: str) -> str:
     return f"Invalid approval request: {reason}. Pass full http(s) URLs and valid package names."
+
+
+STORE_UNAVAILABLE = "The approval store is unavailable right now; nothing was changed. Try again."

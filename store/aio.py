@@ -1,4 +1,9 @@
-"""Runs blocking store calls off the event loop (never block aiohttp on SQLite or boto3)."""
+"""Runs blocking store calls off the event loop (never block aiohttp on SQLite or boto3), and
+the async ports the core calls: `await rows.claim(pointer=p, worker=w, now=t, ...)`.
+
+The ports are thin: one backend call each, keyword arguments, a `Fence` for every write made
+under a claim. Every state change is still the backend's one conditional write.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
+from core.models import AuditEvent, ClaimRead, Fence, Grant, ObjectRef, Pointer, Refusal, SubjectKind
 from store.base import ObjectStore, RowStore
 
 P = ParamSpec("P")
@@ -29,3 +35,124 @@ class StoreIO:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
         self.rows.close()
+
+
+class Rows:
+    """The rows port: async, keyword-only calls over the backend's conditional writes."""
+
+    def __init__(self, io: StoreIO) -> None:
+        self._io = io
+        self._b = io.rows
+
+    # --- pointers ----------------------------------------------------------------------
+    async def put_pointer(self, pointer: Pointer, *, now: float) -> bool:
+        return await self._io.run(self._b.put_pointer, pointer, now)
+
+    async def pointer(self, *, chat: str) -> Pointer | None:
+        return await self._io.run(self._b.get_pointer, chat)
+
+    async def pointer_by_card(self, card_id: str) -> Pointer | None:
+        return await self._io.run(self._b.get_pointer_by_card, card_id)
+
+    async def claim(
+        self, read: Pointer, *, worker: str, now: float, lease_until: float, resume_deadline: float
+    ) -> Pointer | None:
+        """R10: claim the card as `read` (its id, secret hash and claim count are the condition)."""
+        return await self._io.run(
+            functools.partial(
+                self._b.claim,
+                ClaimRead(read.chat, read.card_id, read.secret_hash, read.claim_count),
+                worker=worker,
+                now=now,
+                lease_until=lease_until,
+                resume_deadline=resume_deadline,
+            )
+        )
+
+    def renew_now(self, fence: Fence, *, now: float, lease_until: float) -> bool:
+        """Synchronous on purpose: the heartbeat thread calls it (R11)."""
+        return self._b.renew(fence, now=now, lease_until=lease_until)
+
+    async def finish(self, fence: Fence, *, answer_key: str) -> bool:
+        return await self._io.run(functools.partial(self._b.finish, fence, answer_key=answer_key))
+
+    async def replace(self, fence: Fence, *, new: Pointer) -> bool:
+        return await self._io.run(functools.partial(self._b.replace, fence, new=new))
+
+    async def expire(self, *, chat: str, card_id: str, now: float) -> bool:
+        return await self._io.run(self._b.expire, chat, card_id, now)
+
+    async def set_card_location(self, *, chat: str, card_id: str, location: dict[str, str]) -> bool:
+        return await self._io.run(self._b.set_card_location, chat, card_id, location)
+
+    async def rotate_secret(self, read: Pointer, *, new_hash: str, now: float) -> bool:
+        """R19: only while `read` is still the chat's answerable card with the same secret."""
+        return await self._io.run(self._b.rotate_secret, read.chat, read.card_id, read.secret_hash, new_hash, now)
+
+    # --- the per-chat turn lease ---------------------------------------------------------
+    async def take_turn(self, *, chat: str, holder: str, now: float, lease_until: float) -> bool:
+        return await self._io.run(self._b.take_turn, chat, holder, now, lease_until)
+
+    def renew_turn_now(self, *, chat: str, holder: str, now: float, lease_until: float) -> bool:
+        """Synchronous on purpose: the heartbeat thread calls it."""
+        return self._b.renew_turn(chat, holder, now, lease_until)
+
+    async def release_turn(self, *, chat: str, holder: str) -> bool:
+        return await self._io.run(self._b.release_turn, chat, holder)
+
+    # --- grants, refusals, events, audit, sessions ---------------------------------------
+    async def put_grant(self, grant: Grant, *, ttl: float) -> None:
+        await self._io.run(self._b.put_grant, grant, ttl)
+
+    async def grants(self, *, user: str, chat: str | None, now: float) -> list[Grant]:
+        return await self._io.run(self._b.list_grants, user, chat, now)
+
+    async def delete_grant(self, *, user: str, chat: str, kind: SubjectKind, name: str) -> bool:
+        return await self._io.run(self._b.delete_grant, user, chat, kind, name)
+
+    async def record_refusal(self, refusal: Refusal, *, ttl: float) -> bool:
+        return await self._io.run(self._b.record_refusal, refusal, ttl)
+
+    async def refusals(self, *, chat: str, turn_id: str) -> list[Refusal]:
+        return await self._io.run(self._b.list_refusals, chat, turn_id)
+
+    async def claim_event(self, key: str, *, now: float, ttl: float) -> bool:
+        return await self._io.run(self._b.claim_event, key, now, ttl)
+
+    async def append_audit(self, event: AuditEvent, *, ttl: float) -> None:
+        await self._io.run(self._b.append_audit, event, ttl)
+
+    async def audit(self, *, chat: str) -> list[AuditEvent]:
+        return await self._io.run(self._b.list_audit, chat)
+
+    async def audit_since(self, *, since: float) -> list[AuditEvent]:
+        return await self._io.run(self._b.list_audit_since, since)
+
+    async def put_session(self, *, chat: str, key: str, seq: float, ttl: float) -> bool:
+        return await self._io.run(self._b.put_session, chat, key, seq, ttl)
+
+    async def session(self, *, chat: str) -> str | None:
+        return await self._io.run(self._b.get_session, chat)
+
+    async def sweep(self, *, now: float) -> int:
+        return await self._io.run(self._b.sweep, now)
+
+
+class Objects:
+    """The objects port: write-once, checksummed blobs."""
+
+    def __init__(self, io: StoreIO) -> None:
+        self._io = io
+        self._b = io.objects
+
+    async def put(self, key: str, data: bytes) -> ObjectRef:
+        return await self._io.run(self._b.put, key, data)
+
+    async def get(self, ref: ObjectRef) -> bytes:
+        return await self._io.run(self._b.get, ref)
+
+    async def get_key(self, key: str) -> bytes | None:
+        return await self._io.run(self._b.get_key, key)
+
+    async def sweep(self, *, older_than: float) -> int:
+        return await self._io.run(self._b.sweep, older_than)

@@ -13,10 +13,21 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from core.models import AuditEvent, Grant, ObjectRef, OutboxItem, Pointer, Refusal, SubjectKind
+from core.models import (
+    AuditEvent,
+    ClaimRead,
+    Fence,
+    Grant,
+    ObjectRef,
+    OutboxItem,
+    Pointer,
+    Refusal,
+    StoreUnavailable,
+    SubjectKind,
+)
 
 
-class StoreError(Exception):
+class StoreError(StoreUnavailable):
     """A backend fault that outlasted its retries. Nothing was changed by the failed call."""
 
 
@@ -44,30 +55,22 @@ class RowStore(ABC):
 
     @abstractmethod
     def claim(
-        self,
-        chat: str,
-        card_id: str,
-        secret_hash: str,
-        claim_count_read: int,
-        worker: str,
-        now: float,
-        lease_until: float,
-        resume_deadline: float,
+        self, read: ClaimRead, *, worker: str, now: float, lease_until: float, resume_deadline: float
     ) -> Pointer | None:
         """R10: hash AND id match AND (pending OR (claimed AND lease < now)) AND expires_at > now
-        AND claim_count = claim_count_read; sets claimed, worker, lease, deadline, count+1.
+        AND claim_count = read.claim_count; sets claimed, worker, lease, deadline, count+1.
         Returns the pointer as written (its claim_count is the fencing token), else None."""
 
     @abstractmethod
-    def renew(self, chat: str, card_id: str, worker: str, token: int, now: float, lease_until: float) -> bool:
+    def renew(self, fence: Fence, *, now: float, lease_until: float) -> bool:
         """Extend the lease; only while holding it (claimed, same worker and token, lease live)."""
 
     @abstractmethod
-    def finish(self, chat: str, card_id: str, worker: str, token: int, answer_key: str) -> bool:
+    def finish(self, fence: Fence, *, answer_key: str) -> bool:
         """R12: holding -> done, with where the final answer is."""
 
     @abstractmethod
-    def replace(self, chat: str, card_id: str, worker: str, token: int, new: Pointer) -> bool:
+    def replace(self, fence: Fence, *, new: Pointer) -> bool:
         """R13: holding -> the chained request (new card id, new secret hash, pending, count 0)."""
 
     @abstractmethod

@@ -45,11 +45,13 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from decimal import Decimal
 from typing import Any
 
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from core.models import AuditEvent, Grant, OutboxItem, Pointer, Refusal, SubjectKind
+from core.models import AuditEvent, ClaimRead, Fence, Grant, OutboxItem, Pointer, Refusal, SubjectKind
 from store.aws import AwsTarget, call_with_retries, error_code, make_client, parse_target
 from store.base import RowStore, StoreError
 
@@ -68,26 +70,31 @@ def _key(*parts: str) -> str:
     return json.dumps(list(parts), separators=(",", ":"))
 
 
-def _s(v: str) -> dict[str, str]:
-    return {"S": v}
+# Attribute values go through boto3's own marshalling (numbers as Decimal, so a float keeps its
+# shortest repr and no binary noise reaches the table).
+_SER, _DE = TypeSerializer(), TypeDeserializer()
 
 
-def _n(v: float | int) -> dict[str, str]:
-    return {"N": str(v) if isinstance(v, int) else repr(float(v))}
+def _s(v: str) -> dict[str, Any]:
+    return _SER.serialize(v)
 
 
-def _ttl(v: float) -> dict[str, str]:
-    return {"N": str(math.ceil(v))}  # DynamoDB TTL wants whole epoch seconds
+def _n(v: float | int) -> dict[str, Any]:
+    return _SER.serialize(v if isinstance(v, int) else Decimal(repr(float(v))))
+
+
+def _ttl(v: float) -> dict[str, Any]:
+    return _SER.serialize(math.ceil(v))  # DynamoDB TTL wants whole epoch seconds
 
 
 def _get_s(item: Item, name: str) -> str | None:
     v = item.get(name)
-    return None if v is None else str(v["S"])
+    return None if v is None else str(_DE.deserialize(v))
 
 
 def _get_f(item: Item, name: str) -> float | None:
     v = item.get(name)
-    return None if v is None else float(v["N"])
+    return None if v is None else float(_DE.deserialize(v))
 
 
 _NAME = re.compile(r"#(\w+)")
@@ -218,7 +225,7 @@ class DynamoRows(RowStore):
     def _to_pointer(item: Item | None) -> Pointer | None:
         if item is None:
             return None
-        doc = json.loads(item["doc"]["S"])
+        doc = json.loads(str(_get_s(item, "doc")))
         location = _get_s(item, "card_location")
         count = _get_f(item, "claim_count")
         doc.update(
@@ -261,7 +268,7 @@ class DynamoRows(RowStore):
         )
         values = {":done": _s("done"), ":expired": _s("expired"), ":claimed": _s("claimed"), ":now": _n(now)}
         item = self._pointer_item(pointer, nonce)
-        pk = item["pk"]["S"]
+        pk = str(_get_s(item, "pk"))
         r = self._write("put_item", pk, POINTER_SK, nonce, cond, Item=item, ExpressionAttributeValues=values)
         return r is not None
 
@@ -292,15 +299,7 @@ class DynamoRows(RowStore):
         )
 
     def claim(
-        self,
-        chat: str,
-        card_id: str,
-        secret_hash: str,
-        claim_count_read: int,
-        worker: str,
-        now: float,
-        lease_until: float,
-        resume_deadline: float,
+        self, read: ClaimRead, *, worker: str, now: float, lease_until: float, resume_deadline: float
     ) -> Pointer | None:
         cond = (
             "#card_id = :cid AND #sh = :sh"
@@ -312,42 +311,43 @@ class DynamoRows(RowStore):
             " #claim_count = #claim_count + :one"
         )
         values = {
-            ":cid": _s(card_id),
-            ":sh": _s(secret_hash),
+            ":cid": _s(read.card_id),
+            ":sh": _s(read.secret_hash),
             ":pending": _s("pending"),
             ":claimed": _s("claimed"),
             ":now": _n(now),
-            ":cc": _n(claim_count_read),
+            ":cc": _n(read.claim_count),
             ":w": _s(worker),
             ":lu": _n(lease_until),
             ":rd": _n(resume_deadline),
             ":one": _n(1),
         }
-        r = self._update(chat, cond, upd, values)
+        r = self._update(read.chat, cond, upd, values)
         return None if r is None else self._to_pointer(r["Attributes"])
 
     _HOLDING = "#card_id = :cid AND #state = :claimed AND #worker = :w AND #claim_count = :token"
 
     @staticmethod
-    def _holding(card_id: str, worker: str, token: int) -> dict[str, Any]:
-        return {":cid": _s(card_id), ":claimed": _s("claimed"), ":w": _s(worker), ":token": _n(token)}
+    def _holding(f: Fence) -> dict[str, Any]:
+        return {":cid": _s(f.card_id), ":claimed": _s("claimed"), ":w": _s(f.worker), ":token": _n(f.token)}
 
-    def renew(self, chat: str, card_id: str, worker: str, token: int, now: float, lease_until: float) -> bool:
-        values = {**self._holding(card_id, worker, token), ":now": _n(now), ":lu": _n(lease_until)}
-        r = self._update(chat, self._HOLDING + " AND #lease_until >= :now", "SET #lease_until = :lu", values)
+    def renew(self, fence: Fence, *, now: float, lease_until: float) -> bool:
+        values = {**self._holding(fence), ":now": _n(now), ":lu": _n(lease_until)}
+        r = self._update(fence.chat, self._HOLDING + " AND #lease_until >= :now", "SET #lease_until = :lu", values)
         return r is not None
 
-    def finish(self, chat: str, card_id: str, worker: str, token: int, answer_key: str) -> bool:
-        values = {**self._holding(card_id, worker, token), ":done": _s("done"), ":ak": _s(answer_key)}
-        r = self._update(chat, self._HOLDING, "SET #state = :done, #answer_key = :ak REMOVE #lease_until", values)
+    def finish(self, fence: Fence, *, answer_key: str) -> bool:
+        values = {**self._holding(fence), ":done": _s("done"), ":ak": _s(answer_key)}
+        r = self._update(fence.chat, self._HOLDING, "SET #state = :done, #answer_key = :ak REMOVE #lease_until", values)
         return r is not None
 
-    def replace(self, chat: str, card_id: str, worker: str, token: int, new: Pointer) -> bool:
+    def replace(self, fence: Fence, *, new: Pointer) -> bool:
+        chat = fence.chat
         if new.chat != chat:
             raise ValueError("a chained card stays in its chat")
         self._index_card(chat, new.card_id, new.ttl)
         fields = self._pointer_item(new, "")
-        sets, removes, values = [], [], self._holding(card_id, worker, token)
+        sets, removes, values = [], [], self._holding(fence)
         for name in (
             "card_id",
             "sh",
@@ -491,8 +491,8 @@ class DynamoRows(RowStore):
                 kind=_get_s(i, "kind"),  # type: ignore[arg-type]
                 name=str(_get_s(i, "name")),
                 card_id=str(_get_s(i, "card_id")),
-                created_at=float(i["created_at"]["N"]),
-                expires_at=float(i["expires_at"]["N"]),
+                created_at=float(_get_f(i, "created_at") or 0.0),
+                expires_at=float(_get_f(i, "expires_at") or 0.0),
             )
             for i in self._query(
                 KeyConditionExpression=key,
@@ -533,7 +533,7 @@ class DynamoRows(RowStore):
             ExpressionAttributeNames=_names(key),
             ExpressionAttributeValues={":pk": _s(_key("refusal", chat, turn_id))},
         )
-        refusals = [Refusal.model_validate_json(i["doc"]["S"]) for i in items]
+        refusals = [Refusal.model_validate_json(str(_get_s(i, "doc"))) for i in items]
         return sorted(refusals, key=lambda r: (r.at, r.kind, r.name))
 
     # --- dedupe -----------------------------------------------------------------------
@@ -583,7 +583,9 @@ class DynamoRows(RowStore):
         if out and self._transactions and self._transact([item, *out], nonce):
             return
         for o in out:  # no transactions here: the outbox first (an event never lacks its items)
-            self._write("put_item", o["pk"]["S"], o["sk"]["S"], nonce, "attribute_not_exists(#pk)", Item=o)
+            self._write(
+                "put_item", str(_get_s(o, "pk")), str(_get_s(o, "sk")), nonce, "attribute_not_exists(#pk)", Item=o
+            )
         # the sort key is unique to this call, so a failed condition can only be our own retry
         self._write("put_item", pk, sk, nonce, "attribute_not_exists(#pk)", Item=item)
 
@@ -636,7 +638,7 @@ class DynamoRows(RowStore):
             ExpressionAttributeValues={":pk": _s(_key("audit", chat))},
             ScanIndexForward=True,
         )
-        return [AuditEvent.model_validate_json(i["doc"]["S"]) for i in items]
+        return [AuditEvent.model_validate_json(str(_get_s(i, "doc"))) for i in items]
 
     def list_audit_since(self, since: float) -> list[AuditEvent]:
         """A filtered Scan: an export, not a protocol path."""
@@ -653,9 +655,9 @@ class DynamoRows(RowStore):
                 **({"ExclusiveStartKey": start} if start else {}),
             )
             for i in page.get("Items", []):
-                e = AuditEvent.model_validate_json(i["doc"]["S"])
+                e = AuditEvent.model_validate_json(str(_get_s(i, "doc")))
                 if e.at >= since:
-                    events.append((e.chat, i["sk"]["S"], e))
+                    events.append((e.chat, str(_get_s(i, "sk")), e))
             start = page.get("LastEvaluatedKey")
             if not start:
                 break
@@ -690,7 +692,8 @@ class DynamoRows(RowStore):
             Limit=limit,
         )
         return [
-            OutboxItem(sink=sink, id=i["sk"]["S"], chat=i["chat"]["S"], body=i["body"]["S"]) for i in r.get("Items", [])
+            OutboxItem(sink=sink, id=str(_get_s(i, "sk")), chat=str(_get_s(i, "chat")), body=str(_get_s(i, "body")))
+            for i in r.get("Items", [])
         ]
 
     def delete_outbox(self, sink: str, item_id: str) -> bool:
@@ -728,7 +731,7 @@ class DynamoRows(RowStore):
                     if error_code(e) != "ConditionalCheckFailedException":
                         raise StoreError(f"dynamodb sweep on {self.table}: {e}") from e
                     continue
-                if item["sk"]["S"] != CARD_SK:
+                if _get_s(item, "sk") != CARD_SK:
                     removed += 1
             start = page.get("LastEvaluatedKey")
             if not start:

@@ -15,8 +15,7 @@ import os
 import secrets
 from pathlib import Path
 
-from core.clock import Clock, SystemClock
-from core.models import ObjectRef
+from core.models import Clock, ObjectRef, SystemClock
 from store.base import CorruptObject, ObjectExists, ObjectStore
 
 _META = ".meta"

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from urllib.parse import urlsplit
 
-from core.clock import SystemClock
-from core.settings import DAY, Settings
+from core.models import SystemClock
 
 
-def retention_days(settings: Settings) -> int:
-    """How long an object must live: the card's life, a resume, then the retention; one day spare."""
-    return math.ceil((settings.card_expiry + settings.resume_deadline + settings.retention) / DAY) + 1
-
-
-def init_store(rows_url: str, objects_url: str, create_bucket: bool, settings: Settings | None = None) -> str:
-    """Create what the URLs name when it is missing; say what was done. Safe to run again."""
-    settings = settings or Settings()
+def init_store(rows_url: str, objects_url: str, create_bucket: bool, retention_days: int) -> str:
+    """Create what the URLs name when it is missing; say what was done. Safe to run again.
+    `retention_days`: how long the bucket keeps objects (`core.settings.retention_days`)."""
     done: list[str] = []
     if urlsplit(rows_url).scheme == "dynamodb":
         from store.dynamodb_rows import create_table
@@ -32,7 +25,7 @@ def init_store(rows_url: str, objects_url: str, create_bucket: bool, settings: S
         from store.s3_objects import create_bucket as make_bucket
 
         if create_bucket:
-            done.append(make_bucket(objects_url, retention_days(settings)))
+            done.append(make_bucket(objects_url, retention_days))
         else:
             done.append(check_bucket(objects_url))
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from core.clock import Clock
+from core.models import Clock
 from store.base import ObjectStore, RowStore
 
 

@@ -21,8 +21,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError, FlexibleChecksumError
 
-from core.clock import Clock, SystemClock
-from core.models import ObjectRef
+from core.models import Clock, ObjectRef, SystemClock
 from store.aws import AwsTarget, call_with_retries, error_code, make_client, parse_target
 from store.base import CorruptObject, ObjectExists, ObjectStore, StoreError
 

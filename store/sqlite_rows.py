@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from core.models import AuditEvent, Grant, OutboxItem, Pointer, Refusal, SubjectKind
+from core.models import AuditEvent, ClaimRead, Fence, Grant, OutboxItem, Pointer, Refusal, SubjectKind
 from store.base import RowStore, StoreError
 
 SCHEMA = """
@@ -73,6 +73,11 @@ CREATE TABLE IF NOT EXISTS outbox_leases (sink TEXT PRIMARY KEY, holder TEXT NOT
 
 _HOLDING = "chat = ? AND card_id = ? AND state = 'claimed' AND worker = ? AND claim_count = ?"
 _SWEEP_BATCH = 500
+
+
+def _held(f: Fence) -> tuple[str, str, str, int]:
+    """The parameters of _HOLDING, in its order."""
+    return (f.chat, f.card_id, f.worker, f.token)
 
 
 class SqliteRows(RowStore):
@@ -169,15 +174,7 @@ class SqliteRows(RowStore):
         return self._to_pointer(self._exec("SELECT * FROM pointers WHERE card_id = ?", (card_id,)).fetchone())
 
     def claim(
-        self,
-        chat: str,
-        card_id: str,
-        secret_hash: str,
-        claim_count_read: int,
-        worker: str,
-        now: float,
-        lease_until: float,
-        resume_deadline: float,
+        self, read: ClaimRead, *, worker: str, now: float, lease_until: float, resume_deadline: float
     ) -> Pointer | None:
         cur = self._exec(
             """UPDATE pointers SET state = 'claimed', worker = ?, lease_until = ?, resume_deadline = ?,
@@ -186,26 +183,36 @@ class SqliteRows(RowStore):
                  AND (state = 'pending' OR (state = 'claimed' AND lease_until < ?))
                  AND expires_at > ? AND claim_count = ?
                RETURNING *""",
-            (worker, lease_until, resume_deadline, chat, card_id, secret_hash, now, now, claim_count_read),
+            (
+                worker,
+                lease_until,
+                resume_deadline,
+                read.chat,
+                read.card_id,
+                read.secret_hash,
+                now,
+                now,
+                read.claim_count,
+            ),
         )
         return self._to_pointer(cur.fetchone())
 
-    def renew(self, chat: str, card_id: str, worker: str, token: int, now: float, lease_until: float) -> bool:
+    def renew(self, fence: Fence, *, now: float, lease_until: float) -> bool:
         cur = self._exec(
             f"UPDATE pointers SET lease_until = ? WHERE {_HOLDING} AND lease_until >= ?",
-            (lease_until, chat, card_id, worker, token, now),
+            (lease_until, *_held(fence), now),
         )
         return cur.rowcount == 1
 
-    def finish(self, chat: str, card_id: str, worker: str, token: int, answer_key: str) -> bool:
+    def finish(self, fence: Fence, *, answer_key: str) -> bool:
         cur = self._exec(
             f"UPDATE pointers SET state = 'done', answer_key = ?, lease_until = NULL WHERE {_HOLDING}",
-            (answer_key, chat, card_id, worker, token),
+            (answer_key, *_held(fence)),
         )
         return cur.rowcount == 1
 
-    def replace(self, chat: str, card_id: str, worker: str, token: int, new: Pointer) -> bool:
-        if new.chat != chat:
+    def replace(self, fence: Fence, *, new: Pointer) -> bool:
+        if new.chat != fence.chat:
             raise ValueError("a chained card stays in its chat")
         cols = self._columns(new)
         cur = self._exec(
@@ -213,7 +220,7 @@ class SqliteRows(RowStore):
                   claim_count = ?, worker = ?, lease_until = ?, resume_deadline = ?, card_location = ?,
                   answer_key = ?, doc = ?
                 WHERE {_HOLDING}""",
-            (*cols[1:], chat, card_id, worker, token),
+            (*cols[1:], *_held(fence)),
         )
         return cur.rowcount == 1
 

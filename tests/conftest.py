@@ -71,7 +71,7 @@ async def click(
     """One click on a card through the resume service, as its owner by default."""
     assert offer is not None, "the turn did not pause on a card"
     answer = Answer(approved=approved, packages=packages)
-    return await a.resume(card_id=offer.card.card_id, user=user, secret=offer.secret, answer=answer, platform="http")
+    return await a.resume(card_id=offer.card.card_id, user=user, secret=offer.secret, answer=answer)
 
 
 class Api:

@@ -26,9 +26,7 @@ def race(db: str, objects: str, card_id: str, secret: str, rounds: int, barrier:
     async def go() -> list[str]:
         out = []
         for _ in range(rounds):
-            res = await a.resume(
-                card_id=card_id, user="alice", secret=secret, answer=Answer(approved=True), platform="http"
-            )
+            res = await a.resume(card_id=card_id, user="alice", secret=secret, answer=Answer(approved=True))
             out.append(res.outcome)
         return out
 
@@ -42,4 +40,4 @@ def race(db: str, objects: str, card_id: str, secret: str, rounds: int, barrier:
 def resume_once(db: str, objects: str, card_id: str, secret: str, env: dict[str, str]) -> None:
     os.environ.update(env)
     a = open_approvals(db, objects)
-    asyncio.run(a.resume(card_id=card_id, user="alice", secret=secret, answer=Answer(approved=True), platform="http"))
+    asyncio.run(a.resume(card_id=card_id, user="alice", secret=secret, answer=Answer(approved=True)))

@@ -18,7 +18,18 @@ import pytest
 
 from core.clock import ManualClock
 from core.ids import hash_secret, mint_card_id
-from core.models import ApprovalCard, AuditEvent, Grant, ObjectRef, OutboxItem, Pointer, Refusal, SubjectKind
+from core.models import (
+    ApprovalCard,
+    AuditEvent,
+    ClaimRead,
+    Fence,
+    Grant,
+    ObjectRef,
+    OutboxItem,
+    Pointer,
+    Refusal,
+    SubjectKind,
+)
 from store.base import CorruptObject, ObjectExists, ObjectStore, RowStore
 
 T0 = 1_800_000_000.0
@@ -86,14 +97,11 @@ def claim(
     now: float = T0 + 1,
 ) -> Pointer | None:
     return rows.claim(
-        p.chat,
-        p.card_id,
-        hash_secret(secret),
-        p.claim_count if count is None else count,
-        worker,
-        now,
-        now + LEASE,
-        now + 900,
+        ClaimRead(p.chat, p.card_id, hash_secret(secret), p.claim_count if count is None else count),
+        worker=worker,
+        now=now,
+        lease_until=now + LEASE,
+        resume_deadline=now + 900,
     )
 
 
@@ -144,7 +152,7 @@ def test_r7_put_pointer_refused_over_live_lease_even_past_expiry(store: StoreBac
 
 def test_r7_put_pointer_over_done_row(store: StoreBackend) -> None:
     won = claimed(store)
-    assert store.rows.finish(won.chat, won.card_id, "w1", won.claim_count, "answers/a1")
+    assert store.rows.finish(Fence(won.chat, won.card_id, "w1", won.claim_count), answer_key="answers/a1")
     q = make_pointer(won.chat)
     assert store.rows.put_pointer(q, T0 + 3)
     assert store.rows.get_pointer(won.chat) == q
@@ -203,7 +211,13 @@ def test_r10_claim_refused_and_changes_nothing(store: StoreBackend, case: str) -
     p = pending(store)
     rows = store.rows
     if case == "wrong_card_id":
-        got = rows.claim(p.chat, mint_card_id(), p.secret_hash, 0, "w1", T0 + 1, T0 + 31, T0 + 900)
+        got = rows.claim(
+            ClaimRead(p.chat, mint_card_id(), p.secret_hash, 0),
+            worker="w1",
+            now=T0 + 1,
+            lease_until=T0 + 31,
+            resume_deadline=T0 + 900,
+        )
     elif case == "wrong_secret_hash":
         got = claim(rows, p, secret="not-the-secret")
     elif case == "stale_claim_count":
@@ -240,7 +254,7 @@ def test_r11_reclaim_after_the_lease_lapses(store: StoreBackend) -> None:
 def test_r12_claim_refused_on_a_finished_request(store: StoreBackend, final: str) -> None:
     won = claimed(store)
     if final == "done":
-        assert store.rows.finish(won.chat, won.card_id, "w1", 1, "answers/x")
+        assert store.rows.finish(Fence(won.chat, won.card_id, "w1", 1), answer_key="answers/x")
     else:
         assert store.rows.expire(won.chat, won.card_id, T0 + 100)
     before = store.rows.get_pointer(won.chat)
@@ -254,7 +268,7 @@ def test_r12_claim_refused_on_a_finished_request(store: StoreBackend, final: str
 
 def test_r11_renew_by_the_holder_extends_the_lease(store: StoreBackend) -> None:
     won = claimed(store)
-    assert store.rows.renew(won.chat, won.card_id, "w1", won.claim_count, T0 + 20, T0 + 50)
+    assert store.rows.renew(Fence(won.chat, won.card_id, "w1", won.claim_count), now=T0 + 20, lease_until=T0 + 50)
     got = store.rows.get_pointer(won.chat)
     assert got is not None and got.lease_until == T0 + 50 and got.state == "claimed"
 
@@ -264,15 +278,15 @@ def test_r11_renew_refused_and_changes_nothing(store: StoreBackend, case: str) -
     won = claimed(store)
     rows = store.rows
     if case == "non_holder":
-        ok = rows.renew(won.chat, won.card_id, "w2", won.claim_count, T0 + 20, T0 + 50)
+        ok = rows.renew(Fence(won.chat, won.card_id, "w2", won.claim_count), now=T0 + 20, lease_until=T0 + 50)
     elif case == "wrong_token":
-        ok = rows.renew(won.chat, won.card_id, "w1", won.claim_count + 1, T0 + 20, T0 + 50)
+        ok = rows.renew(Fence(won.chat, won.card_id, "w1", won.claim_count + 1), now=T0 + 20, lease_until=T0 + 50)
     elif case == "wrong_card":
-        ok = rows.renew(won.chat, mint_card_id(), "w1", won.claim_count, T0 + 20, T0 + 50)
+        ok = rows.renew(Fence(won.chat, mint_card_id(), "w1", won.claim_count), now=T0 + 20, lease_until=T0 + 50)
     elif case == "after_lapse":
-        ok = rows.renew(won.chat, won.card_id, "w1", won.claim_count, T0 + 2 + LEASE, T0 + 90)
+        ok = rows.renew(Fence(won.chat, won.card_id, "w1", won.claim_count), now=T0 + 2 + LEASE, lease_until=T0 + 90)
     else:
-        ok = rows.renew("http:absent", won.card_id, "w1", won.claim_count, T0 + 20, T0 + 50)
+        ok = rows.renew(Fence("http:absent", won.card_id, "w1", won.claim_count), now=T0 + 20, lease_until=T0 + 50)
     assert not ok
     assert rows.get_pointer(won.chat) == won
     assert rows.get_pointer("http:absent") is None
@@ -284,11 +298,11 @@ def test_r11_fencing_token_stops_a_lapsed_worker_with_the_same_name(store: Store
     second = claim(store.rows, first, worker="w1", now=T0 + 2 + LEASE)
     assert second is not None and second.claim_count == first.claim_count + 1
     rows, t = store.rows, first.claim_count
-    assert not rows.renew(first.chat, first.card_id, "w1", t, T0 + 40, T0 + 70)
-    assert not rows.finish(first.chat, first.card_id, "w1", t, "answers/stale")
-    assert not rows.replace(first.chat, first.card_id, "w1", t, make_pointer(first.chat))
+    assert not rows.renew(Fence(first.chat, first.card_id, "w1", t), now=T0 + 40, lease_until=T0 + 70)
+    assert not rows.finish(Fence(first.chat, first.card_id, "w1", t), answer_key="answers/stale")
+    assert not rows.replace(Fence(first.chat, first.card_id, "w1", t), new=make_pointer(first.chat))
     assert rows.get_pointer(first.chat) == second
-    assert rows.renew(first.chat, first.card_id, "w1", second.claim_count, T0 + 40, T0 + 70)
+    assert rows.renew(Fence(first.chat, first.card_id, "w1", second.claim_count), now=T0 + 40, lease_until=T0 + 70)
 
 
 # --- finish (R12) ---------------------------------------------------------------------------
@@ -296,7 +310,7 @@ def test_r11_fencing_token_stops_a_lapsed_worker_with_the_same_name(store: Store
 
 def test_r12_finish_marks_done_with_the_answer_location(store: StoreBackend) -> None:
     won = claimed(store)
-    assert store.rows.finish(won.chat, won.card_id, "w1", won.claim_count, "answers/a1")
+    assert store.rows.finish(Fence(won.chat, won.card_id, "w1", won.claim_count), answer_key="answers/a1")
     got = store.rows.get_pointer(won.chat)
     assert got is not None
     assert (got.state, got.answer_key, got.lease_until) == ("done", "answers/a1", None)
@@ -305,9 +319,9 @@ def test_r12_finish_marks_done_with_the_answer_location(store: StoreBackend) -> 
 
 def test_r12_finish_twice_is_refused(store: StoreBackend) -> None:
     won = claimed(store)
-    assert store.rows.finish(won.chat, won.card_id, "w1", won.claim_count, "answers/a1")
+    assert store.rows.finish(Fence(won.chat, won.card_id, "w1", won.claim_count), answer_key="answers/a1")
     done = store.rows.get_pointer(won.chat)
-    assert not store.rows.finish(won.chat, won.card_id, "w1", won.claim_count, "answers/a2")
+    assert not store.rows.finish(Fence(won.chat, won.card_id, "w1", won.claim_count), answer_key="answers/a2")
     assert store.rows.get_pointer(won.chat) == done
 
 
@@ -315,7 +329,7 @@ def test_r12_finish_twice_is_refused(store: StoreBackend) -> None:
 def test_r12_finish_refused_without_holding(store: StoreBackend, case: str) -> None:
     if case == "pending":
         p = pending(store)
-        assert not store.rows.finish(p.chat, p.card_id, "w1", 1, "answers/a")
+        assert not store.rows.finish(Fence(p.chat, p.card_id, "w1", 1), answer_key="answers/a")
         assert store.rows.get_pointer(p.chat) == p
         return
     won = claimed(store)
@@ -326,7 +340,7 @@ def test_r12_finish_refused_without_holding(store: StoreBackend, case: str) -> N
         token += 5
     else:
         card = mint_card_id()
-    assert not store.rows.finish(won.chat, card, worker, token, "answers/a")
+    assert not store.rows.finish(Fence(won.chat, card, worker, token), answer_key="answers/a")
     assert store.rows.get_pointer(won.chat) == won
 
 
@@ -336,13 +350,22 @@ def test_r12_finish_refused_without_holding(store: StoreBackend, case: str) -> N
 def test_r13_replace_installs_the_chained_request(store: StoreBackend) -> None:
     won = claimed(store)
     nxt = make_pointer(won.chat, secret="secret-2", now=T0 + 5)
-    assert store.rows.replace(won.chat, won.card_id, "w1", won.claim_count, nxt)
+    assert store.rows.replace(Fence(won.chat, won.card_id, "w1", won.claim_count), new=nxt)
     assert store.rows.get_pointer(won.chat) == nxt
     assert store.rows.get_pointer_by_card(nxt.card_id) == nxt
     assert store.rows.get_pointer_by_card(won.card_id) is None
     # the old secret and the old card id no longer claim anything; the new ones do
     assert claim(store.rows, nxt, secret="secret-1", now=T0 + 6) is None
-    assert store.rows.claim(won.chat, won.card_id, hash_secret("secret-1"), 0, "w2", T0 + 6, T0 + 36, T0 + 900) is None
+    assert (
+        store.rows.claim(
+            ClaimRead(won.chat, won.card_id, hash_secret("secret-1"), 0),
+            worker="w2",
+            now=T0 + 6,
+            lease_until=T0 + 36,
+            resume_deadline=T0 + 900,
+        )
+        is None
+    )
     assert store.rows.get_pointer(won.chat) == nxt
     assert claim(store.rows, nxt, secret="secret-2", now=T0 + 6) is not None
 
@@ -356,13 +379,13 @@ def test_r13_replace_refused_without_holding(store: StoreBackend, case: str) -> 
     elif case == "wrong_token":
         token = 0
     elif case == "done":
-        assert store.rows.finish(won.chat, won.card_id, "w1", token, "answers/a")
+        assert store.rows.finish(Fence(won.chat, won.card_id, "w1", token), answer_key="answers/a")
     else:
         assert store.rows.expire(won.chat, won.card_id, T0 + 100)  # lapsed, then the card is re-put
         won = pending(store, won.chat)
     before = store.rows.get_pointer(won.chat)
     nxt = make_pointer(won.chat, secret="secret-2")
-    assert not store.rows.replace(won.chat, won.card_id, worker, token, nxt)
+    assert not store.rows.replace(Fence(won.chat, won.card_id, worker, token), new=nxt)
     assert store.rows.get_pointer(won.chat) == before
     assert store.rows.get_pointer_by_card(nxt.card_id) is None
 
@@ -370,7 +393,7 @@ def test_r13_replace_refused_without_holding(store: StoreBackend, case: str) -> 
 def test_r13_replace_into_another_chat_is_a_clear_error(store: StoreBackend) -> None:
     won = claimed(store)
     with pytest.raises(ValueError):
-        store.rows.replace(won.chat, won.card_id, "w1", won.claim_count, make_pointer("http:elsewhere"))
+        store.rows.replace(Fence(won.chat, won.card_id, "w1", won.claim_count), new=make_pointer("http:elsewhere"))
     assert store.rows.get_pointer(won.chat) == won
     assert store.rows.get_pointer("http:elsewhere") is None
 
@@ -403,7 +426,7 @@ def test_r9_expire_refused_and_changes_nothing(store: StoreBackend, case: str) -
     if case == "wrong_card":
         card = mint_card_id()
     elif case == "done":
-        assert store.rows.finish(won.chat, won.card_id, "w1", won.claim_count, "answers/a")
+        assert store.rows.finish(Fence(won.chat, won.card_id, "w1", won.claim_count), answer_key="answers/a")
     before = store.rows.get_pointer(won.chat)
     chat = "http:absent" if case == "absent" else won.chat
     assert not store.rows.expire(chat, card, T0 + 5000)
@@ -426,7 +449,7 @@ def test_set_card_location_on_the_current_card(store: StoreBackend) -> None:
 def test_r13_set_card_location_refused_on_a_replaced_card(store: StoreBackend) -> None:
     won = claimed(store)
     nxt = make_pointer(won.chat, secret="secret-2")
-    assert store.rows.replace(won.chat, won.card_id, "w1", won.claim_count, nxt)
+    assert store.rows.replace(Fence(won.chat, won.card_id, "w1", won.claim_count), new=nxt)
     assert not store.rows.set_card_location(won.chat, won.card_id, {"channel": "C1", "ts": "1"})
     assert store.rows.get_pointer(won.chat) == nxt
     assert not store.rows.set_card_location("http:absent", nxt.card_id, {"channel": "C1"})
@@ -467,7 +490,9 @@ def test_r19_rotate_secret_refused_and_changes_nothing(store: StoreBackend, case
         assert claim(store.rows, p) is not None
     elif case == "done":
         won = claim(store.rows, p)
-        assert won is not None and store.rows.finish(p.chat, p.card_id, "w1", won.claim_count, "answers/x")
+        assert won is not None and store.rows.finish(
+            Fence(p.chat, p.card_id, "w1", won.claim_count), answer_key="answers/x"
+        )
     else:
         assert store.rows.expire(p.chat, p.card_id, now)
     before = store.rows.get_pointer(p.chat)
@@ -792,7 +817,11 @@ def _race(rows: RowStore, p: Pointer, n: int, now: float) -> list[Pointer]:
             assert seen is not None
             barrier.wait(timeout=30)
             won = rows.claim(
-                seen.chat, seen.card_id, p.secret_hash, seen.claim_count, f"w{i}", now, now + LEASE, now + 900
+                ClaimRead(seen.chat, seen.card_id, p.secret_hash, seen.claim_count),
+                worker=f"w{i}",
+                now=now,
+                lease_until=now + LEASE,
+                resume_deadline=now + 900,
             )
             if won is not None:
                 with lock:

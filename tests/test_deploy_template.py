@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from core.models import AuditEvent, Grant, OutboxItem, Refusal
+from core.models import AuditEvent, Fence, Grant, OutboxItem, Refusal
 from tests.store_backends import open_backend
 from tests.store_conformance import LEASE, T0, StoreBackend, claim, make_pointer
 
@@ -64,9 +64,8 @@ def test_cloudformation_template_passes_cfn_lint() -> None:
 
 
 def test_template_table_ttl_and_bucket_lifecycle_match_the_code() -> None:
-    from core.settings import Settings
+    from core.settings import Settings, retention_days
     from store.dynamodb_rows import TTL_ATTRIBUTE
-    from store.init import retention_days
 
     res = _template()["Resources"]
     table = res["Table"]["Properties"]
@@ -95,11 +94,13 @@ def test_service_policy_allows_exactly_the_actions_the_store_uses(moto_store: St
     p = make_pointer()
     assert rows.put_pointer(p, T0) and rows.get_pointer_by_card(p.card_id) is not None
     won = claim(rows, p)
-    assert won is not None and rows.renew(p.chat, p.card_id, "w1", 1, T0 + 2, T0 + 2 + LEASE)
+    assert won is not None and rows.renew(Fence(p.chat, p.card_id, "w1", 1), now=T0 + 2, lease_until=T0 + 2 + LEASE)
     nxt = make_pointer(p.chat, secret="s2")
-    assert rows.replace(p.chat, p.card_id, "w1", 1, nxt) and rows.set_card_location(p.chat, nxt.card_id, {"a": "b"})
+    assert rows.replace(Fence(p.chat, p.card_id, "w1", 1), new=nxt) and rows.set_card_location(
+        p.chat, nxt.card_id, {"a": "b"}
+    )
     won2 = claim(rows, nxt, secret="s2")
-    assert won2 is not None and rows.finish(p.chat, nxt.card_id, "w1", won2.claim_count, "answers/x")
+    assert won2 is not None and rows.finish(Fence(p.chat, nxt.card_id, "w1", won2.claim_count), answer_key="answers/x")
     rows.put_pointer(make_pointer("http:e"), T0)
     rows.expire("http:e", "c_none", T0)
     g = Grant(user="U", chat="c", kind="site", name="a.org", card_id="c_1", created_at=T0, expires_at=T0 + 9)

@@ -28,7 +28,7 @@ from core.approvals import Approvals
 from core.clock import ManualClock
 from core.context import context_of
 from core.ids import hash_secret
-from core.models import Answer
+from core.models import Answer, ClaimRead
 from store.aio import StoreIO
 from store.file_objects import FileObjects
 from tests.agents import Counter, policy_factory, results_of, text_of
@@ -117,7 +117,11 @@ async def test_no_reoffer_while_the_request_is_being_resumed(
     assert turn.offer is not None
     now = clock.now()
     won = store.rows.claim(
-        "c", turn.offer.card.card_id, hash_secret(turn.offer.secret), 0, "w", now, now + 30, now + 900
+        ClaimRead("c", turn.offer.card.card_id, hash_secret(turn.offer.secret), 0),
+        worker="w",
+        now=now,
+        lease_until=now + 30,
+        resume_deadline=now + 900,
     )
     assert won is not None
     again = await approvals.run_turn(chat="c", user="u", text="hello?", platform="http")
@@ -296,7 +300,13 @@ async def test_the_tools_context_carries_the_resume_attempt(store: StoreIO, cloc
     assert turn.offer is not None
     now = clock.now()
     card_id, sh = turn.offer.card.card_id, hash_secret(turn.offer.secret)
-    assert store.rows.claim("c2", card_id, sh, 0, "killed-worker", now, now + 30, now + 900)
+    assert store.rows.claim(
+        ClaimRead("c2", card_id, sh, 0),
+        worker="killed-worker",
+        now=now,
+        lease_until=now + 30,
+        resume_deadline=now + 900,
+    )
     clock.advance(31)  # the first worker died after its side effect: the card is resumed again
     res = await click(a, turn.offer)
     assert res.result is not None and res.result.text == f"attempt 2 of {card_id}"

@@ -101,14 +101,10 @@ def test_r11_worker_killed_mid_resume_then_the_next_click_after_the_lease_resume
         agent_factory=user_factory("tests.agents:work_agent"),
     )
     os.environ.pop(BLOCK_ENV, None)
-    res = asyncio.run(
-        b.resume(card_id=card_id, user="alice", secret=secret, answer=Answer(approved=True), platform="http")
-    )
+    res = asyncio.run(b.resume(card_id=card_id, user="alice", secret=secret, answer=Answer(approved=True)))
     assert res.outcome == "in_progress"  # the dead worker's lease is still live
     clock.advance(31)
-    res = asyncio.run(
-        b.resume(card_id=card_id, user="alice", secret=secret, answer=Answer(approved=True), platform="http")
-    )
+    res = asyncio.run(b.resume(card_id=card_id, user="alice", secret=secret, answer=Answer(approved=True)))
     assert res.outcome == "resumed" and res.result is not None and res.result.text.startswith("work done")
     done = rows.get_pointer("chat-mp")
     assert done is not None and done.state == "done" and done.claim_count == 2

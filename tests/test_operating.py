@@ -21,9 +21,9 @@ from bots.logs import REDACTED, RedactingFormatter, RedactingJsonFormatter, Reda
 from bots.server import build_app
 from core.approvals import Approvals
 from core.clock import ManualClock
-from core.egress import ApprovalsBackend, Gate, GateConfig
+from core.egress import Gate, GateConfig
 from core.metrics import Metrics
-from core.models import AuditEvent
+from core.models import AuditEvent, ClaimRead
 from core.observed import ObservedObjects, ObservedRows
 from core.settings import Settings
 from store.aio import StoreIO
@@ -120,8 +120,10 @@ async def test_metrics_follow_a_full_cycle_and_every_refusal(
     p = observed.store.rows.get_pointer("chat-2")
     assert p is not None
     now = clock.now()
-    assert observed.store.rows.claim("chat-2", p.card_id, p.secret_hash, 0, "other", now, now + 30, now + 900)
-    assert observed.store.rows.claim("chat-2", p.card_id, p.secret_hash, 0, "third", now, now + 30, now + 900) is None
+    read = ClaimRead("chat-2", p.card_id, p.secret_hash, 0)
+    rows = observed.store.rows
+    assert rows.claim(read, worker="other", now=now, lease_until=now + 30, resume_deadline=now + 900)
+    assert rows.claim(read, worker="third", now=now, lease_until=now + 30, resume_deadline=now + 900) is None
     assert (await api.resume(busy["card_id"], "alice", busy["secret"]))[1]["outcome"] == "in_progress"
     _, body = await api.turn("chat-3", "alice", URL_TEXT)
     late = body["card"]
@@ -156,7 +158,7 @@ async def test_store_faults_are_counted_by_backend_and_op(oapi: Api, observed: A
 async def test_gate_decisions_are_counted(observed: Approvals) -> None:
     gate = Gate(GateConfig(allow=["ok.example.org"], unix=False))
     build_app(observed, ServerConfig(api_token=TOKEN), sweep=False, gate=gate)  # wires the counter
-    run = gate.open_run(user="alice", chat="chat-1", turn_id="t1", backend=ApprovalsBackend(observed))
+    run = gate.open_run(user="alice", chat="chat-1", turn_id="t1", backend=observed.gate_backend)
     assert await gate.decide(run, "site", "ok.example.org", 443, None) is None
     assert await gate.decide(run, "site", "other.example.org", 443, None) is not None
     assert await gate.decide(run, "site", "third.example.org", 443, None) is not None

@@ -12,7 +12,7 @@ from core import wording
 from core.clock import ManualClock
 from core.ids import hash_secret
 from core.lease import Heartbeat
-from core.models import Answer, ObjectRef
+from core.models import Answer, ClaimRead, ObjectRef
 from core.resume import CAP_REACHED
 from store.aio import StoreIO
 from store.base import ObjectStore, StoreError
@@ -123,9 +123,9 @@ async def test_r11_heartbeat_runs_on_its_own_thread_while_the_loop_is_blocked(
     calls: list[float] = []
     original = store.rows.renew
 
-    def counting_renew(*args: Any) -> bool:
+    def counting_renew(*args: Any, **kwargs: Any) -> bool:
         calls.append(time.monotonic())
-        return original(*args)
+        return original(*args, **kwargs)
 
     store.rows.renew = counting_renew  # type: ignore[method-assign]
     res = await click(a, turn.offer, approved=True)
@@ -143,12 +143,16 @@ async def test_r11_claim_cap_denies_and_expires_a_card_that_keeps_killing_worker
     card, secret = turn.offer.card, turn.offer.secret
     for n in range(3):  # three workers claim and die: each lease runs out
         now = clock.now()
-        won = store.rows.claim("c", card.card_id, hash_secret(secret), n, f"dead-{n}", now, now + 30, now + 900)
+        won = store.rows.claim(
+            ClaimRead("c", card.card_id, hash_secret(secret), n),
+            worker=f"dead-{n}",
+            now=now,
+            lease_until=now + 30,
+            resume_deadline=now + 900,
+        )
         assert won is not None and won.claim_count == n + 1
         clock.advance(31)
-    res = await approvals.resume(
-        card_id=card.card_id, user="u", secret=secret, answer=Answer(approved=True), platform="http"
-    )
+    res = await approvals.resume(card_id=card.card_id, user="u", secret=secret, answer=Answer(approved=True))
     assert res.outcome == "expired" and res.message == CAP_REACHED and res.answer == Answer(approved=False)
     pointer = store.rows.get_pointer("c")
     assert pointer is not None and pointer.state == "expired"
@@ -160,17 +164,19 @@ async def test_r11_a_live_lease_answers_in_progress(store: StoreIO, clock: Manua
     assert turn.offer is not None
     card, secret = turn.offer.card, turn.offer.secret
     now = clock.now()
-    assert store.rows.claim("c", card.card_id, hash_secret(secret), 0, "other", now, now + 30, now + 900)
-    before = store.rows.get_pointer("c")
-    res = await approvals.resume(
-        card_id=card.card_id, user="u", secret=secret, answer=Answer(approved=True), platform="http"
+    assert store.rows.claim(
+        ClaimRead("c", card.card_id, hash_secret(secret), 0),
+        worker="other",
+        now=now,
+        lease_until=now + 30,
+        resume_deadline=now + 900,
     )
+    before = store.rows.get_pointer("c")
+    res = await approvals.resume(card_id=card.card_id, user="u", secret=secret, answer=Answer(approved=True))
     assert res.outcome == "in_progress"
     assert store.rows.get_pointer("c") == before
     clock.advance(31)  # the other worker died: its lease ran out, the next click resumes
-    res = await approvals.resume(
-        card_id=card.card_id, user="u", secret=secret, answer=Answer(approved=True), platform="http"
-    )
+    res = await approvals.resume(card_id=card.card_id, user="u", secret=secret, answer=Answer(approved=True))
     assert res.outcome == "resumed"
 
 
@@ -182,7 +188,13 @@ async def test_r13_a_chained_card_is_not_written_when_the_claim_was_lost(store: 
         assert p is not None
         clock.advance(31)
         now = clock.now()
-        assert store.rows.claim("c", p.card_id, p.secret_hash, p.claim_count, "thief", now, now + 30, now + 900)
+        assert store.rows.claim(
+            ClaimRead("c", p.card_id, p.secret_hash, p.claim_count),
+            worker="thief",
+            now=now,
+            lease_until=now + 30,
+            resume_deadline=now + 900,
+        )
         return "slow"
 
     def policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
@@ -222,7 +234,6 @@ async def test_concurrent_clicks_in_one_process_resume_once(
                 user="u",
                 secret=turn.offer.secret,
                 answer=Answer(approved=True),
-                platform="http",
             )
             for _ in range(50)
         ]

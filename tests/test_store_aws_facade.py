@@ -59,13 +59,9 @@ async def test_r12_card_click_done_then_replay_on_dynamodb_and_s3(aws: StoreBack
     assert turn.status == "awaiting_approval" and turn.offer is not None
     card, secret = turn.offer.card, turn.offer.secret
     assert await a.record_card_location(chat="http:cycle", card_id=card.card_id, location={"k": "v"})
-    res = await a.resume(
-        card_id=card.card_id, user="alice", secret=secret, answer=Answer(approved=True), platform="http"
-    )
+    res = await a.resume(card_id=card.card_id, user="alice", secret=secret, answer=Answer(approved=True))
     assert res.outcome == "resumed" and res.card_location == {"k": "v"}
-    again = await a.resume(
-        card_id=card.card_id, user="alice", secret=secret, answer=Answer(approved=True), platform="http"
-    )
+    again = await a.resume(card_id=card.card_id, user="alice", secret=secret, answer=Answer(approved=True))
     assert again.outcome == "replayed" and again.result_json == res.result_json
     p = aws.rows.get_pointer("http:cycle")
     assert p is not None and p.state == "done" and p.claim_count == 1 and p.answer_key
@@ -84,13 +80,11 @@ async def test_r10_claim_fault_outlasting_retries_is_a_store_error_and_the_card_
     faults.fail_all = True
     b = _approvals(flaky, aws.objects, aws)
     with pytest.raises(StoreError):
-        await b.resume(card_id=card.card_id, user="alice", secret=secret, answer=Answer(approved=True), platform="http")
+        await b.resume(card_id=card.card_id, user="alice", secret=secret, answer=Answer(approved=True))
     before = aws.rows.get_pointer("http:fault")
     assert before is not None and before.state == "pending" and before.claim_count == 0
     faults.fail_all = False  # the fault passes: the same click goes through
-    res = await b.resume(
-        card_id=card.card_id, user="alice", secret=secret, answer=Answer(approved=True), platform="http"
-    )
+    res = await b.resume(card_id=card.card_id, user="alice", secret=secret, answer=Answer(approved=True))
     assert res.outcome == "resumed"
     flaky.close()
 
@@ -104,10 +98,7 @@ async def test_r10_twenty_concurrent_clicks_with_throttled_claims_resume_once(aw
     card, secret = turn.offer.card, turn.offer.secret
     faults = Faults(aws.rows.client, "UpdateItem").throttle(10)  # type: ignore[attr-defined]
     results = await asyncio.gather(
-        *[
-            a.resume(card_id=card.card_id, user="alice", secret=secret, answer=Answer(approved=True), platform="http")
-            for _ in range(20)
-        ]
+        *[a.resume(card_id=card.card_id, user="alice", secret=secret, answer=Answer(approved=True)) for _ in range(20)]
     )
     outcomes = [r.outcome for r in results]
     assert faults.injected == 10

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from core.ids import hash_secret
+from core.models import ClaimRead, Fence
 from store.base import RowStore
 from tests.store_backends import open_backend
 from tests.store_conformance import LEASE, T0, StoreBackend, make_pointer
@@ -70,6 +71,17 @@ def _step(
 
 
 def _apply(rows: RowStore, name: str, args: tuple) -> Any:
+    """The calls under a claim take their value objects (the steps keep flat tuples for the log)."""
+    if name == "claim":
+        chat, card_id, sh, count, worker, now, lease_until, deadline = args
+        read = ClaimRead(chat, card_id, sh, count)
+        return rows.claim(read, worker=worker, now=now, lease_until=lease_until, resume_deadline=deadline)
+    if name == "renew":
+        return rows.renew(Fence(*args[:4]), now=args[4], lease_until=args[5])
+    if name == "finish":
+        return rows.finish(Fence(*args[:4]), answer_key=args[4])
+    if name == "replace":
+        return rows.replace(Fence(*args[:4]), new=args[4])
     return getattr(rows, name)(*args)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from core.models import Fence
 from store.base import CorruptObject, ObjectExists, StoreError
 from tests.aws_faults import Faults
 from tests.store_backends import open_backend
@@ -72,11 +73,11 @@ def test_r12_lost_finish_and_r13_lost_replace_responses_still_count(aws: StoreBa
     assert won is not None
     faults = Faults(_client(aws.rows), "UpdateItem").lose(1)
     nxt = make_pointer(p.chat, secret="secret-2")
-    assert aws.rows.replace(p.chat, p.card_id, "w1", won.claim_count, nxt)
+    assert aws.rows.replace(Fence(p.chat, p.card_id, "w1", won.claim_count), new=nxt)
     won2 = claim(aws.rows, nxt, secret="secret-2", worker="w1")
     assert won2 is not None
     faults.lose(1)
-    assert aws.rows.finish(p.chat, nxt.card_id, "w1", won2.claim_count, "answers/a")
+    assert aws.rows.finish(Fence(p.chat, nxt.card_id, "w1", won2.claim_count), answer_key="answers/a")
     assert faults.sent_for_real == 2
     got = aws.rows.get_pointer(p.chat)
     assert got is not None and (got.state, got.answer_key, got.card_id) == ("done", "answers/a", nxt.card_id)
@@ -163,6 +164,6 @@ def test_r11_lease_and_claim_survive_throttled_renewals(aws: StoreBackend) -> No
     won = claim(aws.rows, p)
     assert won is not None
     Faults(_client(aws.rows), "UpdateItem").throttle(3)
-    assert aws.rows.renew(p.chat, p.card_id, "w1", won.claim_count, T0 + 10, T0 + 10 + LEASE)
+    assert aws.rows.renew(Fence(p.chat, p.card_id, "w1", won.claim_count), now=T0 + 10, lease_until=T0 + 10 + LEASE)
     got = aws.rows.get_pointer(p.chat)
     assert got is not None and got.lease_until == T0 + 10 + LEASE

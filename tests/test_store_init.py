@@ -11,8 +11,7 @@ import pytest
 from botocore.config import Config
 
 from bots.cli import main
-from core.settings import Settings
-from store.init import retention_days
+from core.settings import Settings, retention_days
 from tests.store_backends import DYNALITE, MOTO, REGION, require_env
 
 

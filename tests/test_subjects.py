@@ -109,3 +109,26 @@ async def test_every_revoke_spelling_revokes_the_grant(store: StoreIO, clock: Ma
     assert await a.revoke(user="u", chat="c", subject="package:files.test") == []  # a package revoke, not a site
     assert await a.revoke(user="u", chat="c", subject="%2e%2e") == []
     assert [g.name for g in await a.revoke(user="u", chat="c", subject="all")] == ["files.test"]
+
+
+async def test_gate_tool_and_revoke_agree_through_the_grant_book(store: StoreIO, clock: ManualClock) -> None:
+    """The name the tool puts on the card is the grant the gate finds for any spelling of the
+    host the sandbox uses, and a revoke in any spelling takes it away from the gate (R14, R18)."""
+    from tests.agents import Counter, scripted_factory
+
+    a = make_approvals(store, clock, scripted_factory(Counter()))
+    site, package = host_of("http://Files.Test./a"), normalize_package("Zope.Interface")
+    for kind, name in [("site", site), ("package", package)]:
+        g = Grant(user="u", chat="c", kind=kind, name=name, card_id="k", created_at=0, expires_at=1e12)  # type: ignore[arg-type]
+        store.rows.put_grant(g, 2e12)
+    gate = await Gate(GateConfig(), backend=a.gate_backend, clock=clock).start()
+    try:
+        run = gate.open_run(user="u", chat="c", turn_id="t")
+        assert await gate.decide(run, "site", canonical_host("FILES.test."), 80, "http://FILES.test./a") is None
+        assert await gate.decide(run, "package", normalize_package("zope_interface"), None, None) is None
+        assert [g.name for g in await a.revoke(user="u", chat="c", subject="Files.TEST")] == ["files.test"]
+        assert [g.name for g in await a.revoke(user="u", chat="c", subject="ZOPE_interface")] == ["zope-interface"]
+        assert await gate.decide(run, "site", canonical_host("files.test"), 80, "http://files.test/a") is not None
+        assert await gate.decide(run, "package", "zope-interface", None, None) is not None
+    finally:
+        await gate.close()

@@ -1,6 +1,6 @@
 """The egress gate: the sandbox's only way out. See docs/egress-gate.md."""
 
-from core.egress.backend import ApprovalsBackend, GrantsBackend
-from core.egress.gate import Blocked, Gate, GateConfig, Run, start_gate
+from core.egress.backend import GateBackend, GrantsBackend
+from core.egress.gate import Blocked, Gate, GateConfig, Run
 
-__all__ = ["ApprovalsBackend", "Blocked", "Gate", "GateConfig", "GrantsBackend", "Run", "start_gate"]
+__all__ = ["Blocked", "Gate", "GateBackend", "GateConfig", "GrantsBackend", "Run"]

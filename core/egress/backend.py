@@ -1,17 +1,15 @@
 """What the gate needs from the rest of the system: two async calls, as a Protocol.
 
-The gate is tested against an in-memory fake; in the server the facade (`core.approvals.Approvals`)
-fits it through `ApprovalsBackend`.
+The gate is tested against an in-memory fake; in the server the grant book (`core.grants.GrantBook`,
+handed out as `Approvals.gate_backend`) fits it. `granted_names` is optional (the index lists
+approved packages when the backend has it).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from core.models import Refusal, SubjectKind
-
-if TYPE_CHECKING:
-    from core.approvals import Approvals
 
 
 @runtime_checkable
@@ -25,17 +23,4 @@ class GrantsBackend(Protocol):
         ...
 
 
-class ApprovalsBackend:
-    """Adapter: the facade already has exactly these two methods; this keeps the type narrow."""
-
-    def __init__(self, approvals: Approvals) -> None:
-        self._a = approvals
-
-    async def is_allowed(self, *, user: str, chat: str, kind: SubjectKind, name: str) -> bool:
-        return await self._a.is_allowed(user=user, chat=chat, kind=kind, name=name)
-
-    async def record_refusal(self, refusal: Refusal) -> bool:
-        return await self._a.record_refusal(refusal)
-
-    async def granted_names(self, *, user: str, chat: str, kind: SubjectKind) -> list[str]:
-        return sorted({g.name for g in await self._a.grants(user=user, chat=chat) if g.kind == kind})
+GateBackend = GrantsBackend  # the name the architecture notes use

@@ -22,7 +22,6 @@ import struct
 import tempfile
 import threading
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
 from urllib.parse import SplitResult, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,13 +30,12 @@ from core.clock import Clock, SystemClock
 from core.egress.backend import GrantsBackend
 from core.egress.index import PackageIndex
 from core.egress.policy import Resolve, Rules, is_public
+from core.egress.runs import Blocked, Run
 from core.egress.wire import Head, WireError, close, encode_head, pipe, read_head, respond
 from core.models import Refusal, SubjectKind
 from core.subjects import canonical_host, never_allowable_reason
 
 log = logging.getLogger(__name__)
-
-MAX_REFUSALS_PER_RUN = 50  # recorded ones; a looping script must not flood the store
 
 
 class GateConfig(BaseModel):
@@ -63,62 +61,6 @@ class GateConfig(BaseModel):
     package_file_hosts: list[str] = Field(default_factory=list)  # more hosts the index's file links may point at
 
 
-@dataclass(frozen=True)
-class Blocked:
-    kind: SubjectKind
-    name: str
-    port: int | None
-    url: str | None
-
-    @property
-    def subject(self) -> str:
-        return self.name if self.kind == "site" else f"package:{self.name}"
-
-
-@dataclass
-class Run:
-    """One sandbox run's identity at the gate and what the gate refused during it."""
-
-    token: str
-    user: str
-    chat: str
-    turn_id: str
-    backend: GrantsBackend
-    refused: list[Blocked] = field(default_factory=list)  # approvable: recorded for R3
-    denied: list[str] = field(default_factory=list)  # operator policy: no approval can change it
-    active: int = 0  # connections open through the gate right now
-    closed: bool = False
-    tasks: set[asyncio.Task[None]] = field(default_factory=set)  # its open connections, ended with the run
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def username(self) -> str:
-        return f"run-{self.token}"
-
-    def blocked_subjects(self) -> list[str]:
-        with self._lock:
-            return list(dict.fromkeys(b.subject for b in self.refused))
-
-    def denied_subjects(self) -> list[str]:
-        with self._lock:
-            return list(dict.fromkeys(self.denied))
-
-    def _note_refused(self, b: Blocked) -> bool:
-        """True when this subject is new for the run (so it is recorded once, not per connection)."""
-        with self._lock:
-            if any(x.kind == b.kind and x.name == b.name for x in self.refused):
-                return False
-            if len(self.refused) >= MAX_REFUSALS_PER_RUN:
-                return False
-            self.refused.append(b)
-            return True
-
-    def _note_denied(self, subject: str) -> None:
-        with self._lock:
-            if subject not in self.denied:
-                self.denied.append(subject)
-
-
 class Gate:
     def __init__(self, cfg: GateConfig, *, backend: GrantsBackend | None = None, clock: Clock | None = None) -> None:
         self.cfg = cfg
@@ -134,7 +76,7 @@ class Gate:
         self.unix_path: str | None = None
         self._conns: set[asyncio.Task[None]] = set()
         self._pending: dict[object, int] = {}  # unauthenticated connections per source (event loop only)
-        self.index = PackageIndex(self, cfg.package_index) if cfg.package_index else None
+        self.index = PackageIndex(self, cfg.package_index, cfg.package_file_hosts) if cfg.package_index else None
         self.on_decision: Callable[[bool], None] | None = None  # metrics: allowed (True) or refused
 
     # ---- lifecycle ----
@@ -366,7 +308,7 @@ class Gate:
         run = await self._admit(head, writer, conn)
         if run is None:
             return
-        with self._slot(run):
+        with self.slot(run):
             refusal = await self.decide(
                 run, "site", host, port, f"https://{host}:{port}" if port != 443 else f"https://{host}/"
             )
@@ -399,7 +341,7 @@ class Gate:
         run = await self._admit(head, writer, conn)
         if run is None:
             return
-        with self._slot(run):
+        with self.slot(run):
             await self._forward_as(run, head, u, host, port, reader, writer)
 
     async def _forward_as(
@@ -527,7 +469,7 @@ class Gate:
         return run
 
     @contextlib.contextmanager
-    def _slot(self, run: Run) -> Iterator[None]:
+    def slot(self, run: Run) -> Iterator[None]:
         """At most `max_conns_per_run` open at once: one script cannot exhaust the server's sockets."""
         task = asyncio.current_task()
         with run._lock:
@@ -634,8 +576,3 @@ _REASONS = {
     502: "Bad Gateway",
     503: "Service Unavailable",
 }
-
-
-async def start_gate(cfg: GateConfig, backend: GrantsBackend | None, *, clock: Clock | None = None) -> Gate:
-    """Start a gate on loopback (and its unix socket). The caller closes it with `await gate.close()`."""
-    return await Gate(cfg, backend=backend, clock=clock).start()

@@ -29,16 +29,33 @@ import logging
 import secrets
 from collections.abc import Callable
 from html.parser import HTMLParser
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import SplitResult, urljoin, urlsplit
 
 import aiohttp
 
+from core.egress.runs import Run
 from core.egress.wire import Head, encode_head, respond
+from core.models import SubjectKind
 from core.subjects import canonical_host, never_allowable_reason, normalize_package
 
 if TYPE_CHECKING:
-    from core.egress.gate import Gate, Run
+    from contextlib import AbstractContextManager
+
+    from core.egress.policy import Rules
+
+
+class IndexGate(Protocol):
+    """What the index uses of the gate (`core.egress.gate.Gate` fits it)."""
+
+    rules: Rules
+
+    def run_by_token(self, token: str) -> Run | None: ...
+
+    def slot(self, run: Run) -> AbstractContextManager[None]: ...
+
+    async def decide(self, run: Run, kind: SubjectKind, name: str, port: int | None, url: str | None) -> str | None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +87,12 @@ class _Links(HTMLParser):
 
 
 class PackageIndex:
-    def __init__(self, gate: Gate, upstream: str) -> None:
+    def __init__(self, gate: IndexGate, upstream: str, file_hosts: list[str]) -> None:
         self.gate = gate
         self.upstream = upstream if upstream.endswith("/") else upstream + "/"
         up = urlsplit(self.upstream)
         self._origin = _origin(up)
-        self._file_hosts = {canonical_host(h) for h in gate.cfg.package_file_hosts}
+        self._file_hosts = {canonical_host(h) for h in file_hosts}
         if up.hostname == "pypi.org":
             self._file_hosts.add("files.pythonhosted.org")
         self._key = secrets.token_bytes(32)
@@ -134,7 +151,7 @@ class PackageIndex:
             await respond(writer, 403, "Forbidden", "this sandbox run has no valid gate credentials\n")
             return
         authenticated()
-        with self.gate._slot(run):  # an index request takes a slot like a proxied one
+        with self.gate.slot(run):  # an index request takes a slot like a proxied one
             await self._handle(run, method, parts, writer)
 
     async def _handle(self, run: Run, method: str, parts: list[str], writer: asyncio.StreamWriter) -> None:

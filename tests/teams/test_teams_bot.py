@@ -13,6 +13,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from core.clock import ManualClock
+from core.models import ClaimRead
 from core.settings import Settings
 from tests.teams.harness import CHAT, OTHER, OWNER, OWNER_AAD, TENANT, Bot, MockConnector, card_data, card_text
 from tests.teams.schema import assert_valid_card
@@ -286,8 +287,9 @@ async def test_r10_click_while_claimed_is_in_progress(bot: Bot, connector: tuple
     p = await bot.pointer(data["card_id"])
     assert p is not None
     store, now = bot.approvals.store, bot.approvals.clock.now()
+    read = ClaimRead(p.chat, p.card_id, p.secret_hash, p.claim_count)
     claimed = await store.run(
-        store.rows.claim, p.chat, p.card_id, p.secret_hash, p.claim_count, "other-worker", now, now + 30, now + 900
+        store.rows.claim, read, worker="other-worker", now=now, lease_until=now + 30, resume_deadline=now + 900
     )
     assert claimed is not None
     card = invoke_card(*await bot.click("approve", data))

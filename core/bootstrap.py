@@ -1,0 +1,78 @@
+"""Wiring: the one place the core's services are built and handed what each one uses.
+
+`build_services` is called by the `Approvals` facade's constructor; `bots.server.build_approvals`
+(used by `serve` and the CLI) opens the store from the configuration and calls the facade. No
+service holds the facade: each gets the narrow ports and values it needs.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+
+from core.agent_factory import AgentFactory
+from core.context import ScopedAccess, ToolAccess
+from core.grants import GrantBook
+from core.history import History
+from core.lease import LeaseKeeper
+from core.models import Clock
+from core.pause import Pauser
+from core.resume import ResumeService
+from core.settings import Settings
+from core.turns import TurnRunner
+from store.aio import Objects, Rows, StoreIO
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class Services:
+    rows: Rows
+    objects: Objects
+    keeper: LeaseKeeper
+    pauser: Pauser
+    history: History
+    grants: GrantBook
+    tool_access: ToolAccess
+    turns: TurnRunner
+    resumes: ResumeService
+
+
+def build_services(
+    store: StoreIO, *, settings: Settings, clock: Clock, factory: AgentFactory, worker_id: str
+) -> Services:
+    rows, objects = Rows(store), Objects(store)
+    keeper = LeaseKeeper(settings.heartbeat_every)  # renews claims and turn leases
+    pauser = Pauser(rows, objects, settings, clock)
+    history = History(rows, objects, settings, clock)
+    grants = GrantBook(rows, settings, clock)
+    access = ScopedAccess(grants)  # what the model-facing tools may do, and nothing more
+    turns = TurnRunner(
+        rows=rows,
+        settings=settings,
+        clock=clock,
+        keeper=keeper,
+        history=history,
+        pauser=pauser,
+        factory=factory,
+        tool_access=access,
+        worker_id=worker_id,
+    )
+    resumes = ResumeService(
+        rows=rows,
+        objects=objects,
+        settings=settings,
+        clock=clock,
+        keeper=keeper,
+        grants=grants,
+        history=history,
+        pauser=pauser,
+        factory=factory,
+        tool_access=access,
+        worker_id=worker_id,
+    )
+    return Services(rows, objects, keeper, pauser, history, grants, access, turns, resumes)

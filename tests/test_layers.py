@@ -1,0 +1,109 @@
+"""The layers of shared/DESIGN.md, checked on the import graph (ast, so imports under
+`TYPE_CHECKING` and inside functions count too):
+- core/ knows no chat platform and no front end;
+- store/ imports only core.models from the project;
+- cards/ imports only core.models (and other cards);
+- no import cycle among core/ modules.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PLATFORMS = ("bots", "cards", "slack_sdk", "slack_bolt", "botbuilder", "botframework", "msal")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module a file imports, anywhere in it (absolute names; relative ones resolved)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    here = module_name(path).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)  # `from core import wording`
+    return found
+
+
+def modules(layer: str) -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) for p in sorted((ROOT / layer).rglob("*.py"))}
+
+
+def project(names: set[str], known: set[str]) -> set[str]:
+    """The imported names that are project modules (drops `from core.models import Grant`'s `Grant`)."""
+    return {n for n in names if n in known}
+
+
+ALL = {m for layer in ("core", "cards", "store", "bots") for m in modules(layer)}
+
+
+def top(name: str) -> str:
+    return name.split(".")[0]
+
+
+@pytest.mark.parametrize("module", sorted(modules("core")))
+def test_core_imports_no_platform(module: str) -> None:
+    bad = sorted(n for n in modules("core")[module] if top(n) in PLATFORMS)
+    assert bad == [], f"{module} imports {bad}: core/ knows no chat platform"
+
+
+@pytest.mark.parametrize("layer", ["store", "cards"])
+def test_store_and_cards_import_only_core_models(layer: str) -> None:
+    bad = {
+        m: sorted(n for n in project(names, ALL) if top(n) != layer and n not in ("core", "core.models"))
+        for m, names in modules(layer).items()
+    }
+    assert {m: b for m, b in bad.items() if b} == {}, f"{layer}/ may import only core.models from the project"
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle in `graph` (as a path that ends where it starts), or None."""
+    state: dict[str, int] = {}  # 1 on the stack, 2 done
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return [*stack[stack.index(m) :], m]
+            if m not in state and (found := visit(m)) is not None:
+                return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state and (found := visit(n)) is not None:
+            return found
+    return None
+
+
+def test_no_import_cycle_among_core_modules() -> None:
+    core = modules("core")
+    known = set(core) - {"core"}  # the package itself imports nothing
+    graph = {m: {n for n in project(names, known) if n != m} for m, names in core.items()}
+    assert find_cycle(graph) is None, f"import cycle in core/: {' -> '.join(find_cycle(graph) or [])}"
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    # The check above would pass vacuously if the finder were broken.
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
