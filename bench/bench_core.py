@@ -23,7 +23,9 @@ from bots.server import build_app
 from core.agent_factory import prepare
 from core.approval_tool import request_approval
 from core.approvals import Approvals
+from core.metrics import Metrics
 from core.models import Answer, Grant
+from core.observed import ObservedObjects, ObservedRows
 from core.scripted_model import ScriptedModel
 from store.aio import StoreIO
 from store.file_objects import FileObjects
@@ -156,7 +158,10 @@ async def interrupt_vs_rerun(root: Path) -> list[tuple[str, str, str]]:
 
 
 async def http_latency(root: Path, cycles: int) -> list[tuple[str, str, str]]:
-    a = Approvals(StoreIO(SqliteRows(root / "h.db"), FileObjects(root / "oh")))
+    # As `serve` runs it: every store call timed and counted (/metrics), the facade's counters.
+    metrics = Metrics()
+    rows, objects = ObservedRows(SqliteRows(root / "h.db"), metrics), ObservedObjects(FileObjects(root / "oh"), metrics)
+    a = Approvals(StoreIO(rows, objects), metrics=metrics)
     server = TestServer(build_app(a, ServerConfig(api_token=TOKEN), sweep=False), host="127.0.0.1")
     await server.start_server()
     base = str(server.make_url("")).rstrip("/")

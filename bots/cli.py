@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
+import os
 import secrets
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,11 @@ from strands.sandbox.errors import SandboxTimeoutError
 from bots import teams_package
 from bots.config import ServerConfig
 from bots.gate import build_gate, confinement_line, gate_config
+from bots.logs import setup_logging
 from bots.server import build_app, build_approvals
 from bots.slack_app import SlackConfig
 from cards.http_json import grant_body, resume_body, turn_body
+from core import tracing
 from core.approvals import Approvals
 from core.egress import Gate
 from core.models import InvalidAnswer, read_answer
@@ -35,6 +38,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="scripted (offline, default) or provider:model_id")
     p.add_argument("--agent", help="module:function returning a Strands Agent")
     p.add_argument("--policy", help="approval policy file (TOML): approvers, quorum, durations (docs/policy.md)")
+    p.add_argument("--log-format", choices=["text", "json"], help="text (default) or json: one object per line")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -47,6 +51,13 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int)
     serve.add_argument("--api-token", help="comma-separated bearer tokens for the HTTP front end (/v1)")
     serve.add_argument("--sandbox", action="store_true", default=None, help="register run_script (egress gate on)")
+    serve.add_argument("--no-metrics", dest="metrics", action="store_false", default=None, help="no GET /metrics")
+    serve.add_argument(
+        "--audit-webhook", action="append", help="POST every audit event to URL (repeatable); needs the secret"
+    )
+    serve.add_argument("--audit-webhook-secret", help="HMAC-SHA256 key for the X-Chat-Approvals-Signature header")
+    serve.add_argument("--audit-webhook-backoff-cap", type=float, help="longest wait between retries, s (default 60)")
+    serve.add_argument("--readyz-timeout", type=float, help="seconds the store's read may take for /readyz (default 2)")
     _sandbox_flags(serve)
 
     run = sub.add_parser("run", help="one turn from a shell")
@@ -100,9 +111,12 @@ def parser() -> argparse.ArgumentParser:
     sbrun.add_argument("file")
     sbrun.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
 
-    audit = sub.add_parser("audit", help="the audit trail of a chat")
+    audit = sub.add_parser("audit", help="the audit trail of a chat, or of every chat (--all)")
     _common(audit)
-    audit.add_argument("chat")
+    audit.add_argument("chat", nargs="?")
+    audit.add_argument("--all", action="store_true", help="every chat's events (an export: it may scan the store)")
+    audit.add_argument("--since", help="with --all: events at or after TIME (ISO 8601, or epoch seconds)")
+    audit.add_argument("--format", choices=["json", "jsonl"], default="json", help="jsonl: one event per line")
     return top
 
 
@@ -175,7 +189,7 @@ def cmd_resume(args: argparse.Namespace, cfg: ServerConfig) -> int:
         raise ValueError(str(e)) from None
 
     async def work(a: Approvals) -> int:
-        res = await a.resume(card_id=args.card_id, user=args.user, secret=args.secret, answer=answer)
+        res = await a.resume(card_id=args.card_id, user=args.user, secret=args.secret, answer=answer, platform="cli")
         _print(json.loads(resume_body(res)))
         return 0 if res.outcome in ("resumed", "replayed") else 1
 
@@ -194,15 +208,41 @@ def cmd_grants(args: argparse.Namespace, cfg: ServerConfig) -> int:
     return asyncio.run(_with_approvals(cfg, work))
 
 
+def parse_time(value: str) -> float:
+    """ISO 8601 (a date, or a date and time; naive means UTC) or epoch seconds."""
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as e:
+        raise ValueError(f"--since {value!r}: expected ISO 8601 (2026-01-31T12:00:00Z) or epoch seconds") from e
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
+
+
 def cmd_audit(args: argparse.Namespace, cfg: ServerConfig) -> int:
+    if args.all == bool(args.chat):
+        raise ValueError("audit: name one CHAT, or pass --all")
+    if args.since and not args.all:
+        raise ValueError("audit: --since goes with --all")
+    since = parse_time(args.since) if args.since else 0.0
+
     async def work(a: Approvals) -> int:
-        _print({"events": [json.loads(e.model_dump_json()) for e in await a.audit(args.chat)]})
+        events = await (a.audit_since(since) if args.all else a.audit(args.chat))
+        docs = [json.loads(e.model_dump_json()) for e in events]
+        if args.format == "jsonl":
+            for d in docs:
+                print(json.dumps(d, sort_keys=True, separators=(",", ":")))
+        else:
+            _print({"events": docs})
         return 0
 
     return asyncio.run(_with_approvals(cfg, work))
 
 
 def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
+    exporting = tracing.setup_export()
     gate = build_gate(cfg)
     approvals = build_approvals(cfg, gate=gate)
     app = build_app(approvals, cfg, gate=gate)
@@ -212,6 +252,10 @@ def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
     print(f"  Slack: {SlackConfig.from_env().describe()}", flush=True)
     print(f"  sandbox (run_script + egress gate): {confinement_line(cfg)}", flush=True)
     print(f"  approval policy: {policy_line(approvals)}", flush=True)
+    hooks = f"{len(cfg.audit_webhook)} audit webhook(s)" if cfg.audit_webhook else "no audit webhook"
+    print(
+        f"  /metrics: {'on' if cfg.metrics else 'off'}; traces: {'OTLP' if exporting else 'off'}; {hooks}", flush=True
+    )
     web.run_app(app, host=cfg.host, port=cfg.port, print=None)
     approvals.store.close()
     return 0
@@ -300,11 +344,16 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, ServerConfig], int]] = {
 }
 
 
+def _env_secrets() -> list[str]:
+    names = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "CHAT_APPROVALS_TEAMS_APP_PASSWORD")
+    return [os.environ.get(n, "") for n in names]
+
+
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = parser().parse_args(argv)
     try:
         cfg = config_from(args)
+        setup_logging(cfg.log_format, [*cfg.secrets(), *_env_secrets()])
         return COMMANDS[args.command](args, cfg)
     except ValueError as e:  # bad configuration: say so plainly
         print(f"chat-approvals: {e}", file=sys.stderr)

@@ -22,6 +22,15 @@ class ServerConfig(BaseSettings):
     sweep_every: float = 600.0
     policy: str | None = None  # the approval policy file (TOML, docs/policy.md); None: only the owner answers
 
+    # operating it: docs/operating.md
+    metrics: bool = True  # GET /metrics (--no-metrics turns it off)
+    log_format: str = "text"  # or "json": one object per line
+    readyz_timeout: float = Field(default=2.0, gt=0)  # the store's cheap read must answer within this
+    audit_webhook: list[str] = Field(default_factory=list)  # every audit event is POSTed to each
+    audit_webhook_secret: str = ""  # HMAC-SHA256 key for X-Chat-Approvals-Signature (required with a webhook)
+    audit_webhook_poll: float = Field(default=2.0, gt=0)  # seconds between outbox looks when idle
+    audit_webhook_backoff_cap: float = Field(default=60.0, gt=0)  # longest wait between retries, seconds
+
     # the sandbox (run_script) and its egress gate: docs/egress-gate.md
     sandbox: bool = False
     sandbox_unconfined: bool = False  # run scripts even where bubblewrap cannot confine them (said everywhere)
@@ -59,6 +68,10 @@ class ServerConfig(BaseSettings):
             disk=self.sandbox_disk_mb << 20,
             open_files=self.sandbox_open_files,
         )
+
+    def secrets(self) -> list[str]:
+        """Every secret value this configuration holds: the logs redact them."""
+        return [*self.tokens(), self.audit_webhook_secret]
 
     def tokens(self) -> list[str]:
         return [t.strip() for t in self.api_token.split(",") if t.strip()]

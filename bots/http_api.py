@@ -39,6 +39,8 @@ async def bearer_auth(request: web.Request, handler: Any) -> web.StreamResponse:
         raw = given.encode("utf-8", "surrogateescape")
         ok = any(hmac.compare_digest(raw, t.encode("utf-8", "surrogateescape")) for t in request.app[TOKENS])
         if not given or not ok:
+            if _is_resume(request):
+                request.app[APPROVALS].metrics.resumes.labels("http", "unauthorized").inc()
             return _json(401, {"outcome": "unauthorized", "status": "unauthorized", "message": "bad bearer token"})
     resp: web.StreamResponse = await handler(request)
     return resp
@@ -55,16 +57,25 @@ async def post_turn(request: web.Request) -> web.Response:
     return _json(200, turn_body(turn))
 
 
+def _is_resume(request: web.Request) -> bool:
+    return request.method == "POST" and request.path.startswith("/v1/interrupts/") and request.path.endswith("/resume")
+
+
 async def post_resume(request: web.Request) -> web.Response:
     card_id = request.match_info["card_id"]
+    metrics = request.app[APPROVALS].metrics  # refusals made here never reach the facade: count them here
     if not is_card_id(card_id):  # before it is used anywhere: `/`, `..`, NUL, 5,000 characters
+        metrics.resumes.labels("http", "unknown").inc()
         res = ResumeResult(outcome="unknown", message=UNKNOWN)
         return web.Response(text=resume_body(res), status=HTTP_STATUS[res.outcome], content_type="application/json")
     try:
         req = parse_resume(card_id, await request.read())
     except BadRequest as e:
+        metrics.resumes.labels("http", "invalid").inc()
         return _invalid(str(e))
-    res = await request.app[APPROVALS].resume(card_id=card_id, user=req.user, secret=req.secret, answer=req.answer)
+    res = await request.app[APPROVALS].resume(
+        card_id=card_id, user=req.user, secret=req.secret, answer=req.answer, platform="http"
+    )
     return web.Response(text=resume_body(res), status=HTTP_STATUS[res.outcome], content_type="application/json")
 
 

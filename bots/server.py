@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -16,12 +18,16 @@ from bots.gate import mount_gate, sandbox_tools
 from bots.http_api import mount_http_api
 from bots.slack_app import mount_slack
 from bots.teams_auth import TokenValidator
+from bots.teams_bot import ROUTE as TEAMS_ROUTE
 from bots.teams_bot import TeamsConfig, mount_teams
+from bots.webhooks import Backoff, Deliverer, mount_webhooks, sink_id
 from core.agent_factory import AgentFactory, default_factory, user_factory
 from core.approvals import Approvals
 from core.clock import Clock, SystemClock
 from core.egress import Gate
+from core.metrics import Metrics
 from core.models import StoreUnavailable
+from core.observed import ObservedObjects, ObservedRows
 from core.policy import load_policy
 from store.aio import StoreIO
 from store.open import open_objects, open_rows
@@ -29,6 +35,9 @@ from store.open import open_objects, open_rows
 log = logging.getLogger("chat_approvals")
 
 CONFIG: web.AppKey[ServerConfig] = web.AppKey("config", ServerConfig)
+FACADE: web.AppKey[Approvals] = web.AppKey("facade", Approvals)
+GATE: web.AppKey[Gate] = web.AppKey("gate", Gate)
+READY_PROBE_CHAT = "\x00readyz"  # a key no front end can name: the read finds nothing, cheaply
 
 
 def build_factory(cfg: ServerConfig, gate: Gate | None = None) -> AgentFactory:
@@ -42,7 +51,10 @@ def build_approvals(
     # The policy first: a bad file stops start-up (PolicyError names the line) before anything opens.
     policy = load_policy(cfg.policy) if cfg.policy else None
     approvers = ApproverDirectory(policy, teams_tenant=_teams_tenant()) if policy is not None else None
-    store = StoreIO(open_rows(cfg.store), open_objects(cfg.objects, clock))
+    metrics = Metrics(clock.now)
+    sinks = [sink_id(u) for u in cfg.audit_webhook]
+    rows = ObservedRows(open_rows(cfg.store), metrics, sinks)
+    store = StoreIO(rows, ObservedObjects(open_objects(cfg.objects, clock), metrics))
     return Approvals(
         store,
         settings=cfg.protocol(),
@@ -50,6 +62,7 @@ def build_approvals(
         agent_factory=factory or build_factory(cfg, gate),
         policy=policy,
         approvers=approvers,
+        metrics=metrics,
     )
 
 
@@ -79,8 +92,73 @@ async def store_faults(request: web.Request, handler: object) -> web.StreamRespo
 
 
 async def healthz(request: web.Request) -> web.Response:
+    """Liveness: the process answers. Readiness (the store, the gate) is /readyz."""
     cfg = request.app[CONFIG]
     return web.json_response({"ok": True, "store": cfg.store.split("?")[0], "http_api": bool(cfg.tokens())})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """200 only when the store answers a cheap read in time and (with --sandbox) the gate
+    listens; otherwise 503 with the reason."""
+    app, cfg = request.app, request.app[CONFIG]
+    store = app[FACADE].store
+    try:
+        await asyncio.wait_for(store.run(store.rows.get_pointer, READY_PROBE_CHAT), timeout=cfg.readyz_timeout)
+    except TimeoutError:
+        return _not_ready(f"the store did not answer within {cfg.readyz_timeout:g} s")
+    except Exception as e:
+        return _not_ready(f"the store is unavailable: {type(e).__name__}: {e}")
+    gate = app.get(GATE)
+    if gate is not None and not gate.listening():
+        return _not_ready("the egress gate is not listening")
+    return web.json_response({"ready": True})
+
+
+def _not_ready(reason: str) -> web.Response:
+    log.warning("not ready: %s", reason)
+    return web.json_response({"ready": False, "reason": reason}, status=503)
+
+
+async def metrics_endpoint(request: web.Request) -> web.Response:
+    body, content_type = request.app[FACADE].metrics.exposition()
+    resp = web.Response(body=body)
+    resp.headers["Content-Type"] = content_type  # carries its own version parameter
+    return resp
+
+
+def _click_platform(request: web.Request, body: bytes | None) -> str | None:
+    """Which front end's click this request is, if it is one (for ack_seconds)."""
+    if request.method != "POST":
+        return None
+    path = request.path
+    if path.startswith("/v1/interrupts/") and path.endswith("/resume"):
+        return "http"
+    if body is None:
+        return None
+    if path == TEAMS_ROUTE and b'"invoke"' in body:
+        return "teams"
+    if body.startswith(b"payload="):  # Slack interactivity (form-encoded), on the Slack events path
+        return "slack"
+    return None
+
+
+def ack_timer(metrics: Metrics, slack_path: str) -> Any:
+    """Click to acknowledgement: from the request arriving to the response being ready. Slack and
+    Teams acknowledge at once and resume after; the HTTP front end answers with the result."""
+
+    @web.middleware
+    async def mw(request: web.Request, handler: object) -> web.StreamResponse:
+        body = await request.read() if request.method == "POST" and request.path in (slack_path, TEAMS_ROUTE) else None
+        platform = _click_platform(request, body)
+        started = time.perf_counter()
+        try:
+            resp: web.StreamResponse = await handler(request)  # type: ignore[operator]
+            return resp
+        finally:
+            if platform is not None:
+                metrics.ack_seconds.labels(platform).observe(time.perf_counter() - started)
+
+    return mw
 
 
 def build_app(
@@ -94,9 +172,14 @@ def build_app(
 ) -> web.Application:
     """`teams_validator` is for tests only (a validator pointed at a local OpenID configuration);
     with an app id the server builds its own, on Bot Framework's endpoints."""
-    app = web.Application(middlewares=[store_faults])
+    metrics = approvals.metrics
+    app = web.Application(middlewares=[ack_timer(metrics, "/slack/events"), store_faults])
     app[CONFIG] = cfg
+    app[FACADE] = approvals
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    if cfg.metrics:
+        app.router.add_get("/metrics", metrics_endpoint)
     if cfg.tokens():
         mount_http_api(app, approvals, cfg.tokens())
     else:
@@ -105,10 +188,42 @@ def build_app(
     teams_cfg = teams or TeamsConfig.from_env(os.environ)
     mount_teams(app, approvals, teams_cfg, host=cfg.host, validator=teams_validator)  # /api/messages
     if gate is not None:
+        app[GATE] = gate
+        gate.on_decision = lambda allowed: metrics.gate.labels("allowed" if allowed else "refused").inc()
         mount_gate(app, gate, approvals)  # the sandbox's egress gate starts and stops with the app
+    if cfg.audit_webhook:
+        mount_webhooks(app, audit_deliverers(approvals, cfg))
     if sweep:
         app.cleanup_ctx.append(_sweeper(approvals, cfg.sweep_every))
     return app
+
+
+def audit_deliverers(approvals: Approvals, cfg: ServerConfig) -> list[Deliverer]:
+    if not cfg.audit_webhook_secret:
+        raise ValueError("--audit-webhook needs --audit-webhook-secret (the receiver verifies the signature with it)")
+    rows = approvals.store.rows
+    deliverers = [
+        Deliverer(
+            url,
+            cfg.audit_webhook_secret,
+            rows,
+            approvals.clock,
+            approvals.metrics,
+            poll=cfg.audit_webhook_poll,
+            backoff=Backoff(cap=cfg.audit_webhook_backoff_cap),
+        )
+        for url in dict.fromkeys(cfg.audit_webhook)  # named twice: delivered once
+    ]
+    if isinstance(rows, ObservedRows):
+
+        def nudge() -> None:
+            for d in deliverers:
+                d.nudge()
+
+        rows.on_outbox = nudge
+    else:  # the events would never reach the outbox: say so rather than deliver nothing silently
+        log.warning("audit webhooks: the store is not wrapped for the outbox; no event will be delivered")
+    return deliverers
 
 
 def _sweeper(approvals: Approvals, every: float) -> Callable[[web.Application], AsyncIterator[None]]:

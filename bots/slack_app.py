@@ -402,6 +402,7 @@ class SlackFrontEnd:
             c = parse_click(body)
         except SlackPayloadError as e:
             log.info("slack click refused: %s", e)
+            self.approvals.metrics.resumes.labels("slack", "invalid").inc()  # never reaches the facade
             await self._refuse_unreadable(body)
             return
         here = SlackCardLocation.of(c.channel, c.message_ts, c.thread_ts)
@@ -416,6 +417,7 @@ class SlackFrontEnd:
                 secret=c.secret,
                 answer=c.answer,
                 on_claimed=on_claimed,
+                platform="slack",  # metrics and logs only
             )
         except StoreUnavailable as e:
             log.warning("slack click: store fault: %s", e)

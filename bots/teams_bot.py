@@ -315,6 +315,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         try:
             click = adaptive.parse_invoke(act.value)
         except adaptive.InvalidInvoke as exc:
+            self.approvals.metrics.resumes.labels(PLATFORM, "invalid").inc()  # never reaches the facade
             return teams_compat.invoke_response(400, adaptive.invoke_error_body(400, str(exc)))
         chat, user = chat_key(act), user_of(act) or unverified(PLATFORM)  # unverified: refused like a stranger
         if isinstance(click, adaptive.RevokeClick):
@@ -336,6 +337,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
                 secret=click.secret,
                 answer=click.answer,
                 on_claimed=on_claimed,
+                platform=PLATFORM,  # metrics and logs only
             )
         )
         await asyncio.wait({task}, timeout=self.cfg.invoke_budget)

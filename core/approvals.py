@@ -5,9 +5,14 @@ Thin: each call goes to one service built in `core.bootstrap`; no service refers
 
 from __future__ import annotations
 
+import logging
+import time
+
+from core import tracing, wording
 from core.agent_factory import AgentFactory, default_factory
 from core.bootstrap import build_services, default_worker_id
 from core.egress.backend import GrantsBackend
+from core.metrics import Metrics
 from core.models import (
     Answer,
     AuditEvent,
@@ -24,6 +29,8 @@ from core.resume import OnClaimed
 from core.settings import Settings
 from store.aio import StoreIO
 
+log = logging.getLogger("chat_approvals.approvals")
+
 
 class Approvals:
     def __init__(
@@ -36,10 +43,12 @@ class Approvals:
         worker_id: str | None = None,
         policy: Policy | None = None,
         approvers: ApproverCheck | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store  # kept for close() by whoever opened it
         self.settings = settings or Settings()
         self.clock = clock or SystemClock()
+        self.metrics = metrics or Metrics(self.clock.now)  # counted here, at the boundary (docs/operating.md)
         self.worker_id = worker_id or default_worker_id()
         s = build_services(
             store,
@@ -64,7 +73,19 @@ class Approvals:
         return self._grants
 
     async def run_turn(self, *, chat: str, user: str, text: str, platform: str, unattended: bool = False) -> TurnResult:
-        return await self.turns.run(chat=chat, user=user, text=text, platform=platform, unattended=unattended)
+        with tracing.tracer().start_as_current_span("chat_approvals.turn") as span:
+            span.set_attribute("chat_approvals.platform", platform)
+            turn = await self.turns.run(chat=chat, user=user, text=text, platform=platform, unattended=unattended)
+            span.set_attribute("chat_approvals.status", turn.status)
+        self.metrics.turns.labels(platform, turn.status).inc()
+        card_id = None
+        if turn.offer is not None:
+            card_id = turn.offer.card.card_id
+            kind = "reoffered" if turn.text == wording.REOFFERED else "new"
+            self.metrics.cards.labels(platform, kind).inc()
+        extra = {"chat": chat, "platform": platform, "outcome": turn.status, "card_id": card_id}
+        log.info("turn %s", turn.status, extra=extra)
+        return turn
 
     async def record_card_location(self, *, chat: str, card_id: str, location: dict[str, str]) -> bool:
         return await self._rows.set_card_location(chat=chat, card_id=card_id, location=location)
@@ -77,10 +98,29 @@ class Approvals:
         secret: str,
         answer: Answer | None,
         on_claimed: OnClaimed | None = None,
+        platform: str | None = None,
     ) -> ResumeResult:
-        return await self.resumes.resume(
-            card_id=card_id, user=user, secret=secret, answer=answer, on_claimed=on_claimed
-        )
+        """`platform` is the front end the click came through, for metrics and logs only (the
+        protocol does not depend on it); without it, the card's platform where the click proved
+        it knows the card."""
+        started = time.perf_counter()
+        with tracing.tracer().start_as_current_span("chat_approvals.resume") as span:
+            # the resume service links this span to the paused turn's once it holds the claim
+            res = await self.resumes.resume(
+                card_id=card_id, user=user, secret=secret, answer=answer, on_claimed=on_claimed
+            )
+            known = res.card  # set only when the caller proved it knows the card's secret
+            via = platform or (known.platform if known else "unknown")
+            span.set_attribute("chat_approvals.platform", via)
+            span.set_attribute("chat_approvals.outcome", res.outcome)
+        m = self.metrics
+        m.resume_seconds.observe(time.perf_counter() - started)
+        m.resumes.labels(via, res.outcome).inc()
+        if res.result is not None and res.result.offer is not None:
+            m.cards.labels(via, "chained" if res.outcome == "resumed" else "reoffered").inc()
+        where = {"chat": known.chat, "card_id": known.card_id} if known else {}
+        log.info("resume %s", res.outcome, extra={"platform": via, "outcome": res.outcome, **where})
+        return res
 
     async def withdraw(self, *, chat: str, card_id: str, why: str) -> bool:
         """Take back a request whose card could not be shown (one conditional write: the card is
@@ -106,6 +146,10 @@ class Approvals:
 
     async def audit(self, chat: str) -> list[AuditEvent]:
         return await self._rows.audit(chat=chat)
+
+    async def audit_since(self, since: float) -> list[AuditEvent]:
+        """Every chat's events from `since` on (an export)."""
+        return await self._rows.audit_since(since=since)
 
     async def first_delivery(self, key: str) -> bool:
         now = self.clock.now()

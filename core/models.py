@@ -214,6 +214,9 @@ class Pointer(Strict):
     tool_use_id: str
     turn_id: str
     created_at: float
+    # W3C trace context (traceparent, tracestate) of the turn that paused: the resumed run's span
+    # links to it. Empty when tracing is off.
+    trace_context: dict[str, str] | None = None
 
 
 class Grant(Strict):
@@ -266,6 +269,17 @@ class AuditEvent(Strict):
     actor: str
     card_id: str | None = None
     detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class OutboxItem(Strict):
+    """One audit event waiting to be delivered to one audit sink (a webhook), written in the same
+    write as the event itself. `id` is stable across retries (receivers dedupe by it) and sorts in
+    append order; `body` is the exact JSON that is sent (and signed)."""
+
+    sink: str
+    id: str
+    chat: str
+    body: str
 
 
 class TurnResult(Strict):

@@ -13,7 +13,7 @@ from typing import Any
 from strands import Agent
 from strands.agent.agent_result import AgentResult
 
-from core import wording
+from core import tracing, wording
 from core.approval_tool import INTERRUPT_NAME
 from core.context import RequestContext
 from core.ids import hash_secret, mint_card_id, mint_secret
@@ -102,6 +102,7 @@ class Pauser:
             tool_use_id=str(draft.get("tool_use_id", "")),
             turn_id=ctx.turn_id,
             created_at=now,
+            trace_context=tracing.current_context(),  # the resume's span links to this turn's
         )
         try:
             if holding is None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from strands.types.interrupt import InterruptResponseContent
 
-from core import wording
+from core import tracing, wording
 from core.agent_factory import AgentFactory
 from core.context import RequestContext, ToolAccess, invocation_state
 from core.grants import GrantBook
@@ -209,6 +209,7 @@ class ResumeService:
                 return await self._replay(latest, latest.answer_key)
             return self._in_progress(p)
         await self._audit(p, "claim_won", user, now, {"worker": self.worker, "claim": claimed.claim_count})
+        tracing.link_current(claimed.trace_context)  # this run continues the turn that paused (its span)
         if on_claimed is not None:
             try:
                 await on_claimed(claimed.card, claimed.card_location)

@@ -131,6 +131,9 @@ class Rows:
     async def audit(self, *, chat: str) -> list[AuditEvent]:
         return await self._io.run(self._b.list_audit, chat)
 
+    async def audit_since(self, *, since: float) -> list[AuditEvent]:
+        return await self._io.run(self._b.list_audit_since, since)
+
     async def put_session(self, *, chat: str, key: str, seq: float, ttl: float) -> bool:
         return await self._io.run(self._b.put_session, chat, key, seq, ttl)
 

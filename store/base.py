@@ -11,6 +11,7 @@ nothing. No method does a read-modify-write in the client.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 
 from core.models import (
     AuditEvent,
@@ -18,6 +19,7 @@ from core.models import (
     Fence,
     Grant,
     ObjectRef,
+    OutboxItem,
     Pointer,
     Refusal,
     StoreUnavailable,
@@ -135,11 +137,31 @@ class RowStore(ABC):
 
     # --- audit trail (append-only) -----------------------------------------------------
     @abstractmethod
-    def append_audit(self, event: AuditEvent, ttl: float) -> None: ...
+    def append_audit(self, event: AuditEvent, ttl: float, outbox: Sequence[OutboxItem] = ()) -> None:
+        """Append the event and, in the same write where the backend allows it, its outbox items
+        (one per audit sink). Where it does not, the outbox items are written first: an event in
+        the trail always has its outbox items (an outbox item without its event is possible)."""
 
     @abstractmethod
     def list_audit(self, chat: str) -> list[AuditEvent]:
         """In the order they were appended."""
+
+    @abstractmethod
+    def list_audit_since(self, since: float) -> list[AuditEvent]:
+        """Every chat's events with `at >= since`, sorted by (at, chat, append order). An export
+        (it may scan the table), not a protocol path."""
+
+    # --- audit outbox (at-least-once delivery to webhooks) ------------------------------
+    @abstractmethod
+    def claim_outbox(self, sink: str, holder: str, now: float, lease_until: float, limit: int) -> list[OutboxItem]:
+        """Take (or renew) the sink's delivery lease, one conditional write: only if nobody else
+        holds it or their lease lapsed. Holding it: up to `limit` of the sink's items, oldest
+        first (append order, so per-chat order). Not holding it: []. The holder gives the lease
+        up by renewing it into the past (`lease_until < now`)."""
+
+    @abstractmethod
+    def delete_outbox(self, sink: str, item_id: str) -> bool:
+        """The item was delivered: remove it. False when it was already gone."""
 
     # --- conversation history (what a later turn in the chat remembers) ----------------
     @abstractmethod

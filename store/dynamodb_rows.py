@@ -12,6 +12,12 @@ chat key, user id or name can collide with a separator):
 | event dedupe  | ["event", key]              | "event"                 |
 | turn lease    | ["turn", chat]              | "turn"                  |
 | audit event   | ["audit", chat]             | "<ns:020d>.<nonce>"     |
+| outbox item   | ["outbox", sink]            | item id (sorts in append order) |
+| outbox lease  | ["outbox-lease", sink]      | "lease"                 |
+
+An audit event and its outbox items are one TransactWriteItems where the endpoint has it (AWS,
+moto); where it does not (dynalite), the outbox items are put first, then the event, so an event
+in the trail always has its outbox items.
 
 `get_pointer_by_card` must be strongly consistent, and a GSI never is. The card index is a
 write-once item (card ids are 128 random bits, never reused), written before the pointer that
@@ -38,14 +44,14 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from core.models import AuditEvent, ClaimRead, Fence, Grant, Pointer, Refusal, SubjectKind, Vote
+from core.models import AuditEvent, ClaimRead, Fence, Grant, OutboxItem, Pointer, Refusal, SubjectKind, Vote
 from store.aws import AwsTarget, call_with_retries, error_code, make_client, parse_target
 from store.base import RowStore, StoreError
 
@@ -56,6 +62,7 @@ CARD_SK = "card"
 EVENT_SK = "event"
 SESSION_SK = "session"
 TURN_SK = "turn"
+LEASE_SK = "lease"
 TTL_ATTRIBUTE = "ttl"
 
 
@@ -125,6 +132,7 @@ class DynamoRows(RowStore):
         self.target = target
         self.table = target.name
         self.client = client if client is not None else make_client("dynamodb", target)
+        self._transactions = True  # until the endpoint says it has no TransactWriteItems
 
     # --- plumbing ---------------------------------------------------------------------
     def _call(self, op: str, **kwargs: Any) -> dict[str, Any]:
@@ -587,19 +595,68 @@ class DynamoRows(RowStore):
         return None if item is None else _get_s(item, "object_key")
 
     # --- audit ------------------------------------------------------------------------
-    def append_audit(self, event: AuditEvent, ttl: float) -> None:
+    def append_audit(self, event: AuditEvent, ttl: float, outbox: Sequence[OutboxItem] = ()) -> None:
         nonce = _nonce()
         pk, sk = _key("audit", event.chat), f"{_SEQ.next():020d}.{nonce}"
         item: Item = {
             "pk": _s(pk),
             "sk": _s(sk),
             "doc": _s(event.model_dump_json()),
+            "at": _n(event.at),
             "ttl": _ttl(ttl),
             "ttl_at": _n(ttl),
             "op": _s(nonce),
         }
+        out = [self._outbox_item(o, ttl, nonce) for o in outbox]
+        if out and self._transactions and self._transact([item, *out], nonce):
+            return
+        for o in out:  # no transactions here: the outbox first (an event never lacks its items)
+            self._write(
+                "put_item", str(_get_s(o, "pk")), str(_get_s(o, "sk")), nonce, "attribute_not_exists(#pk)", Item=o
+            )
         # the sort key is unique to this call, so a failed condition can only be our own retry
         self._write("put_item", pk, sk, nonce, "attribute_not_exists(#pk)", Item=item)
+
+    @staticmethod
+    def _outbox_item(o: OutboxItem, ttl: float, nonce: str) -> Item:
+        return {
+            "pk": _s(_key("outbox", o.sink)),
+            "sk": _s(o.id),
+            "chat": _s(o.chat),
+            "body": _s(o.body),
+            "ttl": _ttl(ttl),
+            "ttl_at": _n(ttl),
+            "op": _s(nonce),
+        }
+
+    def _transact(self, items: list[Item], nonce: str) -> bool:
+        """All puts in one TransactWriteItems (idempotent on retry by its request token). False
+        when the endpoint has no transactions (then remembered)."""
+        cond = "attribute_not_exists(#pk)"
+        puts = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": i,
+                    "ConditionExpression": cond,
+                    "ExpressionAttributeNames": _names(cond),
+                }
+            }
+            for i in items
+        ]
+        try:
+            call_with_retries(
+                self.target,
+                f"transact_write_items on {self.table}",
+                lambda: self.client.transact_write_items(TransactItems=puts, ClientRequestToken=nonce),
+            )
+        except ClientError as e:
+            code = error_code(e)
+            if code in ("UnknownOperationException", "UnrecognizedClientException") or "Unknown" in code:
+                self._transactions = False
+                return False
+            raise StoreError(f"dynamodb transact_write_items on {self.table}: {code}: {e}") from e
+        return True
 
     def list_audit(self, chat: str) -> list[AuditEvent]:
         key = "#pk = :pk"
@@ -610,6 +667,66 @@ class DynamoRows(RowStore):
             ScanIndexForward=True,
         )
         return [AuditEvent.model_validate_json(str(_get_s(i, "doc"))) for i in items]
+
+    def list_audit_since(self, since: float) -> list[AuditEvent]:
+        """A filtered Scan: an export, not a protocol path."""
+        filt = "begins_with(#pk, :audit)"
+        events: list[tuple[str, str, AuditEvent]] = []
+        start: dict[str, Any] | None = None
+        while True:
+            page = self._call(
+                "scan",
+                ConsistentRead=True,
+                FilterExpression=filt,
+                ExpressionAttributeNames=_names(filt),
+                ExpressionAttributeValues={":audit": _s('["audit",')},
+                **({"ExclusiveStartKey": start} if start else {}),
+            )
+            for i in page.get("Items", []):
+                e = AuditEvent.model_validate_json(str(_get_s(i, "doc")))
+                if e.at >= since:
+                    events.append((e.chat, str(_get_s(i, "sk")), e))
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                break
+        events.sort(key=lambda t: (t[2].at, t[0], t[1]))
+        return [e for _, _, e in events]
+
+    # --- audit outbox -----------------------------------------------------------------
+    def claim_outbox(self, sink: str, holder: str, now: float, lease_until: float, limit: int) -> list[OutboxItem]:
+        nonce = _nonce()
+        pk = _key("outbox-lease", sink)
+        item: Item = {
+            "pk": _s(pk),
+            "sk": _s(LEASE_SK),
+            "holder": _s(holder),
+            "lease_until": _n(lease_until),
+            "ttl": _ttl(lease_until),
+            "ttl_at": _n(lease_until),
+            "op": _s(nonce),
+        }
+        cond = "attribute_not_exists(#pk) OR #holder = :h OR #lease_until < :now"
+        values = {":now": _n(now), ":h": _s(holder)}
+        if self._write("put_item", pk, LEASE_SK, nonce, cond, Item=item, ExpressionAttributeValues=values) is None:
+            return []
+        key = "#pk = :pk"
+        r = self._call(
+            "query",
+            ConsistentRead=True,
+            KeyConditionExpression=key,
+            ExpressionAttributeNames=_names(key),
+            ExpressionAttributeValues={":pk": _s(_key("outbox", sink))},
+            ScanIndexForward=True,
+            Limit=limit,
+        )
+        return [
+            OutboxItem(sink=sink, id=str(_get_s(i, "sk")), chat=str(_get_s(i, "chat")), body=str(_get_s(i, "body")))
+            for i in r.get("Items", [])
+        ]
+
+    def delete_outbox(self, sink: str, item_id: str) -> bool:
+        r = self._call("delete_item", Key={"pk": _s(_key("outbox", sink)), "sk": _s(item_id)}, ReturnValues="ALL_OLD")
+        return bool(r.get("Attributes"))
 
     # --- sweep ------------------------------------------------------------------------
     def sweep(self, now: float) -> int:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from core.models import AuditEvent, ClaimRead, Fence, Grant, Pointer, Refusal, SubjectKind, Vote
+from core.models import AuditEvent, ClaimRead, Fence, Grant, OutboxItem, Pointer, Refusal, SubjectKind, Vote
 from store.base import RowStore, StoreError
 
 SCHEMA = """
@@ -62,6 +63,14 @@ CREATE TABLE IF NOT EXISTS audit (
 );
 CREATE INDEX IF NOT EXISTS audit_chat ON audit(chat, seq);
 CREATE INDEX IF NOT EXISTS audit_ttl ON audit(ttl);
+CREATE INDEX IF NOT EXISTS audit_at ON audit(at);
+CREATE TABLE IF NOT EXISTS outbox (
+  sink TEXT NOT NULL, id TEXT NOT NULL, chat TEXT NOT NULL, body TEXT NOT NULL, ttl REAL NOT NULL,
+  PRIMARY KEY (sink, id)
+);
+CREATE INDEX IF NOT EXISTS outbox_ttl ON outbox(ttl);
+CREATE TABLE IF NOT EXISTS outbox_leases (sink TEXT PRIMARY KEY, holder TEXT NOT NULL, lease_until REAL NOT NULL,
+  ttl REAL NOT NULL);
 """
 
 # Columns added after the first release: a database made before gets them on open.
@@ -393,30 +402,81 @@ class SqliteRows(RowStore):
         return None if row is None else str(row["key"])
 
     # --- audit -------------------------------------------------------------------------
-    def append_audit(self, event: AuditEvent, ttl: float) -> None:
-        self._exec(
+    def append_audit(self, event: AuditEvent, ttl: float, outbox: Sequence[OutboxItem] = ()) -> None:
+        insert = (
             "INSERT INTO audit (chat, at, kind, actor, card_id, detail, ttl) VALUES (?,?,?,?,?,?,?)",
             (event.chat, event.at, event.kind, event.actor, event.card_id, json.dumps(event.detail), ttl),
+        )
+        if not outbox:
+            self._exec(*insert)
+            return
+        conn = self._conn()
+        try:  # IMMEDIATE: take the write lock up front (waits on busy_timeout), then one commit
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(*insert)
+                conn.executemany(
+                    "INSERT INTO outbox (sink, id, chat, body, ttl) VALUES (?,?,?,?,?)",
+                    [(o.sink, o.id, o.chat, o.body, ttl) for o in outbox],
+                )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except sqlite3.OperationalError as e:
+            raise StoreError(f"sqlite: {e}") from e
+
+    @staticmethod
+    def _to_event(r: sqlite3.Row) -> AuditEvent:
+        return AuditEvent(
+            chat=r["chat"],
+            at=r["at"],
+            kind=r["kind"],
+            actor=r["actor"],
+            card_id=r["card_id"],
+            detail=json.loads(r["detail"]),
         )
 
     def list_audit(self, chat: str) -> list[AuditEvent]:
         rows = self._exec("SELECT * FROM audit WHERE chat = ? ORDER BY seq", (chat,)).fetchall()
-        return [
-            AuditEvent(
-                chat=r["chat"],
-                at=r["at"],
-                kind=r["kind"],
-                actor=r["actor"],
-                card_id=r["card_id"],
-                detail=json.loads(r["detail"]),
-            )
-            for r in rows
-        ]
+        return [self._to_event(r) for r in rows]
+
+    def list_audit_since(self, since: float) -> list[AuditEvent]:
+        rows = self._exec("SELECT * FROM audit WHERE at >= ? ORDER BY at, chat, seq", (since,)).fetchall()
+        return [self._to_event(r) for r in rows]
+
+    # --- audit outbox ------------------------------------------------------------------
+    def claim_outbox(self, sink: str, holder: str, now: float, lease_until: float, limit: int) -> list[OutboxItem]:
+        cur = self._exec(
+            "INSERT INTO outbox_leases (sink, holder, lease_until, ttl) VALUES (?,?,?,?) "
+            "ON CONFLICT(sink) DO UPDATE SET holder = excluded.holder, lease_until = excluded.lease_until, "
+            "ttl = excluded.ttl WHERE outbox_leases.holder = excluded.holder OR outbox_leases.lease_until < ?",
+            (sink, holder, lease_until, lease_until, now),
+        )
+        if cur.rowcount != 1:
+            return []
+        rows = self._exec(
+            "SELECT sink, id, chat, body FROM outbox WHERE sink = ? ORDER BY id LIMIT ?", (sink, limit)
+        ).fetchall()
+        return [OutboxItem(sink=r["sink"], id=r["id"], chat=r["chat"], body=r["body"]) for r in rows]
+
+    def delete_outbox(self, sink: str, item_id: str) -> bool:
+        return self._exec("DELETE FROM outbox WHERE sink = ? AND id = ?", (sink, item_id)).rowcount == 1
 
     # --- sweep -------------------------------------------------------------------------
     def sweep(self, now: float) -> int:
         removed = 0
-        for table in ("pointers", "grants", "refusals", "events", "sessions", "audit", "turns"):
+        for table in (
+            "pointers",
+            "grants",
+            "refusals",
+            "events",
+            "sessions",
+            "audit",
+            "turns",
+            "outbox",
+            "outbox_leases",
+        ):
             while True:
                 cur = self._exec(
                     f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE ttl < ? LIMIT ?)",

@@ -26,6 +26,7 @@ from core.models import (
     Fence,
     Grant,
     ObjectRef,
+    OutboxItem,
     Pointer,
     Refusal,
     SubjectKind,
@@ -703,6 +704,74 @@ def test_audit_lists_many_events(store: StoreBackend) -> None:
     for e in events:
         store.rows.append_audit(e, T0 + RETENTION)
     assert store.rows.list_audit("http:a") == events
+
+
+def test_audit_since_lists_every_chat_in_time_order(store: StoreBackend) -> None:
+    rows = store.rows
+    a1 = AuditEvent(chat="http:a", at=T0 + 2, kind="turn", actor="U1")
+    b1 = AuditEvent(chat="http:b", at=T0 + 1, kind="turn", actor="U2")
+    a0 = AuditEvent(chat="http:a", at=T0 - 10, kind="turn", actor="U1")
+    a2 = AuditEvent(chat="http:a", at=T0 + 2, kind="claim_won", actor="w", card_id="c_1")
+    for e in (a1, b1, a0, a2):
+        rows.append_audit(e, T0 + RETENTION)
+    assert rows.list_audit_since(T0) == [b1, a1, a2]  # by time, then chat, then append order
+    assert rows.list_audit_since(T0 - 100) == [a0, b1, a1, a2]
+    assert rows.list_audit_since(T0 + 3) == []
+
+
+# --- audit outbox (webhook delivery) ---------------------------------------------------------
+
+
+def _out(sink: str, n: int, chat: str = "http:a") -> OutboxItem:
+    return OutboxItem(sink=sink, id=f"{n:020d}-x", chat=chat, body=f'{{"n":{n}}}')
+
+
+def test_outbox_items_are_written_with_their_event_and_listed_in_order(store: StoreBackend) -> None:
+    rows = store.rows
+    for n in (3, 1, 2):  # ids sort in append order by construction; the store sorts by id
+        e = AuditEvent(chat="http:a", at=T0, kind="turn", actor="U1", detail={"n": n})
+        rows.append_audit(e, T0 + RETENTION, outbox=[_out("s1", n), _out("s2", n)])
+    assert [e.detail["n"] for e in rows.list_audit("http:a")] == [3, 1, 2]
+    got = rows.claim_outbox("s1", "h1", T0, T0 + 30, 10)
+    assert [(o.sink, o.id, o.chat, o.body) for o in got] == [
+        ("s1", f"{n:020d}-x", "http:a", f'{{"n":{n}}}') for n in (1, 2, 3)
+    ]
+    assert [o.id for o in rows.claim_outbox("s2", "h1", T0, T0 + 30, 2)] == [f"{n:020d}-x" for n in (1, 2)]
+    assert rows.claim_outbox("s3", "h1", T0, T0 + 30, 10) == []
+
+
+def test_outbox_lease_keeps_a_second_deliverer_out_until_it_lapses(store: StoreBackend) -> None:
+    rows = store.rows
+    rows.append_audit(AuditEvent(chat="http:a", at=T0, kind="turn", actor="U1"), T0 + RETENTION, outbox=[_out("s", 1)])
+    assert len(rows.claim_outbox("s", "h1", T0, T0 + 30, 10)) == 1
+    assert rows.claim_outbox("s", "h2", T0 + 10, T0 + 40, 10) == []  # h1 holds it
+    assert len(rows.claim_outbox("s", "h1", T0 + 20, T0 + 50, 10)) == 1  # h1 renews
+    assert rows.claim_outbox("s", "h2", T0 + 49, T0 + 79, 10) == []
+    assert len(rows.claim_outbox("s", "h2", T0 + 51, T0 + 81, 10)) == 1  # lapsed: h2 takes over
+    assert rows.claim_outbox("s", "h1", T0 + 52, T0 + 82, 10) == []
+    rows.claim_outbox("s", "h2", T0 + 53, T0 + 52, 1)  # h2 gives it up (renewed into the past)
+    assert len(rows.claim_outbox("s", "h1", T0 + 54, T0 + 84, 10)) == 1  # at once, not after 30 s
+
+
+def test_outbox_delete_removes_one_item_once(store: StoreBackend) -> None:
+    rows = store.rows
+    e = AuditEvent(chat="http:a", at=T0, kind="turn", actor="U1")
+    rows.append_audit(e, T0 + RETENTION, outbox=[_out("s", 1)])
+    rows.append_audit(e, T0 + RETENTION, outbox=[_out("s", 2)])
+    assert rows.delete_outbox("s", f"{1:020d}-x")
+    assert not rows.delete_outbox("s", f"{1:020d}-x")
+    assert not rows.delete_outbox("other", f"{2:020d}-x")
+    assert [o.id for o in rows.claim_outbox("s", "h", T0, T0 + 30, 10)] == [f"{2:020d}-x"]
+
+
+def test_outbox_survives_until_its_ttl(store: StoreBackend) -> None:
+    rows = store.rows
+    e = AuditEvent(chat="http:a", at=T0, kind="turn", actor="U1")
+    rows.append_audit(e, T0 + 100, outbox=[_out("s", 1)])
+    rows.sweep(T0 + 50)
+    assert [o.id for o in rows.claim_outbox("s", "h", T0 + 50, T0 + 60, 10)] == [f"{1:020d}-x"]
+    rows.sweep(T0 + 101)
+    assert rows.claim_outbox("s", "h", T0 + 101, T0 + 130, 10) == []
 
 
 # --- sweep (physical expiry) ----------------------------------------------------------------

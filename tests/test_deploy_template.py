@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from core.models import AuditEvent, Fence, Grant, Refusal
+from core.models import AuditEvent, Fence, Grant, OutboxItem, Refusal
 from tests.store_backends import open_backend
 from tests.store_conformance import LEASE, T0, StoreBackend, claim, make_pointer
 
@@ -27,6 +27,8 @@ IAM_ACTION = {
     "DeleteItem": "dynamodb:DeleteItem",
     "Query": "dynamodb:Query",
     "Scan": "dynamodb:Scan",
+    # a transaction is authorised item by item, by the actions it contains (only Puts here)
+    "TransactWriteItems": "dynamodb:PutItem",
     "PutObject": "s3:PutObject",
     "GetObject": "s3:GetObject",
     "HeadObject": "s3:GetObject",
@@ -109,6 +111,10 @@ def test_service_policy_allows_exactly_the_actions_the_store_uses(moto_store: St
     rows.claim_event("e", T0, T0 + 9)
     rows.append_audit(AuditEvent(chat="c", at=T0, kind="turn", actor="U"), T0 + 9)
     rows.list_audit("c")
+    out = OutboxItem(sink="s", id="1", chat="c", body="{}")
+    rows.append_audit(AuditEvent(chat="c", at=T0, kind="turn", actor="U"), T0 + 9, outbox=[out])
+    assert rows.list_audit_since(T0) and rows.claim_outbox("s", "h", T0, T0 + 9, 10) == [out]
+    assert rows.delete_outbox("s", "1")
     assert rows.sweep(T0 + 10**9) > 0
     ref = b.objects.put("answers/x", b"x")
     assert b.objects.get(ref) == b"x" and b.objects.get_key("answers/x") == b"x"

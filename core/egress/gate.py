@@ -21,7 +21,7 @@ import socket
 import struct
 import tempfile
 import threading
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from urllib.parse import SplitResult, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -77,6 +77,7 @@ class Gate:
         self._conns: set[asyncio.Task[None]] = set()
         self._pending: dict[object, int] = {}  # unauthenticated connections per source (event loop only)
         self.index = PackageIndex(self, cfg.package_index, cfg.package_file_hosts) if cfg.package_index else None
+        self.on_decision: Callable[[bool], None] | None = None  # metrics: allowed (True) or refused
 
     # ---- lifecycle ----
 
@@ -96,6 +97,10 @@ class Gate:
             self.unix_path = path
         log.info("egress gate on %s:%s (unix %s)", self.cfg.listen_host, self.port, self.unix_path)
         return self
+
+    def listening(self) -> bool:
+        """Started and still accepting connections (for /readyz)."""
+        return bool(self._servers) and all(s.is_serving() for s in self._servers)
 
     async def close(self) -> None:
         for s in self._servers:
@@ -199,6 +204,12 @@ class Gate:
 
     async def decide(self, run: Run, kind: SubjectKind, name: str, port: int | None, url: str | None) -> str | None:
         """None when allowed; otherwise the sentence the client is refused with."""
+        refusal = await self._decide(run, kind, name, port, url)
+        if self.on_decision is not None:
+            self.on_decision(refusal is None)
+        return refusal
+
+    async def _decide(self, run: Run, kind: SubjectKind, name: str, port: int | None, url: str | None) -> str | None:
         label = name if kind == "site" else f"package {name}"
         if self.rules.denied(kind, name, port):
             run._note_denied(name if kind == "site" else f"package:{name}")

@@ -1,0 +1,86 @@
+"""Log output: plain text (the default) or one JSON object per line (`--log-format json`).
+
+Either way every line is redacted as it is written: bearer tokens, Slack tokens, anything
+shaped like a card secret, and every configured secret value (API tokens, webhook and Slack
+signing secrets) never reach the log, whatever a message or an exception happened to hold.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from pythonjsonlogger.json import JsonFormatter
+
+REDACTED = "[redacted]"
+
+_PATTERNS = [
+    re.compile(r"(?i)(bearer\s+)[^\s\"',;]+"),
+    re.compile(r"xox[abposr]-[A-Za-z0-9-]+"),  # Slack bot/user/app tokens
+    re.compile(r"xapp-[A-Za-z0-9-]+"),
+    # a card secret is token_urlsafe(32): 43 url-safe characters, standing alone
+    re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])"),
+]
+
+_HANDLER = "chat_approvals"
+PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class Redactor:
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        # Short values would redact ordinary words; a configured secret is never that short.
+        self.secrets = sorted({s for s in secrets if len(s) >= 8}, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for s in self.secrets:
+            text = text.replace(s, REDACTED)
+        for p in _PATTERNS:
+            text = p.sub(lambda m: (m.group(1) if m.re.groups else "") + REDACTED, text)
+        return text
+
+
+class RedactingFormatter(logging.Formatter):
+    def __init__(self, redact: Redactor, fmt: str = PLAIN_FORMAT) -> None:
+        super().__init__(fmt)
+        self.redact = redact
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.redact(super().format(record))
+
+
+class RedactingJsonFormatter(JsonFormatter):
+    """time, level, logger, message, and `chat`, `card_id`, `outcome`, `platform` (and any other
+    `extra=`) where the call site knows them."""
+
+    def __init__(self, redact: Redactor) -> None:
+        super().__init__(
+            ["asctime", "levelname", "name", "message"],
+            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+            datefmt="%Y-%m-%dT%H:%M:%S%z",
+        )
+        self.redact = redact
+
+    def add_fields(self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]) -> None:
+        super().add_fields(log_data, record, message_dict)
+        for key in [k for k, v in log_data.items() if v is None]:  # "where known": no nulls
+            del log_data[key]
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.redact(super().format(record))
+
+
+def setup_logging(fmt: str = "text", secrets: Iterable[str] = (), level: int = logging.INFO) -> None:
+    """Configure the root logger once, for the CLI and the server."""
+    if fmt not in ("text", "json"):
+        raise ValueError(f"--log-format must be text or json, not {fmt!r}")
+    redact = Redactor(secrets)
+    handler = logging.StreamHandler()
+    handler.setFormatter(RedactingJsonFormatter(redact) if fmt == "json" else RedactingFormatter(redact))
+    handler.set_name(_HANDLER)
+    root = logging.getLogger()
+    for h in [h for h in root.handlers if h.get_name() == _HANDLER]:  # ours from an earlier call only
+        root.removeHandler(h)
+    root.addHandler(handler)
+    root.setLevel(level)
