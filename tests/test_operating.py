@@ -380,3 +380,29 @@ async def test_a_hanging_webhook_receiver_never_holds_up_a_click(
         await server.close()
         await rserver.close()
         approvals.store.close()
+
+
+# --- click to acknowledgement on Slack ---------------------------------------------------------
+
+
+async def test_slack_click_is_timed_to_its_acknowledgement() -> None:
+    import json as _json
+
+    from tests.slack_rig import SlackRig, buttons
+
+    rig = await SlackRig().start()
+    try:
+        status, _ = await rig.dm("download <https://example.org/data.csv>")
+        assert status == 200
+        await rig.standin.wait_for(lambda s: len(rig.card_calls()) >= 1)
+        await rig.settle()
+        card = rig.card_calls()[-1]
+        assert _json.loads(buttons(card.args["blocks"])[0]["value"])["card"]
+        assert (await rig.click(rig.click_payload(card)))[0] == 200
+        await rig.settle()
+        m = rig.approvals.metrics.exposition()[0].decode()
+        assert value(m, "chat_approvals_ack_seconds_count", platform="slack") == 1  # the click, not the DM
+        assert value(m, "chat_approvals_turns_total", platform="slack", status="awaiting_approval") == 1
+        assert value(m, "chat_approvals_resumes_total", platform="slack", outcome="resumed") == 1
+    finally:
+        await rig.stop()
