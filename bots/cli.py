@@ -34,6 +34,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--objects", help="objects: a folder (default var/objects) or s3://BUCKET/prefix?...")
     p.add_argument("--model", help="scripted (offline, default) or provider:model_id")
     p.add_argument("--agent", help="module:function returning a Strands Agent")
+    p.add_argument(
+        "--confirm-tools",
+        help="tools that ask a person before they run: NAME,GLOB*,… or *,!NAME (the HumanInTheLoop syntax)",
+    )
+    p.add_argument("--notes-dir", help="where the default agent's save_note writes (default var/notes)")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -15,8 +15,10 @@ import datetime as _dt
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
 
+from cards.subject_text import question_fields, readable_input, short_fingerprint
 from core.ids import is_card_id
-from core.models import Answer, ApprovalCard, Grant, InvalidAnswer, TurnResult, read_answer
+from core.models import MAX_REASON, ONCE, Answer, ApprovalCard, Grant, InvalidAnswer, TurnResult, read_answer
+from core.subjects import revoke_subject
 
 CONTENT_TYPE = "application/vnd.microsoft.card.adaptive"
 ERROR_CONTENT_TYPE = "application/vnd.microsoft.error"
@@ -24,6 +26,9 @@ SCHEMA_URL = "http://adaptivecards.io/schemas/adaptive-card.json"
 VERSION = "1.5"
 
 VERB_APPROVE = "approve"
+VERB_APPROVE_ONCE = "approve_once"  # a tool card: this call only, no grant
+REASON_INPUT = "reason"  # the optional deny reason (Input.Text)
+MAX_INPUT_SHOWN = 4000  # a tool call's input shown on the card
 VERB_DENY = "deny"
 VERB_REVOKE = "revoke"
 PACKAGES_INPUT = "packages"
@@ -77,6 +82,8 @@ def _listing(items: Iterable[str]) -> str:
 
 
 def _what(card: ApprovalCard) -> list[dict[str, Any]]:
+    if card.tool is not None or card.question is not None:
+        return _call_what(card)
     facts: list[dict[str, str]] = []
     if card.reason:
         facts.append({"title": "Why", "value": _escape(card.reason)})
@@ -92,9 +99,31 @@ def _what(card: ApprovalCard) -> list[dict[str, Any]]:
     return body
 
 
+def _call_what(card: ApprovalCard) -> list[dict[str, Any]]:
+    """A tool call (its name, its input as monospace JSON, its fingerprint) or a question (its
+    reason's fields)."""
+    facts: list[dict[str, str]] = []
+    body: list[dict[str, Any]] = []
+    if card.tool is not None:
+        facts.append({"title": "Tool", "value": _escape(card.tool.name)})
+        facts.append({"title": "Call", "value": short_fingerprint(card)})
+        facts.append({"title": "Expires", "value": format_time(card.expires_at)})
+        body.append({"type": "FactSet", "facts": facts})
+        body.append(_text("Input", weight="Bolder", spacing="Small"))
+        body.append(_text(_escape(readable_input(card, MAX_INPUT_SHOWN)), fontType="Monospace", spacing="None"))
+        return body
+    assert card.question is not None
+    facts.append({"title": "Question", "value": _escape(card.question.name)})
+    facts += [{"title": _escape(t), "value": _escape(v)} for t, v in question_fields(card, 1000)]
+    facts.append({"title": "Expires", "value": format_time(card.expires_at)})
+    return [{"type": "FactSet", "facts": facts}]
+
+
 def _answer_words(card: ApprovalCard, answer: Answer) -> str:
     if not answer.approved:
-        return "Denied"
+        return f"Denied ({_escape(answer.reason)})" if answer.reason else "Denied"
+    if card.tool is not None:
+        return "Approved once" if answer.duration == ONCE else "Approved for this chat"
     if card.packages and answer.packages is not None and set(answer.packages) != set(card.packages):
         chosen = ", ".join(_escape(p) for p in answer.packages) or "no packages"
         return f"Approved (packages: {chosen})"
@@ -104,8 +133,63 @@ def _answer_words(card: ApprovalCard, answer: Answer) -> str:
 # --------------------------------------------------------------------------- renderers
 
 
+def _call_card(card: ApprovalCard, secret: str) -> Card:
+    """A tool card (Approve once / Approve for this chat / Deny) or a question card (Approve /
+    Deny), with an optional deny reason that Deny sends along."""
+    data = {"card_id": card.card_id, "secret": secret}
+    if card.tool is not None:
+        intro = f"The agent wants to run {_escape(card.tool.name)}. It has not run yet."
+        approvals = [
+            {
+                "type": "Action.Execute",
+                "title": "Approve once",
+                "verb": VERB_APPROVE_ONCE,
+                "style": "positive",
+                "associatedInputs": "none",
+                "data": data,
+            },
+            {
+                "type": "Action.Execute",
+                "title": "Approve for this chat",
+                "verb": VERB_APPROVE,
+                "associatedInputs": "none",
+                "data": data,
+            },
+        ]
+    else:
+        intro = "The agent asks a question before it goes on."
+        approvals = [
+            {
+                "type": "Action.Execute",
+                "title": "Approve",
+                "verb": VERB_APPROVE,
+                "style": "positive",
+                "associatedInputs": "none",
+                "data": data,
+            }
+        ]
+    deny = {
+        "type": "Action.Execute",
+        "title": "Deny",
+        "verb": VERB_DENY,
+        "style": "destructive",
+        "associatedInputs": "auto",
+        "data": data,
+    }
+    reason = {
+        "type": "Input.Text",
+        "id": REASON_INPUT,
+        "label": "Reason for a deny (optional; the agent is told)",
+        "maxLength": MAX_REASON,
+        "isRequired": False,
+    }
+    return _card([_title("Approval needed"), _text(intro), *_what(card), reason], [*approvals, deny])
+
+
 def approval_card(card: ApprovalCard, secret: str) -> Card:
     """The question: what, why, sites, URLs, packages (a choice when several), expiry; two buttons."""
+    if card.kind != "download":
+        return _call_card(card, secret)
     body: list[dict[str, Any]] = [
         _title("Approval needed"),
         _text("The agent paused its turn and asks to download from outside its sandbox."),
@@ -210,7 +294,7 @@ def grants_card(grants: list[Grant]) -> Card:
         return _card([_title("Your approvals"), _text("You have no approvals in this chat.")])
     body: list[dict[str, Any]] = [_title("Your approvals")]
     for g in grants:
-        kind = "Site" if g.kind == "site" else "Package"
+        kind = {"site": "Site", "package": "Package", "tool": "Tool"}[g.kind]
         body.append(
             {
                 "type": "ColumnSet",
@@ -236,7 +320,7 @@ def grants_card(grants: list[Grant]) -> Card:
                                         "title": "Revoke",
                                         "tooltip": f"Revoke {g.name}",
                                         "verb": VERB_REVOKE,
-                                        "data": {"subject": g.name},
+                                        "data": {"subject": revoke_subject(g)},
                                     }
                                 ],
                             }
@@ -330,16 +414,24 @@ def parse_invoke(value: object) -> Click:
         if not isinstance(subject, str) or not subject.strip() or len(subject) > _MAX_SUBJECT:
             raise InvalidInvoke("action.data.subject must be a non-empty string")
         return RevokeClick(subject.strip())
-    if verb not in (VERB_APPROVE, VERB_DENY):
+    if verb not in (VERB_APPROVE, VERB_APPROVE_ONCE, VERB_DENY):
         raise InvalidInvoke(f"unknown verb {verb!r}")
     card_id, secret = _token(data, "card_id"), _token(data, "secret")
     if not is_card_id(card_id):  # checked before it is used anywhere
         raise InvalidInvoke("action.data.card_id is not a card id")
-    payload: dict[str, Any] = {"approved": verb == VERB_APPROVE}
+    payload: dict[str, Any] = {"approved": verb != VERB_DENY}
     if verb == VERB_APPROVE:
         packages = _packages(data.get(PACKAGES_INPUT))
         if packages is not None:
             payload["packages"] = packages
+    elif verb == VERB_APPROVE_ONCE:
+        payload["duration"] = ONCE
+    else:
+        reason = data.get(REASON_INPUT)
+        if reason is not None and not isinstance(reason, str):
+            raise InvalidInvoke("action.data.reason must be a string")
+        if reason and reason.strip():
+            payload["reason"] = reason
     try:
         return ApprovalClick(card_id, secret, read_answer("resolved", payload))
     except InvalidAnswer as e:

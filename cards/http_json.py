@@ -124,7 +124,12 @@ def _first_error(e: ValidationError) -> str:
 
 
 def card_body(card: ApprovalCard, secret: str | None = None) -> dict[str, Any]:
+    """The card as JSON: `kind` (`download` | `tool` | `question`); a tool card carries `tool`
+    (`name`, `input`, `fingerprint`, `truncated`), a question card `question` (`name`, `reason`)."""
     body = card.model_dump()
+    for key in ("tool", "question"):
+        if body.get(key) is None:
+            body.pop(key, None)
     body["expires_at_iso"] = iso(card.expires_at)
     if secret is not None:
         body["secret"] = secret

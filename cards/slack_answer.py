@@ -16,9 +16,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cards.identity import SlackUser, unverified
-from cards.slack_blocks import ACTION_APPROVE, ACTION_DENY, ACTION_REVOKE, packages_block_id
+from cards.slack_blocks import (
+    ACTION_APPROVE,
+    ACTION_APPROVE_ONCE,
+    ACTION_DENY,
+    ACTION_REVOKE,
+    packages_block_id,
+    reason_block_id,
+)
 from core.ids import is_card_id
-from core.models import Answer, InvalidAnswer, read_answer
+from core.models import ONCE, Answer, InvalidAnswer, read_answer
 
 
 class SlackPayloadError(ValueError):
@@ -64,6 +71,7 @@ class _Option(_Wire):
 class _StateValue(_Wire):
     type: str | None = None
     selected_options: list[_Option] | None = None
+    value: str | None = None  # a plain_text_input's text
 
 
 class _State(_Wire):
@@ -206,11 +214,23 @@ def _chosen_packages(ba: BlockActions, card_id: str) -> list[str] | None:
     return list(dict.fromkeys(chosen))  # de-duplicated, in order
 
 
+def _deny_reason(ba: BlockActions, card_id: str) -> str | None:
+    """The optional deny reason typed on the card (`state.values`), or None."""
+    inputs = (ba.state.values if ba.state else {}).get(reason_block_id(card_id)) or {}
+    for value in inputs.values():
+        if value.type not in (None, "plain_text_input"):
+            raise SlackPayloadError("the deny reason is not a text input")
+        if value.value and value.value.strip():
+            return value.value
+    return None
+
+
 def parse_click(payload: object) -> SlackClick:
-    """An Approve/Deny block_actions payload -> (card id, secret, Answer), or SlackPayloadError."""
+    """An Approve/Deny block_actions payload -> (card id, secret, Answer), or SlackPayloadError.
+    `Approve once` (a tool card) approves this call only (`duration: once`: no grant)."""
     ba = read_block_actions(payload)
     action = ba.actions[0]
-    if action.action_id not in (ACTION_APPROVE, ACTION_DENY):
+    if action.action_id not in (ACTION_APPROVE, ACTION_APPROVE_ONCE, ACTION_DENY):
         raise SlackPayloadError(f"unknown action {action.action_id!r}")
     value: _CardValue = _loads(action.value, _CardValue, "approval")
     if action.action_id == ACTION_APPROVE:
@@ -218,8 +238,13 @@ def parse_click(payload: object) -> SlackClick:
         chosen = _chosen_packages(ba, value.card)
         if chosen is not None:
             body["packages"] = chosen
+    elif action.action_id == ACTION_APPROVE_ONCE:
+        body = {"approved": True, "duration": ONCE}
     else:
         body = {"approved": False}
+        reason = _deny_reason(ba, value.card)
+        if reason is not None:
+            body["reason"] = reason
     try:
         answer = read_answer("resolved", body)
     except InvalidAnswer as e:

@@ -22,17 +22,24 @@ from slack_sdk.models.blocks import (
     ContextBlock,
     DividerBlock,
     HeaderBlock,
+    InputBlock,
     MarkdownTextObject,
     Option,
+    PlainTextInputElement,
     PlainTextObject,
     SectionBlock,
 )
 
 from cards.identity import slack_user_id
 from cards.slack_chat import parse_chat_key
-from core.models import Answer, ApprovalCard, Grant
+from cards.subject_text import question_fields, readable_input, short_fingerprint, subject_title
+from core.models import MAX_REASON, ONCE, Answer, ApprovalCard, Grant
+from core.subjects import revoke_subject
 
 ACTION_APPROVE = "approvals.approve"
+ACTION_APPROVE_ONCE = "approvals.approve_once"  # a tool card: this call only, no grant
+ACTION_REASON = "approvals.reason"  # the optional deny reason's text input
+BLOCK_REASON = "approvals.reason:"  # + card id: where the deny reason lives in `state`
 ACTION_DENY = "approvals.deny"
 ACTION_PACKAGES = "approvals.packages"  # prefix: one checkbox group per 10 packages
 ACTION_REVOKE = "approvals.revoke"
@@ -45,11 +52,16 @@ MAX_OPTION_VALUE = 150
 MAX_OPTION_TEXT = 75
 MAX_BUTTON_VALUE = 2000
 MAX_LISTED = 25  # items of one kind listed on a card before "…and N more"
+MAX_INPUT_SHOWN = 2500  # a tool call's input, in a code block of one section (3000 with the fences)
+FENCE = "`" * 3
 
-USAGE = "Usage: `/approvals` · `/approvals revoke HOST_OR_PACKAGE` · `/approvals revoke all` · `/approvals help`"
+USAGE = (
+    "Usage: `/approvals` · `/approvals revoke HOST_OR_PACKAGE` · `/approvals revoke tool:NAME` · "
+    "`/approvals revoke all` · `/approvals help`"
+)
 HELP = (
     "*/approvals* shows what you approved in this workspace, with a Revoke button each.\n"
-    "• `/approvals revoke HOST_OR_PACKAGE` revokes it in all of your chats here.\n"
+    "• `/approvals revoke HOST_OR_PACKAGE` (or `tool:NAME`) revokes it in all of your chats here.\n"
     "• `/approvals revoke all` revokes everything you approved here.\n"
     "• `/approvals help` shows this text.\n"
     "A revocation takes effect at once, for the next download."
@@ -113,9 +125,22 @@ def _section(text: str, block_id: str | None = None) -> SectionBlock:
     return SectionBlock(block_id=block_id, text=MarkdownTextObject(text=clip(text, MAX_SECTION)))
 
 
+def _pre(text: str) -> str:
+    return FENCE + escape(text).replace(FENCE, "'" * 3) + FENCE
+
+
 def _what(card: ApprovalCard) -> list[Block]:
-    """What is asked for: sites, URLs, packages. Shared by every state of a card."""
+    """What is asked for: sites, URLs, packages; a tool call; a question. Shared by every state."""
     blocks: list[Block] = []
+    if card.tool is not None:
+        shown = _pre(readable_input(card, MAX_INPUT_SHOWN))
+        blocks.append(_section(f"*Tool* {code(card.tool.name)}\n*Input*\n{shown}"))
+        return blocks
+    if card.question is not None:
+        fields = question_fields(card, 1000)
+        lines = [f"*{escape(t)}:* {escape(v)}" for t, v in fields] or ["_no details given_"]
+        blocks.append(_section(f"*Question* {code(card.question.name)}\n" + "\n".join(lines)))
+        return blocks
     if card.sites:
         blocks.append(_section("*Sites*\n" + _bullets(card.sites)))
     if card.urls:
@@ -126,6 +151,10 @@ def _what(card: ApprovalCard) -> list[Block]:
 
 
 def _summary(card: ApprovalCard) -> str:
+    if card.tool is not None:
+        return "the call of " + code(card.tool.name)
+    if card.question is not None:
+        return "the question " + code(card.question.name)
     parts = []
     if card.sites:
         parts.append("sites " + _listed(card.sites))
@@ -147,8 +176,7 @@ def _asks(card: ApprovalCard) -> str:
 
 
 def _plain_summary(card: ApprovalCard) -> str:
-    names = [*card.sites, *card.packages]
-    return ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return subject_title(card)
 
 
 # ----------------------------------------------------------------------------- the card
@@ -179,7 +207,44 @@ def _package_choice(card: ApprovalCard) -> ActionsBlock | None:
     return ActionsBlock(block_id=packages_block_id(card.card_id), elements=elements)
 
 
+def reason_block_id(card_id: str) -> str:
+    return BLOCK_REASON + card_id
+
+
+def _footer(card: ApprovalCard) -> ContextBlock:
+    fp = f" · call {code(short_fingerprint(card))}" if card.tool is not None else ""
+    return ContextBlock(
+        elements=[
+            MarkdownTextObject(
+                text=f"{date_token(card.expires_at, 'Expires ')} · only {user_ref(card.owner)} "
+                f"may answer · card {code(card.card_id)}{fp}"
+            )
+        ]
+    )
+
+
+def _deny_button(value: str, text: str) -> ButtonElement:
+    return ButtonElement(
+        action_id=ACTION_DENY,
+        text=PlainTextObject(text="Deny"),
+        style="danger",
+        value=value,
+        confirm=ConfirmObject(title="Deny this request?", text=text, confirm="Deny", deny="Cancel", style="danger"),
+    )
+
+
+def _reason_input(card: ApprovalCard) -> InputBlock:
+    return InputBlock(
+        block_id=reason_block_id(card.card_id),
+        optional=True,
+        label=PlainTextObject(text="Reason for a deny (optional; the agent is told)"),
+        element=PlainTextInputElement(action_id=ACTION_REASON, max_length=MAX_REASON),
+    )
+
+
 def card_message(card: ApprovalCard, secret: str) -> SlackMessage:
+    if card.kind != "download":
+        return _call_card_message(card, secret)
     value = button_value(card.card_id, secret)
     blocks: list[Block] = [
         HeaderBlock(text=PlainTextObject(text="Approval needed")),
@@ -193,16 +258,7 @@ def card_message(card: ApprovalCard, secret: str) -> SlackMessage:
     if choice is not None:
         blocks.append(_section("*Allow these packages* (untick any you do not want):"))
         blocks.append(choice)
-    blocks.append(
-        ContextBlock(
-            elements=[
-                MarkdownTextObject(
-                    text=f"{date_token(card.expires_at, 'Expires ')} · only {user_ref(card.owner)} "
-                    f"may answer · card {code(card.card_id)}"
-                )
-            ]
-        )
-    )
+    blocks.append(_footer(card))
     blocks.append(
         ActionsBlock(
             block_id=f"approvals.answer:{card.card_id}",
@@ -213,22 +269,40 @@ def card_message(card: ApprovalCard, secret: str) -> SlackMessage:
                     style="primary",
                     value=value,
                 ),
-                ButtonElement(
-                    action_id=ACTION_DENY,
-                    text=PlainTextObject(text="Deny"),
-                    style="danger",
-                    value=value,
-                    confirm=ConfirmObject(
-                        title="Deny this request?",
-                        text="The agent continues without these downloads.",
-                        confirm="Deny",
-                        deny="Cancel",
-                        style="danger",
-                    ),
-                ),
+                _deny_button(value, "The agent continues without these downloads."),
             ],
         )
     )
+    return SlackMessage(text=f"Approval needed: {_plain_summary(card)}", blocks=blocks)
+
+
+def _call_card_message(card: ApprovalCard, secret: str) -> SlackMessage:
+    """A `tool` card (Approve once / Approve for this chat / Deny) or a `question` card
+    (Approve / Deny), each with an optional deny reason."""
+    value = button_value(card.card_id, secret)
+    if card.tool is not None:
+        intro = f"{user_ref(card.owner)}, the agent wants to run {code(card.tool.name)}; it has not run yet."
+        buttons = [
+            ButtonElement(
+                action_id=ACTION_APPROVE_ONCE, text=PlainTextObject(text="Approve once"), style="primary", value=value
+            ),
+            ButtonElement(action_id=ACTION_APPROVE, text=PlainTextObject(text="Approve for this chat"), value=value),
+            _deny_button(value, "The call does not run; the agent is told why."),
+        ]
+    else:
+        intro = f"{user_ref(card.owner)}, the agent asks you a question before it goes on."
+        buttons = [
+            ButtonElement(action_id=ACTION_APPROVE, text=PlainTextObject(text="Approve"), style="primary", value=value),
+            _deny_button(value, "The agent is told you said no."),
+        ]
+    blocks: list[Block] = [
+        HeaderBlock(text=PlainTextObject(text="Approval needed")),
+        _section(intro),
+        *_what(card),
+        _reason_input(card),
+        _footer(card),
+        ActionsBlock(block_id=f"approvals.answer:{card.card_id}", elements=buttons),
+    ]
     return SlackMessage(text=f"Approval needed: {_plain_summary(card)}", blocks=blocks)
 
 
@@ -247,7 +321,13 @@ def resuming_message(card: ApprovalCard, by: str) -> SlackMessage:
 def _outcome_line(card: ApprovalCard, answer: Answer) -> tuple[str, str]:
     """(headline, plain fallback) for an answer: approved for what, or denied."""
     if not answer.approved:
-        return f":no_entry: *Denied* {_summary(card)}", "Denied"
+        why = f"\nReason: {escape(answer.reason)}" if answer.reason else ""
+        return f":no_entry: *Denied* {_summary(card)}{why}", "Denied"
+    if card.tool is not None:
+        scope = "once" if answer.duration == ONCE else "for this chat"
+        return f":white_check_mark: *Approved {scope}* {_summary(card)}", "Approved"
+    if card.question is not None:
+        return f":white_check_mark: *Approved* {_summary(card)}", "Approved"
     allowed = card.packages if answer.packages is None else [p for p in card.packages if p in answer.packages]
     left_out = [p for p in card.packages if p not in allowed]
     parts = []
@@ -387,7 +467,7 @@ def grants_message(grants: Iterable[Grant], notice: str | None = None) -> SlackM
                     accessory=ButtonElement(
                         action_id=ACTION_REVOKE,
                         text=PlainTextObject(text="Revoke"),
-                        value=revoke_value(g.chat, g.name),
+                        value=revoke_value(g.chat, revoke_subject(g)),
                     ),
                 )
             )
@@ -402,7 +482,7 @@ def revoked_message(subject: str, revoked: Sequence[Grant]) -> SlackMessage:
         what = "anything" if subject == "all" else code(subject)
         return _plain(f"You had not approved {what} here; nothing to revoke.")
     chats = len({g.chat for g in revoked})
-    names = sorted({g.name for g in revoked})
+    names = sorted({revoke_subject(g) for g in revoked})
     return _plain(
         f":wastebasket: Revoked {_listed(names)} in {chats} chat{'s' if chats != 1 else ''}. "
         "It takes effect for the next download."
