@@ -261,7 +261,9 @@ def test_slack_outcomes_say_once_or_for_this_chat_and_quote_the_reason() -> None
 
 
 def test_slack_grants_list_revokes_a_tool_as_tool_name() -> None:
-    g = Grant(user="U1", chat="http:a", kind="tool", name="save_note", card_id=CARD_ID, created_at=NOW, expires_at=NOW + 1)
+    g = Grant(
+        user="U1", chat="http:a", kind="tool", name="save_note", card_id=CARD_ID, created_at=NOW, expires_at=NOW + 1
+    )
     blocks = validated(sb.grants_message([g]))
     revoke = next(b["accessory"] for b in blocks if b.get("accessory"))
     assert json.loads(revoke["value"]) == {"chat": "http:a", "name": "tool:save_note"}
