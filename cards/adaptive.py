@@ -18,7 +18,6 @@ from typing import Any, Literal, NamedTuple
 from cards.subject_text import question_fields, readable_input, short_fingerprint
 from core.ids import is_card_id
 from core.models import MAX_REASON, ONCE, Answer, ApprovalCard, Grant, InvalidAnswer, TurnResult, read_answer
-from core.subjects import revoke_subject
 
 CONTENT_TYPE = "application/vnd.microsoft.card.adaptive"
 ERROR_CONTENT_TYPE = "application/vnd.microsoft.error"
@@ -320,7 +319,7 @@ def grants_card(grants: list[Grant]) -> Card:
                                         "title": "Revoke",
                                         "tooltip": f"Revoke {g.name}",
                                         "verb": VERB_REVOKE,
-                                        "data": {"subject": revoke_subject(g)},
+                                        "data": {"subject": g.revoke_subject},
                                     }
                                 ],
                             }

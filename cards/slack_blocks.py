@@ -34,7 +34,6 @@ from cards.identity import slack_user_id
 from cards.slack_chat import parse_chat_key
 from cards.subject_text import question_fields, readable_input, short_fingerprint, subject_title
 from core.models import MAX_REASON, ONCE, Answer, ApprovalCard, Grant
-from core.subjects import revoke_subject
 
 ACTION_APPROVE = "approvals.approve"
 ACTION_APPROVE_ONCE = "approvals.approve_once"  # a tool card: this call only, no grant
@@ -467,7 +466,7 @@ def grants_message(grants: Iterable[Grant], notice: str | None = None) -> SlackM
                     accessory=ButtonElement(
                         action_id=ACTION_REVOKE,
                         text=PlainTextObject(text="Revoke"),
-                        value=revoke_value(g.chat, revoke_subject(g)),
+                        value=revoke_value(g.chat, g.revoke_subject),
                     ),
                 )
             )
@@ -482,7 +481,7 @@ def revoked_message(subject: str, revoked: Sequence[Grant]) -> SlackMessage:
         what = "anything" if subject == "all" else code(subject)
         return _plain(f"You had not approved {what} here; nothing to revoke.")
     chats = len({g.chat for g in revoked})
-    names = sorted({revoke_subject(g) for g in revoked})
+    names = sorted({g.revoke_subject for g in revoked})
     return _plain(
         f":wastebasket: Revoked {_listed(names)} in {chats} chat{'s' if chats != 1 else ''}. "
         "It takes effect for the next download."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from core.card_kinds import grants_to_write
 from core.models import Answer, AuditEvent, Grant, Pointer, SubjectKind
 from core.subjects import subject_matches
 
@@ -17,11 +18,11 @@ class GrantBook:
 
     async def apply(self, p: Pointer, user: str, answer: Answer, now: float) -> None:
         """Approve writes a row per approved subject stamped with the card id; what the answer
-        does not approve has its stored rows removed."""
+        does not approve has its stored rows removed. A tool card approved once writes nothing."""
         store, settings = self.approvals.store, self.approvals.settings
-        chosen = set(p.card.packages if answer.packages is None else answer.packages)
+        writes = set(grants_to_write(p.card, answer))
         for kind, name in p.card.subjects():
-            if answer.approved and (kind == "site" or name in chosen):
+            if (kind, name) in writes:
                 grant = Grant(
                     user=p.owner,
                     chat=p.chat,
@@ -33,6 +34,8 @@ class GrantBook:
                 )
                 await store.run(store.rows.put_grant, grant, grant.expires_at + settings.retention)
                 await self._audit(p.chat, now, "grant", user, p.card_id, kind, name)
+            elif answer.approved and kind == "tool":
+                continue  # approved once: this call runs; nothing to write, nothing to take back
             elif await store.run(store.rows.delete_grant, p.owner, p.chat, kind, name):
                 await self._audit(p.chat, now, "revoke", user, p.card_id, kind, name)
 

@@ -133,7 +133,7 @@ class Pointer(Strict):
 
 
 class Grant(Strict):
-    """R14: one approved site or package for one user in one chat."""
+    """R14: one approved site, package or tool for one user in one chat."""
 
     user: str
     chat: str
@@ -142,6 +142,12 @@ class Grant(Strict):
     card_id: str
     created_at: float
     expires_at: float
+
+    @property
+    def revoke_subject(self) -> str:
+        """What a Revoke button or a revoke command names for this grant: `tool:NAME` for a tool
+        (a tool name could read as a host), else the host or package."""
+        return f"tool:{self.name}" if self.kind == "tool" else self.name
 
 
 class Refusal(Strict):

@@ -24,12 +24,13 @@ from strands.types.session import decode_bytes_values
 
 from core import wording
 from core.agent_factory import AgentFactory
+from core.card_kinds import answer_problem, binds, interrupt_response
 from core.context import RequestContext, invocation_state
 from core.ids import hash_secret, is_card_id, mint_secret, secret_matches
 from core.lease import Heartbeat
 from core.models import Answer, ApprovalCard, AuditEvent, CardOffer, Pointer, ResumeResult, TurnResult
 from core.pause import ClaimLost, Holding, Pauser, final_text
-from core.turns import approved_sets, is_answerable
+from core.turns import approved_sets, approved_tools, is_answerable
 
 if TYPE_CHECKING:
     from core.approvals import Approvals
@@ -44,6 +45,25 @@ EXPIRED = "This approval card has expired; ask the agent again."
 CAP_REACHED = "This approval was denied and expired: resuming it failed too many times."
 INVALID = "Invalid answer: send exactly one response entry with a well-formed payload."
 INVALID_PACKAGES = "Invalid answer: the packages chosen are not all on the card."
+NOT_BOUND = "This approval no longer matches the call it shows; nothing ran. Ask the agent again."
+
+
+class NotBound(Exception):
+    """A tool card whose stored run does not hold the call the card shows (card_kinds.binds)."""
+
+
+def answered_detail(card: ApprovalCard, answer: Answer) -> dict[str, Any]:
+    """The audit trail's record of an answer: what was answered, and how (with the deny reason)."""
+    detail: dict[str, Any] = {"kind": card.kind, "approved": answer.approved, "packages": answer.packages}
+    if card.tool is not None:
+        detail.update(tool=card.tool.name, fingerprint=card.tool.fingerprint)
+    if card.question is not None:
+        detail.update(question=card.question.name)
+    if answer.duration is not None:
+        detail["duration"] = answer.duration
+    if answer.reason is not None:
+        detail["reason"] = answer.reason
+    return detail
 
 
 def forbidden_message(owner: str) -> str:
@@ -102,8 +122,9 @@ class ResumeService:
             return await self._replay(p, p.answer_key)
         if p.state == "expired":
             return self._expired(p, EXPIRED)
-        if answer.packages is not None and not set(answer.packages) <= set(p.card.packages):
-            return ResumeResult(outcome="invalid", message=INVALID_PACKAGES, card=p.card)
+        problem = answer_problem(p.card, answer)
+        if problem is not None:
+            return ResumeResult(outcome="invalid", message=problem, card=p.card)
         now = clock.now()
         if p.state == "claimed" and p.lease_until is not None and p.lease_until >= now:
             return self._in_progress(p)
@@ -152,10 +173,13 @@ class ResumeService:
         heartbeat = keeper.hold(Heartbeat(renew, clock, settings.lease, deadline))
         try:
             await self.approvals.grant_book.apply(p, user, answer, now)
-            await self._audit(p, "answered", user, now, {"approved": answer.approved, "packages": answer.packages})
+            await self._audit(p, "answered", user, now, answered_detail(p.card, answer))
             raw = await store.run(store.objects.get, p.snapshot)
+            snap = decode_bytes_values(json.loads(raw))
+            if not binds(p.card, p.tool_use_id, p.sdk_interrupt_id, snap):
+                raise NotBound(p.card_id)
             agent = self.factory()
-            agent.load_snapshot(Snapshot.from_dict(decode_bytes_values(json.loads(raw))))
+            agent.load_snapshot(Snapshot.from_dict(snap))
             grants = await store.run(store.rows.list_grants, p.owner, p.chat, clock.now())
             sites, packages = approved_sets(grants)
             ctx = RequestContext(
@@ -166,10 +190,11 @@ class ResumeService:
                 can_ask_human=True,
                 approved_sites=sites,
                 approved_packages=packages,
+                approved_tools=approved_tools(grants),
                 resume_card=p.card,
                 resume_attempt=token,
             )
-            response: dict[str, Any] = answer.model_dump(exclude_none=True)  # never null (null re-raises)
+            response = interrupt_response(p.card, answer)  # never null (null re-raises)
             reply: list[InterruptResponseContent] = [
                 {"interruptResponse": {"interruptId": p.sdk_interrupt_id, "response": response}}
             ]
@@ -189,6 +214,14 @@ class ResumeService:
                 await self.approvals.history.save(p.chat, agent, p.created_at)
         except ClaimLost:
             return self._in_progress(p)
+        except NotBound:
+            # The stored run does not hold the call this card shows: answer nothing, run nothing.
+            log.warning("card %s does not match its stored call: expired", p.card_id)
+            at = clock.now()
+            await self.approvals.grant_book.apply(p, "system", Answer(approved=False), at)
+            await store.run(store.rows.finish, p.chat, p.card_id, self.worker, token, "")
+            await self._audit(p, "expired", "system", at, {"why": "the stored call does not match the card"})
+            return self._expired(p, NOT_BOUND)
         finally:
             keeper.release(heartbeat)
 

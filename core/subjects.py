@@ -124,12 +124,6 @@ def normalize(kind: SubjectKind, name: str) -> str:
     return normalize_host(name) if kind == "site" else normalize_package(name)
 
 
-def revoke_subject(grant: Grant) -> str:
-    """What a Revoke button or a revoke command names for this grant: `tool:NAME` for a tool (a
-    tool name could read as a host), else the host or package."""
-    return f"tool:{grant.name}" if grant.kind == "tool" else grant.name
-
-
 def subject_matches(grant: Grant, subject: str) -> bool:
     """Does a revoke of `subject` (a host, a package, `package:NAME`, `tool:NAME`, or `all`) take
     this grant? Sites and packages are normalised like the grant was, so `zope.interface` revokes

@@ -28,7 +28,7 @@ from core.models import (
     parse_answer,
     read_answer,
 )
-from core.subjects import revoke_subject, subject_matches
+from core.subjects import subject_matches
 from core.tool_gate import (
     MAX_CARD_INPUT,
     ConfirmToolsError,
@@ -335,4 +335,4 @@ def test_revoke_tool_name_takes_only_the_tool_grant() -> None:
     assert subject_matches(tool, "save_note")  # a plain name also reaches a tool of exactly that name
     assert not subject_matches(tool, "tool:Save_Note") and not subject_matches(tool, "tool:save_*")
     assert subject_matches(tool, "all")
-    assert revoke_subject(tool) == "tool:save_note" and revoke_subject(pkg) == "save-note"
+    assert tool.revoke_subject == "tool:save_note" and pkg.revoke_subject == "save-note"
