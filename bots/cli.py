@@ -24,7 +24,7 @@ from bots.slack_app import SlackConfig
 from cards.http_json import grant_body, resume_body, turn_body
 from core.approvals import Approvals
 from core.egress import ApprovalsBackend, Gate
-from core.models import Answer
+from core.models import ONCE, InvalidAnswer, read_answer
 from core.sandbox import LIMIT_MARK, GatedLocalSandbox, detect_confinement
 from core.tools_sandbox import NotConfined
 
@@ -69,6 +69,8 @@ def parser() -> argparse.ArgumentParser:
     choice.add_argument("--approve", action="store_true")
     choice.add_argument("--deny", action="store_true")
     resume.add_argument("--packages", nargs="*", help="with --approve: only these of the card's packages")
+    resume.add_argument("--once", action="store_true", help="with --approve on a tool card: this call only, no grant")
+    resume.add_argument("--reason", help="with --deny: why (the agent is told)")
 
     grants = sub.add_parser("grants", help="list or revoke grants")
     gsub = grants.add_subparsers(dest="action", required=True)
@@ -80,7 +82,7 @@ def parser() -> argparse.ArgumentParser:
     _common(grevoke)
     grevoke.add_argument("--user", required=True)
     grevoke.add_argument("--chat", help="default: every chat of the user")
-    grevoke.add_argument("subject", help="a host, a package, or all")
+    grevoke.add_argument("subject", help="a host, a package, tool:NAME, or all")
 
     store = sub.add_parser("store", help="manage the durable store")
     ssub = store.add_subparsers(dest="action", required=True)
@@ -164,7 +166,19 @@ def cmd_run(args: argparse.Namespace, cfg: ServerConfig) -> int:
 
 
 def cmd_resume(args: argparse.Namespace, cfg: ServerConfig) -> int:
-    answer = Answer(approved=bool(args.approve), packages=args.packages if args.approve else None)
+    if (args.once and not args.approve) or (args.reason is not None and not args.deny):
+        raise ValueError("--once goes with --approve, --reason with --deny")
+    payload: dict[str, Any] = {"approved": bool(args.approve)}
+    if args.approve and args.packages is not None:
+        payload["packages"] = args.packages
+    if args.once:
+        payload["duration"] = ONCE
+    if args.reason is not None:
+        payload["reason"] = args.reason
+    try:
+        answer = read_answer("resolved", payload)
+    except InvalidAnswer as e:
+        raise ValueError(str(e)) from e
 
     async def work(a: Approvals) -> int:
         res = await a.resume(card_id=args.card_id, user=args.user, secret=args.secret, answer=answer, platform="cli")

@@ -283,3 +283,31 @@ def test_a_confirm_tools_name_that_matches_no_tool_stops_the_server(tmp_path: Pa
     assert done.returncode == 2 and "'drop_*' matches no tool" in done.stderr
     done = _serve(*store, "--agent", "tests.agents:question_agent", "--confirm-tools", "save_note")
     assert done.returncode == 2 and "(its tools: delete_repo)" in done.stderr
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bots.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_the_cli_answers_a_tool_card_and_lists_and_revokes_the_tool_grant(tmp_path: Path) -> None:
+    common = [
+        "--store", f"sqlite:///{tmp_path}/a.db", "--objects", str(tmp_path / "o"),
+        "--notes-dir", str(tmp_path / "notes"), "--confirm-tools", "save_note",
+    ]  # fmt: skip
+    run = _cli("run", *common, "--chat", "c", "--user", "u", "save a note: from the shell")
+    assert run.returncode == 0, run.stderr
+    card = json.loads(run.stdout)["card"]
+    assert card["kind"] == "tool" and card["tool"]["input"] == {"text": "from the shell"}
+    bad = _cli("resume", *common, card["card_id"], "--user", "u", "--secret", card["secret"], "--deny", "--once")
+    assert bad.returncode == 2 and "--once goes with --approve" in bad.stderr
+    done = _cli("resume", *common, card["card_id"], "--user", "u", "--secret", card["secret"], "--approve")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"]["text"] == "Saved the note: from the shell"
+    assert lines(tmp_path / "notes", "c") == ["from the shell"]
+    listed = json.loads(_cli("grants", "list", *common, "--user", "u").stdout)["grants"]
+    assert [(g["kind"], g["name"]) for g in listed] == [("tool", "save_note")]
+    revoked = _cli("grants", "revoke", *common, "--user", "u", "tool:save_note")
+    assert revoked.returncode == 0 and [g["name"] for g in json.loads(revoked.stdout)["revoked"]] == ["save_note"]
+    assert json.loads(_cli("grants", "list", *common, "--user", "u").stdout)["grants"] == []
