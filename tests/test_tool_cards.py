@@ -336,3 +336,55 @@ def test_revoke_tool_name_takes_only_the_tool_grant() -> None:
     assert not subject_matches(tool, "tool:Save_Note") and not subject_matches(tool, "tool:save_*")
     assert subject_matches(tool, "all")
     assert tool.revoke_subject == "tool:save_note" and pkg.revoke_subject == "save-note"
+
+
+# --------------------------------------------------------------------------- binding a card to its call
+
+
+def _snapshot(name: str, tool_input: Any, *, reason_fp: str | None = None, use_input: Any = None) -> dict[str, Any]:
+    from core.tool_gate import draft_reason
+
+    reason = draft_reason(name, tool_input, "tu_1")
+    if reason_fp is not None:
+        reason["fingerprint"] = reason_fp
+    use = {"toolUseId": "tu_1", "name": name, "input": tool_input if use_input is None else use_input}
+    return {
+        "data": {
+            "interrupt_state": {
+                "interrupts": {"i1": {"id": "i1", "name": "strands:human-in-the-loop", "reason": reason}},
+                "pending_tool_execution": {"assistant_message": {"role": "assistant", "content": [{"toolUse": use}]}},
+            }
+        }
+    }
+
+
+def test_a_tool_card_binds_only_to_the_stored_call_with_its_fingerprint() -> None:
+    from core.card_kinds import binds
+
+    c = tool_card("write_table", {"table": "users"})
+    assert binds(c, "tu_1", "i1", _snapshot("write_table", {"table": "users"}))
+    assert not binds(c, "tu_2", "i1", _snapshot("write_table", {"table": "users"}))  # another tool use
+    assert not binds(c, "tu_1", "i2", _snapshot("write_table", {"table": "users"}))  # another interrupt
+    assert not binds(c, "tu_1", "i1", _snapshot("write_table", {"table": "orders"}))  # another input
+    assert not binds(c, "tu_1", "i1", _snapshot("write_table", {"table": "users"}, reason_fp="0" * 64))
+    assert not binds(c, "tu_1", "i1", _snapshot("write_table", {"table": "users"}, use_input={"table": "x"}))
+    assert not binds(c, "tu_1", "i1", {})
+    assert binds(question_card(), "", "i9", {})  # other kinds carry no call to bind
+
+
+def test_an_agent_with_its_own_human_in_the_loop_cannot_take_the_gate_too(tmp_path: Any) -> None:
+    from strands import Agent
+    from strands.vended_interventions.hitl import HumanInTheLoop
+
+    from core.demo_tools import make_save_note
+    from core.scripted_model import ScriptedModel
+    from core.tool_gate import attach, gate_of
+
+    own = Agent(model=ScriptedModel(), tools=[make_save_note(tmp_path)], interventions=[HumanInTheLoop()])
+    with pytest.raises(ConfirmToolsError, match="already has a HumanInTheLoop"):
+        attach(own, frozenset({"save_note"}))
+    plain = Agent(model=ScriptedModel(), tools=[make_save_note(tmp_path)])
+    assert attach(attach(plain, frozenset({"save_note"})), frozenset({"save_note"})) is plain
+    gate = gate_of(plain)
+    assert gate is not None and gate.gated == {"save_note"}
+    assert gate._allowed_tools == {"*", "!save_note"}  # the intervention's own syntax: only save_note asks
