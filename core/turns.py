@@ -52,6 +52,11 @@ def approved_sets(grants: list[Grant], turn_id: str | None = None) -> tuple[froz
     )
 
 
+def approved_tools(grants: list[Grant]) -> frozenset[str]:
+    """Gated tools with a live grant in this chat: they run without a card (core/tool_gate.py)."""
+    return frozenset(g.name for g in grants if g.kind == "tool")
+
+
 class TurnRunner:
     def __init__(
         self,
@@ -116,6 +121,7 @@ class TurnRunner:
             can_ask_human=not unattended,
             approved_sites=sites,
             approved_packages=packages,
+            approved_tools=approved_tools(grants),
         )
         agent = self.factory()
         await self.history.restore(chat, agent)
