@@ -311,7 +311,7 @@ class ResumeService:
                 can_ask_human=True,
                 approved_sites=sites,
                 approved_packages=packages,
-                approved_tools=approved_tools(grants),
+                approved_tools=approved_tools(grants, p.turn_id),
                 resume_card=p.card,
                 resume_attempt=token,
             )

@@ -158,7 +158,7 @@ def test_the_gate_reads_answers_fail_closed_and_keeps_a_deny_reason() -> None:
     assert parse_answer("resolved", {"approved": False, "reason": "x" * 900}).reason == "x" * MAX_REASON
     for bad in ({"approved": True, "duration": None}, {"approved": True, "reason": "x"}, "yes", True, None):
         assert not parse_answer("resolved", bad).approved
-    assert clean_reason("a\tb\r\nc\u2028") == "a b c"
+    assert clean_reason("a\tb\r\nc\u2028") == "a b  c"  # issue 13: each line break is one space
 
 
 # --------------------------------------------------------------------------- HTTP JSON
