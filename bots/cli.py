@@ -27,7 +27,7 @@ from cards.http_json import grant_body, resume_body, turn_body
 from core import tracing
 from core.approvals import Approvals
 from core.egress import Gate
-from core.models import InvalidAnswer, read_answer
+from core.models import ONCE, InvalidAnswer, read_answer
 from core.sandbox import LIMIT_MARK, GatedLocalSandbox, detect_confinement
 from core.tools_sandbox import NotConfined
 
@@ -39,6 +39,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agent", help="module:function returning a Strands Agent")
     p.add_argument("--policy", help="approval policy file (TOML): approvers, quorum, durations (docs/policy.md)")
     p.add_argument("--log-format", choices=["text", "json"], help="text (default) or json: one object per line")
+    p.add_argument(
+        "--confirm-tools",
+        help="tools that ask a person before they run: NAME,GLOB*,… or *,!NAME (the HumanInTheLoop syntax)",
+    )
+    p.add_argument("--notes-dir", help="where the default agent's save_note writes (default var/notes)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -77,6 +82,7 @@ def parser() -> argparse.ArgumentParser:
     choice.add_argument("--deny", action="store_true")
     resume.add_argument("--packages", nargs="*", help="with --approve: only these of the card's packages")
     resume.add_argument("--duration", help="with --approve: one of the card's durations (once, 1h, ...)")
+    resume.add_argument("--once", action="store_true", help="with --approve: --duration once (a tool card: no grant)")
     resume.add_argument("--reason", help="with --deny: why (the agent reads it; at most 500 characters)")
 
     grants = sub.add_parser("grants", help="list or revoke grants")
@@ -89,7 +95,7 @@ def parser() -> argparse.ArgumentParser:
     _common(grevoke)
     grevoke.add_argument("--user", required=True)
     grevoke.add_argument("--chat", help="default: every chat of the user")
-    grevoke.add_argument("subject", help="a host, a package, or all")
+    grevoke.add_argument("subject", help="a host, a package, tool:NAME, or all")
 
     store = sub.add_parser("store", help="manage the durable store")
     ssub = store.add_subparsers(dest="action", required=True)
@@ -176,10 +182,16 @@ def cmd_run(args: argparse.Namespace, cfg: ServerConfig) -> int:
 
 
 def cmd_resume(args: argparse.Namespace, cfg: ServerConfig) -> int:
+    if (args.once and not args.approve) or (args.reason is not None and not args.deny):
+        raise ValueError("--once goes with --approve, --reason with --deny")
+    if args.once and args.duration is not None and args.duration != ONCE:
+        raise ValueError("--once and --duration name different durations")
     payload: dict[str, Any] = {"approved": bool(args.approve)}
     if args.approve and args.packages is not None:
         payload["packages"] = args.packages
-    if args.duration is not None:
+    if args.once:
+        payload["duration"] = ONCE
+    elif args.duration is not None:
         payload["duration"] = args.duration
     if args.reason is not None:
         payload["reason"] = args.reason

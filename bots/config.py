@@ -18,6 +18,10 @@ class ServerConfig(BaseSettings):
     objects: str = "var/objects"
     model: str = "scripted"
     agent: str | None = None
+    # Tool-name approvals (core/tool_gate.py): these tools ask a person before they run.
+    # `write_table,delete_*` or `*,!read_file`; checked against the agent's tools at start-up.
+    confirm_tools: str = ""
+    notes_dir: str = "var/notes"  # the default agent's save_note writes here, a folder per chat
     api_token: str = ""  # comma-separated bearer tokens; empty = the HTTP front end is off
     sweep_every: float = 600.0
     policy: str | None = None  # the approval policy file (TOML, docs/policy.md); None: only the owner answers

@@ -21,7 +21,7 @@ from bots.teams_auth import TokenValidator
 from bots.teams_bot import ROUTE as TEAMS_ROUTE
 from bots.teams_bot import TeamsConfig, mount_teams
 from bots.webhooks import Backoff, Deliverer, mount_webhooks, sink_id
-from core.agent_factory import AgentFactory, default_factory, user_factory
+from core.agent_factory import AgentFactory, default_factory, gated_factory, user_factory
 from core.approvals import Approvals
 from core.clock import Clock, SystemClock
 from core.egress import Gate
@@ -41,7 +41,14 @@ READY_PROBE_CHAT = "\x00readyz"  # a key no front end can name: the read finds n
 
 
 def build_factory(cfg: ServerConfig, gate: Gate | None = None) -> AgentFactory:
-    return user_factory(cfg.agent) if cfg.agent else default_factory(cfg.model, sandbox_tools(gate, cfg))
+    """The agent of every turn and resume; `--confirm-tools` is checked against its tools here
+    (ConfirmToolsError, a ValueError: the server does not start)."""
+    base = (
+        user_factory(cfg.agent)
+        if cfg.agent
+        else default_factory(cfg.model, sandbox_tools(gate, cfg), notes_dir=cfg.notes_dir)
+    )
+    return gated_factory(base, cfg.confirm_tools)
 
 
 def build_approvals(

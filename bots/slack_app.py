@@ -302,6 +302,11 @@ class SlackFrontEnd:
             self.spawn(self.click(body), "click")
             await ack()
 
+        @bolt.action(sb.ACTION_APPROVE_ONCE)
+        async def on_approve_once(ack: AsyncAck, body: dict[str, Any]) -> None:
+            self.spawn(self.click(body), "click")
+            await ack()
+
         @bolt.action(sb.ACTION_DENY)
         async def on_deny(ack: AsyncAck, body: dict[str, Any]) -> None:
             self.spawn(self.click(body), "click")

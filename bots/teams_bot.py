@@ -46,7 +46,8 @@ ROUTE = "/api/messages"
 HELP = (
     "I pause an agent's turn when its sandbox needs a site or a package you have not approved, and "
     "ask you here. Commands: 'approvals' lists what you approved in this chat (with a Revoke button "
-    "each); 'revoke HOST_OR_PACKAGE' takes one back; 'revoke all' takes back everything; 'help' "
+    "each); 'revoke HOST_OR_PACKAGE' (or 'revoke tool:NAME') takes one back; 'revoke all' takes back "
+    "everything; 'help' "
     "shows this. Anything else goes to the agent."
 )
 NO_IDENTITY = (

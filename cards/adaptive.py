@@ -15,8 +15,10 @@ import datetime as _dt
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
 
+from cards.subject_text import question_fields, readable_input, short_fingerprint
 from core.models import (
     MAX_REASON,
+    ONCE,
     Answer,
     ApprovalCard,
     Grant,
@@ -33,6 +35,9 @@ SCHEMA_URL = "http://adaptivecards.io/schemas/adaptive-card.json"
 VERSION = "1.5"
 
 VERB_APPROVE = "approve"
+VERB_APPROVE_ONCE = "approve_once"  # a tool card: this call only, no grant
+REASON_INPUT = "reason"  # the optional deny reason (Input.Text)
+MAX_INPUT_SHOWN = 4000  # a tool call's input shown on the card
 VERB_DENY = "deny"
 VERB_REVOKE = "revoke"
 PACKAGES_INPUT = "packages"
@@ -88,6 +93,8 @@ def _listing(items: Iterable[str]) -> str:
 
 
 def _what(card: ApprovalCard) -> list[dict[str, Any]]:
+    if card.tool is not None or card.question is not None:
+        return _call_what(card)
     facts: list[dict[str, str]] = []
     if card.reason:
         facts.append({"title": "Why", "value": _escape(card.reason)})
@@ -103,9 +110,33 @@ def _what(card: ApprovalCard) -> list[dict[str, Any]]:
     return body
 
 
+def _call_what(card: ApprovalCard) -> list[dict[str, Any]]:
+    """A tool call (its name, its input as monospace JSON, its fingerprint) or a question (its
+    reason's fields)."""
+    facts: list[dict[str, str]] = []
+    body: list[dict[str, Any]] = []
+    if card.tool is not None:
+        facts.append({"title": "Tool", "value": _escape(card.tool.name)})
+        facts.append({"title": "Call", "value": short_fingerprint(card)})
+        facts.append({"title": "Expires", "value": format_time(card.expires_at)})
+        body.append({"type": "FactSet", "facts": facts})
+        body.append(_text("Input", weight="Bolder", spacing="Small"))
+        body.append(_text(_escape(readable_input(card, MAX_INPUT_SHOWN)), fontType="Monospace", spacing="None"))
+        return body
+    assert card.question is not None
+    facts.append({"title": "Question", "value": _escape(card.question.name)})
+    facts += [{"title": _escape(t), "value": _escape(v)} for t, v in question_fields(card, 1000)]
+    facts.append({"title": "Expires", "value": format_time(card.expires_at)})
+    return [{"type": "FactSet", "facts": facts}]
+
+
 def _answer_words(card: ApprovalCard, answer: Answer) -> str:
     if not answer.approved:
+        if card.kind != "download" and answer.reason:
+            return f"Denied ({_escape(answer.reason)})"  # a tool or question card: the reason in the title
         return "Denied"
+    if card.tool is not None and answer.duration in (None, ONCE):
+        return "Approved once" if answer.duration == ONCE else "Approved for this chat"
     words = "Approved"
     if answer.duration:
         words += f" for {duration_label(answer.duration).lower()}"
@@ -116,8 +147,10 @@ def _answer_words(card: ApprovalCard, answer: Answer) -> str:
     return words
 
 
-def _reason_block(answer: Answer) -> list[dict[str, Any]]:
-    return [_text(f"Reason: “{_escape(answer.reason)}”")] if answer.reason and not answer.approved else []
+def _reason_block(card: ApprovalCard, answer: Answer) -> list[dict[str, Any]]:
+    if card.kind != "download" or not answer.reason or answer.approved:
+        return []  # a tool or question card says the reason in its title (_answer_words)
+    return [_text(f"Reason: “{_escape(answer.reason)}”")]
 
 
 def votes_line(card: ApprovalCard, names: list[str]) -> str | None:
@@ -141,10 +174,70 @@ def who_may_answer(card: ApprovalCard, owner_name: str | None = None) -> str:
 # --------------------------------------------------------------------------- renderers
 
 
+def _call_card(card: ApprovalCard, secret: str, voters: list[str] | None, link: str | None) -> Card:
+    """A tool card (Approve once / Approve for this chat / Deny) or a question card (Approve /
+    Deny), with an optional deny reason that Deny sends along."""
+    data = {"card_id": card.card_id, "secret": secret}
+    if card.tool is not None:
+        intro = f"The agent wants to run {_escape(card.tool.name)}. It has not run yet."
+        approvals = [
+            {
+                "type": "Action.Execute",
+                "title": "Approve once",
+                "verb": VERB_APPROVE_ONCE,
+                "style": "positive",
+                "associatedInputs": "none",
+                "data": data,
+            },
+            {
+                "type": "Action.Execute",
+                "title": "Approve for this chat",
+                "verb": VERB_APPROVE,
+                "associatedInputs": "none",
+                "data": data,
+            },
+        ]
+    else:
+        intro = "The agent asks a question before it goes on."
+        approvals = [
+            {
+                "type": "Action.Execute",
+                "title": "Approve",
+                "verb": VERB_APPROVE,
+                "style": "positive",
+                "associatedInputs": "none",
+                "data": data,
+            }
+        ]
+    deny = {
+        "type": "Action.Execute",
+        "title": "Deny",
+        "verb": VERB_DENY,
+        "style": "destructive",
+        "associatedInputs": "auto",
+        "data": data,
+    }
+    reason = {
+        "type": "Input.Text",
+        "id": REASON_INPUT,
+        "label": "Reason for a deny (optional; the agent is told)",
+        "maxLength": MAX_REASON,
+        "isRequired": False,
+    }
+    extra = [_text(f"Asked in [this conversation]({link}).")] if link else []
+    tally = votes_line(card, voters or [])
+    if tally:
+        extra.append(_text(tally))
+    extra.append(_text(who_may_answer(card), isSubtle=True))
+    return _card([_title("Approval needed"), _text(intro), *_what(card), *extra, reason], [*approvals, deny])
+
+
 def approval_card(card: ApprovalCard, secret: str, voters: list[str] | None = None, link: str | None = None) -> Card:
     """The question: what, why, sites, URLs, packages (a choice when several), expiry; two buttons.
     With a policy: who may answer, the votes so far (`voters`: display names), a duration choice
     and an optional deny reason; `link` (routing) points at the requesting conversation."""
+    if card.kind != "download":
+        return _call_card(card, secret, voters, link)
     body: list[dict[str, Any]] = [
         _title("Approval needed"),
         _text("The agent paused its turn and asks to download from outside its sandbox."),
@@ -218,7 +311,7 @@ def resolved_card(card: ApprovalCard, answer: Answer, by: str) -> Card:
     return _card(
         [
             _title(f"{_answer_words(card, answer)} by {_escape(by)}", "Good" if answer.approved else "Attention"),
-            *_reason_block(answer),
+            *_reason_block(card, answer),
             *_what(card),
             _text("Resuming the agent's turn…", isSubtle=True),
         ]
@@ -235,7 +328,7 @@ def outcome_card(
     """The final state of the question card once the resumed turn has finished."""
     body = [
         _title(f"{_answer_words(card, answer)} by {_escape(by)}", "Good" if answer.approved else "Attention"),
-        *_reason_block(answer),
+        *_reason_block(card, answer),
         *_what(card),
         _text(f"Answered {format_time(at)}.", isSubtle=True),
     ]
@@ -281,7 +374,7 @@ def grants_card(grants: list[Grant]) -> Card:
         return _card([_title("Your approvals"), _text("You have no approvals in this chat.")])
     body: list[dict[str, Any]] = [_title("Your approvals")]
     for g in grants:
-        kind = "Site" if g.kind == "site" else "Package"
+        kind = {"site": "Site", "package": "Package", "tool": "Tool"}[g.kind]
         body.append(
             {
                 "type": "ColumnSet",
@@ -307,7 +400,7 @@ def grants_card(grants: list[Grant]) -> Card:
                                         "title": "Revoke",
                                         "tooltip": f"Revoke {g.name}",
                                         "verb": VERB_REVOKE,
-                                        "data": {"subject": g.name},
+                                        "data": {"subject": g.revoke_subject},
                                     }
                                 ],
                             }
@@ -401,12 +494,12 @@ def parse_invoke(value: object) -> Click:
         if not isinstance(subject, str) or not subject.strip() or len(subject) > _MAX_SUBJECT:
             raise InvalidInvoke("action.data.subject must be a non-empty string")
         return RevokeClick(subject.strip())
-    if verb not in (VERB_APPROVE, VERB_DENY):
+    if verb not in (VERB_APPROVE, VERB_APPROVE_ONCE, VERB_DENY):
         raise InvalidInvoke(f"unknown verb {verb!r}")
     card_id, secret = _token(data, "card_id"), _token(data, "secret")
     if not is_card_id(card_id):  # checked before it is used anywhere
         raise InvalidInvoke("action.data.card_id is not a card id")
-    payload: dict[str, Any] = {"approved": verb == VERB_APPROVE}
+    payload: dict[str, Any] = {"approved": verb != VERB_DENY}
     if verb == VERB_APPROVE:
         packages = _packages(data.get(PACKAGES_INPUT))
         if packages is not None:
@@ -414,9 +507,13 @@ def parse_invoke(value: object) -> Click:
         duration = data.get(DURATION_INPUT)
         if duration is not None and duration != "":  # checked by read_answer, then against the card
             payload["duration"] = duration
+    elif verb == VERB_APPROVE_ONCE:
+        payload["duration"] = ONCE
     else:
         reason = data.get(REASON_INPUT)
-        if reason is not None and reason != "":
+        if reason is not None and not isinstance(reason, str):
+            raise InvalidInvoke("action.data.reason must be a string")
+        if reason and reason.strip():
             payload["reason"] = reason
     try:
         return ApprovalClick(card_id, secret, read_answer("resolved", payload))

@@ -124,9 +124,14 @@ def _first_error(e: ValidationError) -> str:
 
 
 def card_body(card: ApprovalCard, secret: str | None = None, votes: list[Vote] | None = None) -> dict[str, Any]:
-    """The card as JSON. With a policy: `approvers` (the mode), `quorum`, `votes` (users so far),
-    `durations` (offered; empty: none to choose) and `default_duration`."""
+    """The card as JSON: `kind` (`download` | `tool` | `question`); a tool card carries `tool`
+    (`name`, `input`, `fingerprint`, `truncated`), a question card `question` (`name`, `reason`).
+    With a policy: `approvers` (the mode), `quorum`, `votes` (users so far), `durations`
+    (offered; empty: none to choose) and `default_duration`."""
     body = card.model_dump(exclude={"policy"})
+    for key in ("tool", "question"):
+        if body.get(key) is None:
+            body.pop(key, None)
     body["expires_at_iso"] = iso(card.expires_at)
     if card.policy is not None:
         body["approvers"] = card.policy.approvers

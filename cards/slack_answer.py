@@ -18,13 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from cards.identity import SlackUser, unverified
 from cards.slack_blocks import (
     ACTION_APPROVE,
+    ACTION_APPROVE_ONCE,
     ACTION_DENY,
     ACTION_REVOKE,
     duration_block_id,
     packages_block_id,
     reason_block_id,
 )
-from core.models import Answer, InvalidAnswer, is_card_id, read_answer
+from core.models import ONCE, Answer, InvalidAnswer, is_card_id, read_answer
 
 
 class SlackPayloadError(ValueError):
@@ -71,7 +72,7 @@ class _StateValue(_Wire):
     type: str | None = None
     selected_options: list[_Option] | None = None
     selected_option: _Option | None = None
-    value: str | None = None
+    value: str | None = None  # a plain_text_input's text
 
 
 class _State(_Wire):
@@ -237,16 +238,17 @@ def _typed_reason(ba: BlockActions, card_id: str) -> str | None:
     for value in group.values():
         if value.type not in (None, "plain_text_input"):
             raise SlackPayloadError("the reason is not a text input")
-        if value.value:
+        if value.value and value.value.strip():
             return value.value
     return None
 
 
 def parse_click(payload: object) -> SlackClick:
-    """An Approve/Deny block_actions payload -> (card id, secret, Answer), or SlackPayloadError."""
+    """An Approve/Deny block_actions payload -> (card id, secret, Answer), or SlackPayloadError.
+    `Approve once` (a tool card) approves this call only (`duration: once`: no grant)."""
     ba = read_block_actions(payload)
     action = ba.actions[0]
-    if action.action_id not in (ACTION_APPROVE, ACTION_DENY):
+    if action.action_id not in (ACTION_APPROVE, ACTION_APPROVE_ONCE, ACTION_DENY):
         raise SlackPayloadError(f"unknown action {action.action_id!r}")
     value: _CardValue = _loads(action.value, _CardValue, "approval")
     if action.action_id == ACTION_APPROVE:
@@ -257,6 +259,8 @@ def parse_click(payload: object) -> SlackClick:
         duration = _chosen_duration(ba, value.card)
         if duration is not None:
             body["duration"] = duration
+    elif action.action_id == ACTION_APPROVE_ONCE:
+        body = {"approved": True, "duration": ONCE}
     else:
         body = {"approved": False}
         reason = _typed_reason(ba, value.card)

@@ -33,9 +33,11 @@ from slack_sdk.models.blocks import (
 
 from cards.identity import slack_user_id
 from cards.slack_chat import parse_chat_key
-from core.models import MAX_REASON, Answer, ApprovalCard, CardPolicy, Grant, Vote, duration_label
+from cards.subject_text import question_fields, readable_input, short_fingerprint, subject_title
+from core.models import MAX_REASON, ONCE, Answer, ApprovalCard, CardPolicy, Grant, Vote, duration_label
 
 ACTION_APPROVE = "approvals.approve"
+ACTION_APPROVE_ONCE = "approvals.approve_once"  # a tool card: this call only, no grant
 ACTION_DENY = "approvals.deny"
 ACTION_PACKAGES = "approvals.packages"  # prefix: one checkbox group per 10 packages
 ACTION_REVOKE = "approvals.revoke"
@@ -52,11 +54,16 @@ MAX_OPTION_VALUE = 150
 MAX_OPTION_TEXT = 75
 MAX_BUTTON_VALUE = 2000
 MAX_LISTED = 25  # items of one kind listed on a card before "…and N more"
+MAX_INPUT_SHOWN = 2500  # a tool call's input, in a code block of one section (3000 with the fences)
+FENCE = "`" * 3
 
-USAGE = "Usage: `/approvals` · `/approvals revoke HOST_OR_PACKAGE` · `/approvals revoke all` · `/approvals help`"
+USAGE = (
+    "Usage: `/approvals` · `/approvals revoke HOST_OR_PACKAGE` · `/approvals revoke tool:NAME` · "
+    "`/approvals revoke all` · `/approvals help`"
+)
 HELP = (
     "*/approvals* shows what you approved in this workspace, with a Revoke button each.\n"
-    "• `/approvals revoke HOST_OR_PACKAGE` revokes it in all of your chats here.\n"
+    "• `/approvals revoke HOST_OR_PACKAGE` (or `tool:NAME`) revokes it in all of your chats here.\n"
     "• `/approvals revoke all` revokes everything you approved here.\n"
     "• `/approvals help` shows this text.\n"
     "A revocation takes effect at once, for the next download."
@@ -120,9 +127,22 @@ def _section(text: str, block_id: str | None = None) -> SectionBlock:
     return SectionBlock(block_id=block_id, text=MarkdownTextObject(text=clip(text, MAX_SECTION)))
 
 
+def _pre(text: str) -> str:
+    return FENCE + escape(text).replace(FENCE, "'" * 3) + FENCE
+
+
 def _what(card: ApprovalCard) -> list[Block]:
-    """What is asked for: sites, URLs, packages. Shared by every state of a card."""
+    """What is asked for: sites, URLs, packages; a tool call; a question. Shared by every state."""
     blocks: list[Block] = []
+    if card.tool is not None:
+        shown = _pre(readable_input(card, MAX_INPUT_SHOWN))
+        blocks.append(_section(f"*Tool* {code(card.tool.name)}\n*Input*\n{shown}"))
+        return blocks
+    if card.question is not None:
+        fields = question_fields(card, 1000)
+        lines = [f"*{escape(t)}:* {escape(v)}" for t, v in fields] or ["_no details given_"]
+        blocks.append(_section(f"*Question* {code(card.question.name)}\n" + "\n".join(lines)))
+        return blocks
     if card.sites:
         blocks.append(_section("*Sites*\n" + _bullets(card.sites)))
     if card.urls:
@@ -133,6 +153,10 @@ def _what(card: ApprovalCard) -> list[Block]:
 
 
 def _summary(card: ApprovalCard) -> str:
+    if card.tool is not None:
+        return "the call of " + code(card.tool.name)
+    if card.question is not None:
+        return "the question " + code(card.question.name)
     parts = []
     if card.sites:
         parts.append("sites " + _listed(card.sites))
@@ -154,8 +178,7 @@ def _asks(card: ApprovalCard) -> str:
 
 
 def _plain_summary(card: ApprovalCard) -> str:
-    names = [*card.sites, *card.packages]
-    return ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return subject_title(card)
 
 
 # ----------------------------------------------------------------------------- the card
@@ -241,6 +264,28 @@ def _package_choice(card: ApprovalCard) -> ActionsBlock | None:
     return ActionsBlock(block_id=packages_block_id(card.card_id), elements=elements)
 
 
+def _footer(card: ApprovalCard) -> ContextBlock:
+    fp = f" · call {code(short_fingerprint(card))}" if card.tool is not None else ""
+    return ContextBlock(
+        elements=[
+            MarkdownTextObject(
+                text=f"{date_token(card.expires_at, 'Expires ')} · {who_may_answer(card)} "
+                f"· card {code(card.card_id)}{fp}"
+            )
+        ]
+    )
+
+
+def _deny_button(value: str, text: str) -> ButtonElement:
+    return ButtonElement(
+        action_id=ACTION_DENY,
+        text=PlainTextObject(text="Deny"),
+        style="danger",
+        value=value,
+        confirm=ConfirmObject(title="Deny this request?", text=text, confirm="Deny", deny="Cancel", style="danger"),
+    )
+
+
 def card_message(
     card: ApprovalCard,
     secret: str,
@@ -250,7 +295,10 @@ def card_message(
 ) -> SlackMessage:
     """The card. With a policy: the duration choice, the deny reason, who may answer, the votes so
     far. Routing: `link` (the copy in the approvers' channel) points at the requesting thread;
-    `routed_to` (the requester's copy) says where the approvers were asked."""
+    `routed_to` (the requester's copy) says where the approvers were asked. A tool or question
+    card has its own buttons (_call_card_message)."""
+    if card.kind != "download":
+        return _call_card_message(card, secret, votes, link, routed_to)
     value = button_value(card.card_id, secret)
     blocks: list[Block] = [
         HeaderBlock(text=PlainTextObject(text="Approval needed")),
@@ -277,16 +325,7 @@ def card_message(
     tally = votes_line(card.policy, votes)
     if tally:
         blocks.append(_section(tally))
-    blocks.append(
-        ContextBlock(
-            elements=[
-                MarkdownTextObject(
-                    text=f"{date_token(card.expires_at, 'Expires ')} · {who_may_answer(card)} "
-                    f"· card {code(card.card_id)}"
-                )
-            ]
-        )
-    )
+    blocks.append(_footer(card))
     blocks.append(
         ActionsBlock(
             block_id=f"approvals.answer:{card.card_id}",
@@ -297,22 +336,53 @@ def card_message(
                     style="primary",
                     value=value,
                 ),
-                ButtonElement(
-                    action_id=ACTION_DENY,
-                    text=PlainTextObject(text="Deny"),
-                    style="danger",
-                    value=value,
-                    confirm=ConfirmObject(
-                        title="Deny this request?",
-                        text="The agent continues without these downloads.",
-                        confirm="Deny",
-                        deny="Cancel",
-                        style="danger",
-                    ),
-                ),
+                _deny_button(value, "The agent continues without these downloads."),
             ],
         )
     )
+    return SlackMessage(text=f"Approval needed: {_plain_summary(card)}", blocks=blocks)
+
+
+def _call_card_message(
+    card: ApprovalCard, secret: str, votes: Sequence[Vote], link: str | None, routed_to: str | None
+) -> SlackMessage:
+    """A `tool` card (Approve once / Approve for this chat / Deny) or a `question` card
+    (Approve / Deny), each with an optional deny reason."""
+    value = button_value(card.card_id, secret)
+    if card.tool is not None:
+        intro = f"{user_ref(card.owner)}, the agent wants to run {code(card.tool.name)}; it has not run yet."
+        buttons = [
+            ButtonElement(
+                action_id=ACTION_APPROVE_ONCE, text=PlainTextObject(text="Approve once"), style="primary", value=value
+            ),
+            ButtonElement(action_id=ACTION_APPROVE, text=PlainTextObject(text="Approve for this chat"), value=value),
+            _deny_button(value, "The call does not run; the agent is told why."),
+        ]
+    else:
+        intro = f"{user_ref(card.owner)}, the agent asks you a question before it goes on."
+        buttons = [
+            ButtonElement(action_id=ACTION_APPROVE, text=PlainTextObject(text="Approve"), style="primary", value=value),
+            _deny_button(value, "The agent is told you said no."),
+        ]
+    blocks: list[Block] = [
+        HeaderBlock(text=PlainTextObject(text="Approval needed")),
+        _section(intro),
+        *_what(card),
+    ]
+    if link:
+        blocks.append(_section(f"Asked in <{escape(link)}|this conversation>."))
+    if routed_to:
+        blocks.append(_section(f"Also sent to the approvers in <#{escape(routed_to)}>."))
+    durations = _duration_choice(card) if card.tool is not None else None
+    if durations is not None:
+        blocks.append(_section("*Approve for this chat for*"))
+        blocks.append(durations)
+    blocks.append(_reason_input(card))
+    tally = votes_line(card.policy, votes)
+    if tally:
+        blocks.append(_section(tally))
+    blocks.append(_footer(card))
+    blocks.append(ActionsBlock(block_id=f"approvals.answer:{card.card_id}", elements=buttons))
     return SlackMessage(text=f"Approval needed: {_plain_summary(card)}", blocks=blocks)
 
 
@@ -335,6 +405,11 @@ def _outcome_line(card: ApprovalCard, answer: Answer) -> tuple[str, str]:
         if answer.reason:
             line += f"\n*Reason:* “{escape(answer.reason)}”"
         return line, "Denied"
+    if card.tool is not None:
+        scope = "once" if answer.duration == ONCE else "for this chat"
+        return f":white_check_mark: *Approved {scope}* {_summary(card)}", "Approved"
+    if card.question is not None:
+        return f":white_check_mark: *Approved* {_summary(card)}", "Approved"
     allowed = card.chosen_packages(answer)
     left_out = card.left_out_packages(answer)
     parts = []
@@ -491,7 +566,7 @@ def grants_message(grants: Iterable[Grant], notice: str | None = None) -> SlackM
                     accessory=ButtonElement(
                         action_id=ACTION_REVOKE,
                         text=PlainTextObject(text="Revoke"),
-                        value=revoke_value(g.chat, g.name),
+                        value=revoke_value(g.chat, g.revoke_subject),
                     ),
                 )
             )
@@ -506,7 +581,7 @@ def revoked_message(subject: str, revoked: Sequence[Grant]) -> SlackMessage:
         what = "anything" if subject == "all" else code(subject)
         return _plain(f"You had not approved {what} here; nothing to revoke.")
     chats = len({g.chat for g in revoked})
-    names = sorted({g.name for g in revoked})
+    names = sorted({g.revoke_subject for g in revoked})
     return _plain(
         f":wastebasket: Revoked {_listed(names)} in {chats} chat{'s' if chats != 1 else ''}. "
         "It takes effect for the next download."

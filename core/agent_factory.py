@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from strands import Agent
@@ -17,7 +18,9 @@ from strands.models.model import Model
 
 from core.approval_tool import request_approval
 from core.batch_rule import APPROVAL_TOOL, enforce_batch_rule
+from core.demo_tools import make_save_note
 from core.scripted_model import ScriptedModel
+from core.tool_gate import attach, parse_names, resolve
 
 AgentFactory = Callable[[], Agent]
 
@@ -62,14 +65,19 @@ def prepare(agent: Agent) -> Agent:
     return agent
 
 
-def default_factory(model: str = "scripted", extra_tools: Sequence[Any] = ()) -> AgentFactory:
+def default_factory(
+    model: str = "scripted", extra_tools: Sequence[Any] = (), notes_dir: str | Path | None = None
+) -> AgentFactory:
+    """The default agent: the approval tool, `save_note` (when a notes folder is given) and any
+    extra tools (the sandbox's `run_script`)."""
     build_model(model)  # fail at start-up, not at the first turn
+    demo = [make_save_note(Path(notes_dir))] if notes_dir is not None else []
 
     def make() -> Agent:
         return prepare(
             Agent(
                 model=build_model(model),
-                tools=[request_approval, *extra_tools],
+                tools=[request_approval, *demo, *extra_tools],
                 system_prompt=SYSTEM_PROMPT,
                 callback_handler=None,
             )
@@ -92,5 +100,20 @@ def user_factory(target: str) -> AgentFactory:
         if not isinstance(agent, Agent):
             raise TypeError(f"--agent {target!r} returned {type(agent).__name__}, not a strands Agent")
         return prepare(agent)
+
+    return make
+
+
+def gated_factory(factory: AgentFactory, confirm_tools: str | Sequence[str] | None) -> AgentFactory:
+    """`--confirm-tools`: every agent the factory builds gets the tool gate (core/tool_gate.py).
+    The names are checked against the agent's tools here, at start-up: a name that matches no
+    tool raises ConfirmToolsError and the server does not start."""
+    entries = parse_names(confirm_tools)
+    if not entries:
+        return factory
+    gated = resolve(entries, factory().tool_names)
+
+    def make() -> Agent:
+        return attach(factory(), gated)
 
     return make

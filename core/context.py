@@ -28,6 +28,7 @@ class RequestContext:
     can_ask_human: bool
     approved_sites: frozenset[str] = frozenset()
     approved_packages: frozenset[str] = frozenset()
+    approved_tools: frozenset[str] = frozenset()  # grants of kind tool: gated tools that run without a card
     resume_card: ApprovalCard | None = None
     # On a resume: the claim's fencing token (1 for the first attempt, 2 after a dead worker's
     # lease lapsed and another worker claimed the card...). A worker killed after a side effect

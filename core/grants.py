@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+from core.card_kinds import grants_to_write
 from core.models import Answer, AuditEvent, Clock, Grant, Pointer, Refusal, SubjectKind
 from core.settings import Settings
 from core.subjects import subject_matches
@@ -27,13 +28,13 @@ class GrantBook:
 
     async def apply(self, p: Pointer, user: str, answer: Answer, now: float) -> None:
         """Approve writes a row per approved subject stamped with the card id; what the answer
-        does not approve has its stored rows removed."""
-        chosen = set(p.card.chosen_packages(answer))
+        does not approve has its stored rows removed. A tool card approved once writes nothing."""
+        writes = set(grants_to_write(p.card, answer))
         policy, s = p.card.policy, self.settings
         lasts = policy.grant_seconds(answer.duration, s.grant_ttl) if policy is not None else s.grant_ttl
         once = lasts <= 0  # `once`: this turn only, and no longer than a resume may run
         for kind, name in p.card.subjects():
-            if answer.approved and (kind == "site" or name in chosen):
+            if (kind, name) in writes:
                 grant = Grant(
                     user=p.owner,
                     chat=p.chat,
@@ -46,6 +47,8 @@ class GrantBook:
                 )
                 await self.rows.put_grant(grant, ttl=grant.expires_at + self.settings.retention)
                 await self._audit(p.chat, now, "grant", user, p.card_id, kind, name)
+            elif answer.approved and kind == "tool":
+                continue  # approved once: this call runs; nothing to write, nothing to take back
             elif await self.rows.delete_grant(user=p.owner, chat=p.chat, kind=kind, name=name):
                 await self._audit(p.chat, now, "revoke", user, p.card_id, kind, name)
 

@@ -13,7 +13,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SubjectKind = Literal["site", "package"]
+SubjectKind = Literal["site", "package", "tool"]
+CardKind = Literal["download", "tool", "question"]
 PointerState = Literal["pending", "claimed", "done", "expired"]
 
 
@@ -138,8 +139,31 @@ class Vote(Strict):
     packages: list[str] | None = None
 
 
+class ToolCall(Strict):
+    """The subject of a `tool` card: one gated tool call, bound to the card by its fingerprint
+    (SHA-256 of the name and the canonical JSON input, core.tool_gate.fingerprint). `input` is the
+    call's input as the model gave it, or a truncated canonical-JSON string when it is too large to
+    keep on the card (`truncated`); the fingerprint always covers the whole input."""
+
+    name: str
+    input: Any
+    fingerprint: str
+    truncated: bool = False
+
+
+class Question(Strict):
+    """The subject of a `question` card: an interrupt a user's own agent raised (its name and its
+    JSON reason, shown as fields), answered with `{"approved": bool, "reason"?: str}`."""
+
+    name: str
+    reason: Any
+
+
 class ApprovalCard(Strict):
-    """What a person is asked to approve. Shown on every front end; never holds the secret."""
+    """What a person is asked to approve. Shown on every front end; never holds the secret.
+
+    `kind` says what: `download` (sites and packages, the approval tool), `tool` (a gated tool
+    call, `tool`), or `question` (any other interrupt, `question`)."""
 
     card_id: str
     chat: str
@@ -152,8 +176,14 @@ class ApprovalCard(Strict):
     created_at: float
     expires_at: float
     policy: CardPolicy | None = None  # None: no policy file, only the owner answers (today's behaviour)
+    kind: CardKind = "download"
+    tool: ToolCall | None = None
+    question: Question | None = None
 
     def subjects(self) -> list[tuple[SubjectKind, str]]:
+        """What a grant of this card would cover: sites and packages, or the gated tool's name."""
+        if self.tool is not None:
+            return [("tool", self.tool.name)]
         return [("site", s) for s in self.sites] + [("package", p) for p in self.packages]
 
     def chosen_packages(self, answer: Answer) -> list[str]:
@@ -220,7 +250,7 @@ class Pointer(Strict):
 
 
 class Grant(Strict):
-    """R14: one approved site or package for one user in one chat."""
+    """R14: one approved site, package or tool for one user in one chat."""
 
     user: str
     chat: str
@@ -230,6 +260,12 @@ class Grant(Strict):
     created_at: float
     expires_at: float
     turn_id: str | None = None  # a `once` grant: it counts only in this turn
+
+    @property
+    def revoke_subject(self) -> str:
+        """What a Revoke button or a revoke command names for this grant: `tool:NAME` for a tool
+        (a tool name could read as a host), else the host or package."""
+        return f"tool:{self.name}" if self.kind == "tool" else self.name
 
 
 class Refusal(Strict):
@@ -342,8 +378,6 @@ class InvalidAnswer(ValueError):
 
 
 ANSWER_STATUSES = ("resolved", "cancelled")
-
-
 ANSWER_FIELDS = ("approved", "packages", "duration", "reason")
 
 
@@ -407,10 +441,15 @@ def parse_answer(status: object, payload: object) -> Answer:
     """R15 where an answer must be interpreted (the tool reading the SDK's response), fail closed:
     only `status == "resolved"` with `{"approved": true}` (and, optionally, `"packages"`: a list of
     strings, and `"duration"`) approves. Cancelled, unknown status, a missing field, an extra field,
-    a non-bool `approved`, or any other shape is a deny (keeping a well-formed deny's reason)."""
+    a non-bool `approved`, or any other shape is a deny (keeping a deny's readable reason, cleaned
+    and cut to MAX_REASON, so the model hears why)."""
     deny = Answer(approved=False)
     if status != "resolved" or not isinstance(payload, dict):
         return deny
+    if payload.get("approved") is False and set(payload) <= {"approved", "reason"}:
+        reason = payload.get("reason")
+        cleaned = clean_reason(reason)[:MAX_REASON].strip() if isinstance(reason, str) else ""
+        return Answer(approved=False, reason=cleaned) if cleaned else deny
     try:
         answer = read_answer(status, payload)
     except InvalidAnswer:

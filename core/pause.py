@@ -14,7 +14,7 @@ from strands import Agent
 from strands.agent.agent_result import AgentResult
 
 from core import tracing, wording
-from core.approval_tool import INTERRUPT_NAME
+from core.card_kinds import Several, Unreadable, draft_of
 from core.context import RequestContext
 from core.ids import hash_secret, mint_card_id, mint_secret
 from core.models import ApprovalCard, AuditEvent, CardOffer, Clock, Fence, Pointer, StoreUnavailable, TurnResult
@@ -52,25 +52,29 @@ class Pauser:
     async def offer(
         self, agent: Agent, result: AgentResult, ctx: RequestContext, holding: Fence | None = None
     ) -> TurnResult:
-        interrupts = list(result.interrupts or [])
-        ours = [i for i in interrupts if i.name == INTERRUPT_NAME]
-        if len(interrupts) != 1 or len(ours) != 1 or not isinstance(ours[0].reason, dict):
-            # The batch rule allows one approval per step; anything else is not ours to offer.
-            log.warning("paused on interrupts we cannot offer: %s", [i.name for i in interrupts])
+        draft = draft_of(list(result.interrupts or []))
+        if isinstance(draft, Several):
+            # Not offered half-way (issue 14): say so plainly; nothing is written.
+            log.warning("paused on several interrupts at once: %s", list(draft.names))
+            return TurnResult(status="answered", text=wording.CANNOT_ANSWER_SEVERAL)
+        if isinstance(draft, Unreadable):
+            log.warning("paused on an interrupt we cannot read: %s", draft.name)
             return TurnResult(status="answered", text=wording.SNAPSHOT_FAILED)
-        draft = ours[0].reason
         now = self.clock.now()
         card = ApprovalCard(
             card_id=mint_card_id(),
             chat=ctx.chat,
             owner=ctx.user,
             platform=ctx.platform,
-            reason=str(draft.get("reason", "")),
-            sites=[str(s) for s in draft.get("sites", [])],
-            urls=[str(u) for u in draft.get("urls", [])],
-            packages=[str(p) for p in draft.get("packages", [])],
+            reason=draft.reason,
+            sites=list(draft.sites),
+            urls=list(draft.urls),
+            packages=list(draft.packages),
             created_at=now,
             expires_at=now + self.settings.card_expiry,
+            kind=draft.kind,
+            tool=draft.tool,
+            question=draft.question,
         )
         if self.policy is not None:  # the strictest rule over the card's subjects, fixed on the card
             card = card.model_copy(update={"policy": self.policy.decide(card.subjects(), self.settings.grant_ttl)})
@@ -98,8 +102,8 @@ class Pauser:
             ttl=card.expires_at + self.settings.resume_deadline + self.settings.retention,
             snapshot=ref,
             card=card,
-            sdk_interrupt_id=ours[0].id,
-            tool_use_id=str(draft.get("tool_use_id", "")),
+            sdk_interrupt_id=draft.interrupt_id,
+            tool_use_id=draft.tool_use_id,
             turn_id=ctx.turn_id,
             created_at=now,
             trace_context=tracing.current_context(),  # the resume's span links to this turn's
@@ -126,8 +130,11 @@ class Pauser:
                 actor=ctx.user,
                 card_id=card.card_id,
                 detail={
+                    "kind": card.kind,
                     "sites": card.sites,
                     "packages": card.packages,
+                    **({"tool": card.tool.name, "fingerprint": card.tool.fingerprint} if card.tool else {}),
+                    **({"question": card.question.name} if card.question else {}),
                     "chained_from": holding.card_id if holding else None,
                     **({"policy": card.policy.model_dump()} if card.policy is not None else {}),
                 },

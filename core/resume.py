@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from strands.types import Snapshot
 from strands.types.interrupt import InterruptResponseContent
+from strands.types.session import decode_bytes_values
 
 from core import tracing, wording
 from core.agent_factory import AgentFactory
+from core.card_kinds import answer_problem, binds, interrupt_response
 from core.context import RequestContext, ToolAccess, invocation_state
 from core.grants import GrantBook
 from core.history import History
@@ -43,8 +47,7 @@ from core.models import (
 from core.pause import ClaimLost, Pauser, final_text
 from core.policy import ApproverCheck, NoApprovers, may_answer
 from core.settings import Settings
-from core.snapshots import decode
-from core.turns import approved_sets, is_answerable
+from core.turns import approved_sets, approved_tools, is_answerable
 from store.aio import Objects, Rows
 
 log = logging.getLogger(__name__)
@@ -63,6 +66,25 @@ INVALID_DURATION = "Invalid answer: that duration is not one this card offers."
 APPROVER_MUST_ANSWER = "An approver must answer this: the person who asked may not approve their own request."
 APPROVER_ONLY = "An approver must answer this, and you are not one of the approvers."
 OWNER_OR_APPROVER = "Only the person who asked, or an approver, may answer this approval."
+NOT_BOUND = "This approval no longer matches the call it shows; nothing ran. Ask the agent again."
+
+
+class NotBound(Exception):
+    """A tool card whose stored run does not hold the call the card shows (card_kinds.binds)."""
+
+
+def answered_detail(card: ApprovalCard, answer: Answer) -> dict[str, Any]:
+    """The audit trail's record of an answer: what was answered, and how (with the deny reason)."""
+    detail: dict[str, Any] = {"kind": card.kind, "approved": answer.approved, "packages": answer.packages}
+    if card.tool is not None:
+        detail.update(tool=card.tool.name, fingerprint=card.tool.fingerprint)
+    if card.question is not None:
+        detail.update(question=card.question.name)
+    if answer.duration is not None:
+        detail["duration"] = answer.duration
+    if answer.reason is not None:
+        detail["reason"] = answer.reason
+    return detail
 
 
 def forbidden_message(owner: str) -> str:
@@ -164,11 +186,9 @@ class ResumeService:
             return await self._replay(p, p.answer_key)
         if p.state == "expired":
             return self._expired(p, EXPIRED)
-        if answer.packages is not None and not set(answer.packages) <= set(p.card.packages):
-            return ResumeResult(outcome="invalid", message=INVALID_PACKAGES, card=p.card)
-        offered = p.card.policy.durations if p.card.policy is not None else []
-        if answer.duration is not None and answer.duration not in offered:
-            return ResumeResult(outcome="invalid", message=INVALID_DURATION, card=p.card)
+        problem = answer_problem(p.card, answer)
+        if problem is not None:
+            return ResumeResult(outcome="invalid", message=problem, card=p.card)
         now = clock.now()
         if p.state == "claimed" and p.lease_until is not None and p.lease_until >= now:
             return self._in_progress(p)
@@ -271,15 +291,16 @@ class ResumeService:
         heartbeat = keeper.hold(Heartbeat(renew, clock, settings.lease, deadline))
         try:
             await self.grants.apply(p, user, answer, now)
-            detail: dict[str, Any] = {"approved": answer.approved, "packages": answer.packages}
-            if answer.reason is not None:
-                detail["reason"] = answer.reason  # the approver's words, kept in the audit trail
+            detail = answered_detail(p.card, answer)
             if p.card.policy is not None:
                 detail.update(duration=answer.duration, votes=[v.user for v in p.votes])
             await self._audit(p, "answered", user, now, detail)
             raw = await self.objects.get(p.snapshot)
+            snap = decode_bytes_values(json.loads(raw))
+            if not binds(p.card, p.tool_use_id, p.sdk_interrupt_id, snap):
+                raise NotBound(p.card_id)
             agent = self.factory()
-            agent.load_snapshot(decode(raw))
+            agent.load_snapshot(Snapshot.from_dict(snap))
             grants = await rows.grants(user=p.owner, chat=p.chat, now=clock.now())
             sites, packages = approved_sets(grants, p.turn_id)
             ctx = RequestContext(
@@ -290,10 +311,11 @@ class ResumeService:
                 can_ask_human=True,
                 approved_sites=sites,
                 approved_packages=packages,
+                approved_tools=approved_tools(grants, p.turn_id),
                 resume_card=p.card,
                 resume_attempt=token,
             )
-            response: dict[str, Any] = answer.model_dump(exclude_none=True)  # never null (null re-raises)
+            response = interrupt_response(p.card, answer)  # never null (null re-raises)
             reply: list[InterruptResponseContent] = [
                 {"interruptResponse": {"interruptId": p.sdk_interrupt_id, "response": response}}
             ]
@@ -312,6 +334,14 @@ class ResumeService:
                 await self.history.save(p.chat, agent, p.created_at)
         except ClaimLost:
             return self._in_progress(p)
+        except NotBound:
+            # The stored run does not hold the call this card shows: answer nothing, run nothing.
+            log.warning("card %s does not match its stored call: expired", p.card_id)
+            at = clock.now()
+            await self.grants.apply(p, "system", Answer(approved=False), at)
+            await rows.finish(fence, answer_key="")
+            await self._audit(p, "expired", "system", at, {"why": "the stored call does not match the card"})
+            return self._expired(p, NOT_BOUND)
         finally:
             keeper.release(heartbeat)
 

@@ -7,7 +7,9 @@ in one process resume in another. Behaviour, for the last user message of the co
 - URLs: one step asking approval for their hosts; `download URL1 then URL2`: one step per URL,
   each its own approval (a chained card when the first is approved and the second is asked);
 - when the `run_script` tool is registered, each step first runs a download script, asks for
-  approval only for what the sandbox reports blocked, and after an approval runs it again.
+  approval only for what the sandbox reports blocked, and after an approval runs it again;
+- `save a note: TEXT` (when the `save_note` tool is registered): one call of save_note(TEXT), then
+  a reply that says whether it was saved (quoting the tool's refusal when it was not).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from strands.models.model import Model
 from core.batch_rule import APPROVAL_TOOL
 
 RUN_SCRIPT = "run_script"
+SAVE_NOTE = "save_note"
+_NOTE = re.compile(r"^\s*save a note:\s*(.+?)\s*$", re.IGNORECASE | re.DOTALL)
 _URL = re.compile(r"https?://[^\s<>\"')\]]+")
 _CHAIN = re.compile(r"^\s*download\s+(\S+)\s+then\s+(\S+)\s*$", re.IGNORECASE)
 
@@ -79,6 +83,9 @@ class ScriptedModel(Model):
         if start < 0:
             return "Hello. Tell me what to download.", []
         prompt = " ".join(b["text"] for b in messages[start]["content"] if "text" in b)
+        note = _NOTE.match(prompt)
+        if note and SAVE_NOTE in tool_names:
+            return self._note(note.group(1), messages[start + 1 :])
         steps = steps_of(prompt)
         if not steps:
             return f"No download is needed for that. You said: {prompt.strip()[:200]}", []
@@ -139,6 +146,16 @@ class ScriptedModel(Model):
         if len(pending) < 3:
             return "", cursor, run
         return self._output(urls, _text_of(pending[2][2])), take(3), None
+
+    @staticmethod
+    def _note(text: str, turn: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+        results = [b["toolResult"] for m in turn for b in m["content"] if "toolResult" in b]
+        if not results:
+            return "", [{"name": SAVE_NOTE, "input": {"text": text}}]
+        last = results[-1]
+        if last.get("status") == "success":
+            return _text_of(last), []
+        return f"I did not save the note. ({_text_of(last)})", []
 
     @staticmethod
     def _without(urls: list[str], why: str) -> str:

@@ -119,15 +119,22 @@ def normalize_package(name: str) -> str:
 
 
 def normalize(kind: SubjectKind, name: str) -> str:
+    if kind == "tool":
+        return name  # a tool's registered name, exactly (checked at start-up against the agent)
     return normalize_host(name) if kind == "site" else normalize_package(name)
 
 
 def subject_matches(grant: Grant, subject: str) -> bool:
-    """Does a revoke of `subject` (a host, a package, `package:NAME`, or `all`) take this grant?
-    The subject is normalised like the grant was, so `zope.interface` revokes `zope-interface`."""
+    """Does a revoke of `subject` (a host, a package, `package:NAME`, `tool:NAME`, or `all`) take
+    this grant? Sites and packages are normalised like the grant was, so `zope.interface` revokes
+    `zope-interface`; a tool name is matched exactly (tool names are case-sensitive)."""
     s = subject.strip()
     if s.lower() == "all":
         return True
+    if s.lower().startswith("tool:"):
+        return grant.kind == "tool" and s[len("tool:") :].strip() == grant.name
+    if grant.kind == "tool":
+        return s == grant.name
     kinds: tuple[str, ...] = ("site", "package")
     if s.lower().startswith("package:"):
         s, kinds = s[len("package:") :], ("package",)

@@ -52,6 +52,12 @@ def approved_sets(grants: list[Grant], turn_id: str | None = None) -> tuple[froz
     )
 
 
+def approved_tools(grants: list[Grant], turn_id: str | None = None) -> frozenset[str]:
+    """Gated tools with a live grant in this chat: they run without a card (core/tool_gate.py).
+    A `once` grant (a policy's default duration) counts only in its own turn."""
+    return frozenset(g.name for g in grants if g.kind == "tool" and (g.turn_id is None or g.turn_id == turn_id))
+
+
 class TurnRunner:
     def __init__(
         self,
@@ -116,6 +122,7 @@ class TurnRunner:
             can_ask_human=not unattended,
             approved_sites=sites,
             approved_packages=packages,
+            approved_tools=approved_tools(grants, turn_id),
         )
         agent = self.factory()
         await self.history.restore(chat, agent)

@@ -79,3 +79,30 @@ def invalid_input(reason: str) -> str:
 
 
 STORE_UNAVAILABLE = "The approval store is unavailable right now; nothing was changed. Try again."
+# --- tool-name approvals (core/tool_gate.py) and other interrupts ---------------------------
+CANNOT_ANSWER_SEVERAL = (
+    "The agent paused on several questions at once in one step, and this front end can answer only "
+    "one at a time, so nothing was offered and nothing ran. Please ask again, one step at a time."
+)
+
+
+def tool_no_context(name: str) -> str:
+    return (
+        f"Tool {name} needs a person's approval, which is not available in this run (no request context "
+        "was set by the server). It did not run. Continue without it and say so."
+    )
+
+
+def tool_unattended(name: str) -> str:
+    return (
+        f"Access denied: {name} needs a person's approval, which cannot be asked in this run (nobody can "
+        "answer). It did not run. Continue without it and say so."
+    )
+
+
+def tool_denied(name: str, reason: str | None) -> str:
+    why = f' Their reason: "{reason}".' if reason else ""
+    return (
+        f"The user did not approve this call of {name}, so it did not run.{why} "
+        "Do not try to do the same another way. Continue without it and say so."
+    )

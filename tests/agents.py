@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from strands import Agent, tool
+from strands import Agent, ToolContext, tool
 
 from core.agent_factory import AgentFactory, prepare
 from core.approval_tool import request_approval
@@ -123,3 +123,70 @@ def work_policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any
 
 def work_agent() -> Agent:
     return Agent(model=PolicyModel(work_policy), tools=[do_work], callback_handler=None)
+
+
+# --- issue 14: gated tools and a user's own interrupting tool -------------------------------
+NOTES_ENV = "CHAT_APPROVALS_TEST_NOTES"  # where the test agents' save_note writes
+QUESTION_LOG_ENV = "CHAT_APPROVALS_TEST_QUESTION_LOG"  # a line per answer delete_repo received
+
+
+def _save_note() -> Any:
+    from pathlib import Path
+
+    from core.demo_tools import make_save_note
+
+    return make_save_note(Path(os.environ.get(NOTES_ENV, "var/notes")))
+
+
+def note_twice_policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """Two gated calls in ONE step (two interrupts at once), then a summary."""
+    results = results_of(messages)
+    if not results:
+        return "", [{"name": "save_note", "input": {"text": "one"}}, {"name": "save_note", "input": {"text": "two"}}]
+    return "notes: " + "; ".join(text_of(r) for r in results), []
+
+
+def note_chain_policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """Two gated calls one after the other in one turn: the second is a new (chained) card."""
+    results = results_of(messages)
+    if len(results) < 2:
+        return "", [{"name": "save_note", "input": {"text": ["one", "two"][len(results)]}}]
+    return "notes: " + "; ".join(text_of(r) for r in results), []
+
+
+def note_twice_agent() -> Agent:
+    return Agent(model=PolicyModel(note_twice_policy), tools=[_save_note()], callback_handler=None)
+
+
+def note_chain_agent() -> Agent:
+    return Agent(model=PolicyModel(note_chain_policy), tools=[_save_note()], callback_handler=None)
+
+
+@tool(context=True)
+def delete_repo(repo: str, tool_context: ToolContext) -> str:
+    """Delete a repository, after asking a person (the user's own interrupt, not ours).
+
+    Args:
+        repo: owner/name
+    """
+    answer = tool_context.interrupt("approval", reason={"action": "delete_repo", "repo": repo, "risk": "high"})
+    path = os.environ.get(QUESTION_LOG_ENV)
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(answer) + "\n")
+    if isinstance(answer, dict) and answer.get("approved") is True:
+        return f"deleted {repo}"
+    why = answer.get("reason") if isinstance(answer, dict) else None
+    return f"NOT deleted {repo}" + (f": {why}" if why else "")
+
+
+def question_policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    results = results_of(messages)
+    if not results:
+        return "", [{"name": "delete_repo", "input": {"repo": "acme/legacy"}}]
+    return "repo: " + text_of(results[-1]), []
+
+
+def question_agent() -> Agent:
+    """`--agent tests.agents:question_agent`: a user's own tool that raises its own interrupt."""
+    return Agent(model=PolicyModel(question_policy), tools=[delete_repo], callback_handler=None)

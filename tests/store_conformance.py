@@ -635,6 +635,29 @@ def test_r14_delete_grant(store: StoreBackend) -> None:
     assert rows.list_grants("U1", None, T0) == [b]
 
 
+def test_r14_tool_grants_are_rows_like_sites_and_packages(store: StoreBackend) -> None:
+    """Issue 14: a grant of kind `tool` (a gated tool's exact name, case and underscores kept) is
+    listed, sorted, refreshed, expired and deleted like the others, and never collides with a
+    site or package of a similar name."""
+    rows = store.rows
+    tool = _grant("U1", "http:a", "tool", "save_note")
+    upper = _grant("U1", "http:a", "tool", "Save_Note")
+    pkg = _grant("U1", "http:a", "package", "save-note")
+    short = _grant("U1", "http:a", "tool", "write_table", expires=T0 + 10)
+    for g in (tool, upper, pkg, short):
+        rows.put_grant(g, g.expires_at + RETENTION)
+    assert rows.list_grants("U1", "http:a", T0) == [pkg, upper, tool, short]
+    assert rows.list_grants("U1", "http:a", T0 + 10) == [pkg, upper, tool]  # expired: not listed
+    fresh = _grant("U1", "http:a", "tool", "save_note", expires=T0 + 7200, card="c_2")
+    rows.put_grant(fresh, fresh.expires_at + RETENTION)
+    assert rows.list_grants("U1", "http:a", T0) == [pkg, upper, fresh, short]
+    assert not rows.delete_grant("U1", "http:a", "site", "save_note")
+    assert not rows.delete_grant("U1", "http:a", "package", "save_note")
+    assert rows.delete_grant("U1", "http:a", "tool", "save_note")
+    assert not rows.delete_grant("U1", "http:a", "tool", "save_note")
+    assert rows.list_grants("U1", "http:a", T0) == [pkg, upper, short]
+
+
 # --- refusals (R3) --------------------------------------------------------------------------
 
 

@@ -140,6 +140,29 @@ function check(name, cond, detail = '') {
       await outcome.first().waitFor({ timeout: WAIT });
       await shot('14-approved-by-second-user.png');
       check('the card in the group chat shows the outcome for everyone', (await outcome.count()) >= 1);
+    } else if (process.env.E2E_FLOW === 'note') {
+      // Issue 14: a gated tool. `save a note: …` -> a tool card -> Approve once -> the note is saved.
+      const NOTE = `hello-${TOKEN}`;
+      await send(`save a note: ${NOTE}`);
+      const tcard = page.locator('.ac-adaptiveCard', { hasText: 'Approval needed' }).filter({ hasText: NOTE });
+      await tcard.first().waitFor({ timeout: WAIT });
+      await shot('02-tool-card.png');
+      check('tool card names save_note and offers Approve once, Approve for this chat and Deny',
+        (await tcard.getByText('save_note').count()) >= 1 &&
+        (await tcard.getByRole('button', { name: 'Approve once', exact: true }).count()) === 1 &&
+        (await tcard.getByRole('button', { name: 'Approve for this chat', exact: true }).count()) === 1 &&
+        (await tcard.getByRole('button', { name: 'Deny', exact: true }).count()) === 1);
+      await tcard.getByRole('button', { name: 'Approve once', exact: true }).click();
+      const tdone = page.locator('.ac-adaptiveCard', { hasText: 'Approved once by' }).filter({ hasText: NOTE });
+      await tdone.first().waitFor({ timeout: WAIT });
+      let saved = false;
+      for (let i = 0; i < 60 && !saved; i++) {
+        saved = await page.evaluate((note) => Array.from(document.querySelectorAll('p, span, div'))
+          .some((el) => !el.closest('.ac-adaptiveCard') && (el.textContent || '').includes(`Saved the note: ${note}`)), NOTE);
+        if (!saved) await page.waitForTimeout(500);
+      }
+      await shot('03-note-saved.png');
+      check('the agent says the note was saved', saved);
     } else if (process.env.E2E_FLOW === 'packages') {
       // A card asking for two packages: untick one, Approve; the client merges the choice into the data.
       await send(`analyse the table ${TOKEN}`);

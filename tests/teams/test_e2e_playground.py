@@ -167,3 +167,34 @@ async def test_e2e_group_chat_approval_answered_by_a_second_user(tmp_path: Path)
     finally:
         await runner.cleanup()
         store.close()
+
+
+@pytest.mark.e2e
+async def test_e2e_tool_card_in_playground_saves_the_note(tmp_path: Path) -> None:
+    """Issue 14 in the real client: `save a note: hello` -> a tool card (save_note gated with
+    --confirm-tools) -> Approve once -> the note is saved, once."""
+    from core.agent_factory import default_factory, gated_factory
+    from core.demo_tools import notes_file
+
+    env = require_playground()
+    clock = SystemClock()
+    store = StoreIO(SqliteRows(tmp_path / "rows.db"), FileObjects(tmp_path / "objects", clock=clock))
+    notes = tmp_path / "notes"
+    factory = gated_factory(default_factory("scripted", notes_dir=notes), "save_note")
+    approvals = Approvals(store, clock=clock, agent_factory=factory)
+    cfg = ServerConfig(host="127.0.0.1", port=int(env["TEAMS_E2E_BOT_PORT"]))
+    app = build_app(approvals, cfg, sweep=False, teams=TeamsConfig())
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", cfg.port).start()
+    try:
+        log = await run_browser(env, ROOT / "artifacts" / "teams" / "note", {"E2E_FLOW": "note"})
+        assert "2 passed, 0 failed" in log, log
+        await app[TEAMS].bot.drain()
+        lines = notes_file(notes, CHAT).read_text().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("hello-"), lines
+        kinds = [e.kind for e in await approvals.audit(CHAT)]
+        assert kinds.count("claim_won") == 1, kinds
+    finally:
+        await runner.cleanup()
+        store.close()
