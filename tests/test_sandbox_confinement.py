@@ -250,26 +250,47 @@ print(json.dumps(out))
 # ---- the whole tree dies with the run, and so do its tunnels ----
 
 
+class RecordingOrigin:
+    """A TCP origin behind the gate that keeps what each connection sent and marks each one's end."""
+
+    def __init__(self) -> None:
+        self.received: list[bytes] = []
+        self.conns: list[asyncio.Event] = []  # one per connection, set when that connection closed
+        self.server: asyncio.AbstractServer | None = None
+        self.port = 0
+
+    async def _on_conn(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        closed = asyncio.Event()
+        self.conns.append(closed)
+        while data := await r.read(1024):
+            self.received.append(data)
+        closed.set()
+        w.close()
+
+    async def start(self) -> RecordingOrigin:
+        self.server = await asyncio.start_server(self._on_conn, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def some_data(self) -> None:
+        """Returns once anything arrived (callers bound it with wait_for)."""
+        while not self.received:
+            await asyncio.sleep(0.02)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
 async def test_r18_setsid_daemon_and_its_tunnel_die_with_the_run(tmp_path: Path) -> None:
     """A double-forked, setsid daemon holds a CONNECT tunnel through the gate and keeps writing.
     When the run ends the daemon is gone, the tunnel is closed, nothing more arrives, and after a
     revoke nothing can connect either."""
-    received: list[bytes] = []
-    conns: list[asyncio.Event] = []
-
-    async def on_conn(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        closed = asyncio.Event()
-        conns.append(closed)
-        while data := await r.read(1024):
-            received.append(data)
-        closed.set()
-        w.close()
-
-    origin = await asyncio.start_server(on_conn, "127.0.0.1", 0)
-    port = origin.sockets[0].getsockname()[1]
+    origin = await RecordingOrigin().start()
+    received, conns = origin.received, origin.conns
     grants = FakeGrants()
     grants.grant(USER, CHAT, "site", "files.test")
-    gate = await Gate(GateConfig(resolve=[f"files.test:443=127.0.0.1:{port}"]), backend=grants).start()
+    gate = await Gate(GateConfig(resolve=[f"files.test:443=127.0.0.1:{origin.port}"]), backend=grants).start()
     box = GatedLocalSandbox(gate_unix_socket=gate.unix_path, gate_port=gate.port, confinement=CONF)
     code = """
 import base64, os, socket, sys, time, urllib.parse
@@ -308,20 +329,10 @@ async def test_r18_revoke_mid_run_ends_an_open_tunnel() -> None:
     """A revoke bites on a tunnel already open, while its run goes on: the gate re-checks the
     grant behind an open connection (here every 0.2 s) and closes it once the grant is gone; the
     script sees its connection end long before its own time is up."""
-    received: list[bytes] = []
-    closed = asyncio.Event()
-
-    async def on_conn(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        while data := await r.read(1024):
-            received.append(data)
-        closed.set()
-        w.close()
-
-    origin = await asyncio.start_server(on_conn, "127.0.0.1", 0)
-    port = origin.sockets[0].getsockname()[1]
+    origin = await RecordingOrigin().start()
     grants = FakeGrants()
     grants.grant(USER, CHAT, "site", "files.test")
-    cfg = GateConfig(resolve=[f"files.test:443=127.0.0.1:{port}"], grant_recheck=0.2)
+    cfg = GateConfig(resolve=[f"files.test:443=127.0.0.1:{origin.port}"], grant_recheck=0.2)
     gate = await Gate(cfg, backend=grants).start()
     box = GatedLocalSandbox(gate_unix_socket=gate.unix_path, gate_port=gate.port, confinement=CONF)
     code = """
@@ -342,8 +353,7 @@ except OSError:
 """
 
     async def revoke_once_data_flows() -> None:
-        while not received:
-            await asyncio.sleep(0.05)
+        await origin.some_data()
         grants.revoke(USER, CHAT, "site", "files.test")
 
     try:
@@ -351,7 +361,7 @@ except OSError:
             revoker = asyncio.ensure_future(asyncio.wait_for(revoke_once_data_flows(), 15))
             res = await box.execute_code(code, "python", env=gate.sandbox_env(run))
             await revoker
-            assert closed.is_set(), "the origin's side of the tunnel is still open"
+            assert origin.conns and origin.conns[0].is_set(), "the origin's side of the tunnel is still open"
             assert not run.closed, "the run was still going when its tunnel was ended"
             assert res.stdout.startswith("tunnel closed after"), res.stdout + res.stderr
             assert float(res.stdout.split()[-1].rstrip("s")) < 10
@@ -363,18 +373,8 @@ except OSError:
 async def test_r18_tunnel_allowed_by_the_operator_is_not_rechecked() -> None:
     """The re-check is for grants only: an operator's --gate-allow host keeps its open
     connection with no grant at all (the same script, the allow list instead of a grant)."""
-    got = asyncio.Event()
-    closed = asyncio.Event()
-
-    async def on_conn(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        while await r.read(1024):
-            got.set()
-        closed.set()
-        w.close()
-
-    origin = await asyncio.start_server(on_conn, "127.0.0.1", 0)
-    port = origin.sockets[0].getsockname()[1]
-    cfg = GateConfig(resolve=[f"files.test:443=127.0.0.1:{port}"], allow=["files.test"], grant_recheck=0.1)
+    origin = await RecordingOrigin().start()
+    cfg = GateConfig(resolve=[f"files.test:443=127.0.0.1:{origin.port}"], allow=["files.test"], grant_recheck=0.1)
     gate = await Gate(cfg, backend=FakeGrants()).start()
     try:
         with gate.run(user=USER, chat=CHAT, turn_id=TURN) as run:
@@ -385,9 +385,9 @@ async def test_r18_tunnel_allowed_by_the_operator_is_not_rechecked() -> None:
             await asyncio.wait_for(r.readline(), 5)
             w.write(b"hello")
             await w.drain()
-            await asyncio.wait_for(got.wait(), 5)
+            await asyncio.wait_for(origin.some_data(), 5)
             await asyncio.sleep(0.5)  # five re-check periods: nothing may close it
-            assert not closed.is_set()
+            assert not origin.conns[0].is_set()
             w.close()
     finally:
         await gate.close()
