@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,19 @@ import yaml
 from bots.slack_app import COMMAND, SlackConfig
 
 ROOT = Path(__file__).resolve().parent.parent / "manifest"
-SCOPES = {"app_mentions:read", "im:history", "chat:write", "commands"}
+BOTS = Path(__file__).resolve().parent.parent / "bots"
+# The bot scope each Web API method the front end calls needs (api.slack.com/methods); None: any token.
+METHOD_SCOPES: dict[str, str | None] = {
+    "auth_test": None,
+    "chat_postMessage": "chat:write",
+    "chat_update": "chat:write",
+    "chat_postEphemeral": "chat:write",
+    "chat_getPermalink": None,
+    "usergroups_users_list": "usergroups:read",  # a policy's S... approver ids (issue 13)
+}
+# Scopes for what Slack sends us: events, interactivity and the slash command.
+EVENT_SCOPES = {"app_mentions:read", "im:history", "commands"}
+SCOPES = EVENT_SCOPES | {s for s in METHOD_SCOPES.values() if s}
 
 
 def load(name: str) -> dict[str, Any]:
@@ -29,6 +42,18 @@ def test_manifest_declares_what_the_app_serves(name: str) -> None:
     assert cmd["command"] == COMMAND and len(cmd["description"]) <= 100
     assert m["features"]["app_home"]["messages_tab_enabled"] is True  # people can DM the bot
     assert m["display_information"]["name"]
+
+
+def test_every_web_api_call_has_its_scope_in_the_manifests() -> None:
+    """A method added to the front end must be listed above, so its scope reaches the manifests
+    (a missing scope fails only in a real workspace, with `missing_scope`)."""
+    source = "\n".join(p.read_text() for p in BOTS.glob("*.py"))
+    called = set(re.findall(r"\bclient\.([a-z]+_[A-Za-z_]+)\b", source))
+    assert {"usergroups_users_list", "chat_postMessage"} <= called  # the pattern still finds calls
+    assert called <= METHOD_SCOPES.keys(), f"scope not recorded for {sorted(called - METHOD_SCOPES.keys())}"
+    for name in ["slack.yaml", "slack.socket-mode.yaml"]:
+        granted = set(load(name)["oauth_config"]["scopes"]["bot"])
+        assert {METHOD_SCOPES[m] for m in called} - {None} <= granted, name
 
 
 def test_http_manifest_points_everything_at_one_endpoint() -> None:
