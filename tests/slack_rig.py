@@ -75,9 +75,14 @@ class SlackRig:
         socket_mode: bool = False,
         factory: AgentFactory | None = None,
         policy: str | None = None,
+        resume_workers: int | None = None,
+        resume_queue: int | None = None,
     ) -> None:
         self.factory = factory
         self.policy = policy
+        self.admission = {  # bots/admission.py; the server's defaults when not given
+            k: v for k, v in (("resume_workers", resume_workers), ("resume_queue", resume_queue)) if v is not None
+        }
         self._tmp = None if folder else tempfile.TemporaryDirectory()
         self.folder = folder or Path(self._tmp.name)  # type: ignore[union-attr]
         self.clock = ManualClock(time.time())
@@ -104,7 +109,8 @@ class SlackRig:
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
-            app = build_app(self.approvals, ServerConfig(store=f"sqlite:///{self.folder}/rows.db"), sweep=False)
+            cfg = ServerConfig(store=f"sqlite:///{self.folder}/rows.db", **self.admission)
+            app = build_app(self.approvals, cfg, sweep=False)
         finally:
             for k, v in saved.items():
                 if v is None:
