@@ -193,7 +193,7 @@ def build_app(
     else:
         log.info("no API token set: the HTTP front end (/v1) is off")
     # One queue of resume work for every chat front end (bots/admission.py); closed after they are.
-    admission = Admission(metrics, workers=cfg.resume_workers, capacity=cfg.resume_queue)
+    admission = Admission(metrics, workers=cfg.resume_workers, capacity=cfg.resume_queue, patience=cfg.resume_patience)
     app.cleanup_ctx.append(_closing(admission))
     mount_slack(app, approvals, admission=admission)  # SLACK_* env: HTTP at /slack/events or Socket Mode
     teams_cfg = teams or TeamsConfig.from_env(os.environ)

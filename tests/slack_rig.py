@@ -75,14 +75,11 @@ class SlackRig:
         socket_mode: bool = False,
         factory: AgentFactory | None = None,
         policy: str | None = None,
-        resume_workers: int | None = None,
-        resume_queue: int | None = None,
+        server: dict[str, Any] | None = None,
     ) -> None:
         self.factory = factory
         self.policy = policy
-        self.admission = {  # bots/admission.py; the server's defaults when not given
-            k: v for k, v in (("resume_workers", resume_workers), ("resume_queue", resume_queue)) if v is not None
-        }
+        self.server = server or {}  # ServerConfig fields (e.g. bots/admission.py's resume_workers)
         self._tmp = None if folder else tempfile.TemporaryDirectory()
         self.folder = folder or Path(self._tmp.name)  # type: ignore[union-attr]
         self.clock = ManualClock(time.time())
@@ -109,7 +106,7 @@ class SlackRig:
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
-            cfg = ServerConfig(store=f"sqlite:///{self.folder}/rows.db", **self.admission)
+            cfg = ServerConfig(store=f"sqlite:///{self.folder}/rows.db", **self.server)
             app = build_app(self.approvals, cfg, sweep=False)
         finally:
             for k, v in saved.items():

@@ -114,7 +114,7 @@ async def metric(rig: SlackRig, name: str, labels: dict[str, str] | None = None)
 
 @pytest.fixture
 async def one_worker(hold: Hold) -> AsyncIterator[SlackRig]:
-    rig = await SlackRig(factory=held_factory(hold), resume_workers=1).start()
+    rig = await SlackRig(factory=held_factory(hold), server={"resume_workers": 1, "resume_patience": None}).start()
     try:
         yield rig
     finally:
@@ -149,7 +149,9 @@ async def test_r10_clicks_are_acked_while_a_resume_runs_and_resume_in_arrival_or
 async def test_a_full_queue_refuses_the_click_and_changes_nothing(hold: Hold) -> None:
     """One worker, room for one waiting click: the third click is refused with a clear ephemeral
     message, its card is untouched and stays answerable, and the refusal is counted."""
-    rig = await SlackRig(factory=held_factory(hold), resume_workers=1, resume_queue=1).start()
+    rig = await SlackRig(
+        factory=held_factory(hold), server={"resume_workers": 1, "resume_queue": 1, "resume_patience": None}
+    ).start()
     try:
         cs = await cards(rig, 3)
         assert await rig.click(rig.click_payload(cs[0])) == (200, "")
@@ -179,7 +181,9 @@ async def test_a_full_queue_refuses_the_click_and_changes_nothing(hold: Hold) ->
 
 async def test_shutdown_works_off_the_queued_clicks_first(hold: Hold, tmp_path: Any) -> None:
     """No click is lost at shutdown: the server stops only after the queued clicks have resumed."""
-    rig = await SlackRig(tmp_path, factory=held_factory(hold), resume_workers=1).start()
+    rig = await SlackRig(
+        tmp_path, factory=held_factory(hold), server={"resume_workers": 1, "resume_patience": None}
+    ).start()
     stopped = False
     try:
         cs = await cards(rig, 3)
@@ -206,6 +210,25 @@ async def test_shutdown_works_off_the_queued_clicks_first(hold: Hold, tmp_path: 
         if not stopped:
             await rig.stop(standin=False)
         await rig.standin.stop()
+
+
+async def test_a_resume_waiting_past_its_patience_lets_the_next_click_start(hold: Hold) -> None:
+    """One worker, patience 0: the held resume (as if waiting on its model) stops counting as the
+    worker, so the next click resumes while it is still held; slow resumes do not cap throughput."""
+    rig = await SlackRig(factory=held_factory(hold), server={"resume_workers": 1, "resume_patience": 0}).start()
+    try:
+        cs = await cards(rig, 2)
+        assert await rig.click(rig.click_payload(cs[0])) == (200, "")
+        await hold.wait_entered()
+        assert await rig.click(rig.click_payload(cs[1])) == (200, "")
+        await rig.standin.wait_for(lambda s: (1, "approved") in updates_by_card(rig, cs))
+        assert (0, "approved") not in updates_by_card(rig, cs)  # the first is still held
+        hold.release()
+        await rig.settle()
+        assert [i for i, state in updates_by_card(rig, cs) if state == "approved"] == [1, 0]
+    finally:
+        hold.release()
+        await rig.stop()
 
 
 async def test_an_unreadable_signed_click_is_still_a_clear_4xx() -> None:

@@ -50,7 +50,15 @@ async def test_r9_a_full_queue_answers_503_and_the_card_stays_answerable(
     mock, url = connector
     hold = Hold()
     factory = held_factory(hold)
-    bot = Bot(tmp_path / "store", ManualClock(), url, agent_factory=factory, resume_workers=1, resume_queue=1)
+    bot = Bot(
+        tmp_path / "store",
+        ManualClock(),
+        url,
+        agent_factory=factory,
+        resume_workers=1,
+        resume_queue=1,
+        resume_patience=None,
+    )
     try:
         async with bot:
             data = [await card_in(bot, mock, n) for n in range(3)]
