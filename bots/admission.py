@@ -129,7 +129,7 @@ class Admission:
                 self._counted -= 1
             task = asyncio.current_task()
             if task is not None:
-                self._tasks.discard(task)  # type: ignore[arg-type]
+                self._tasks.discard(task)
             self._pump()
 
     async def drain(self, timeout: float = 30.0) -> bool:
