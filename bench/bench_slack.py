@@ -123,13 +123,35 @@ def table(rows: list[tuple[str, int, list[float], list[float]]]) -> str:
     return "\n".join(lines)
 
 
+def ratios(rows: list[tuple[str, int, list[float], list[float]]]) -> str:
+    """Issue 12's targets, as ratios within this run (absolute times swing from run to run)."""
+    (_, _, acks1, updates1), (name, n, acks_n, updates_n) = rows
+    update = pct(updates_n, 0.5) / pct(updates1, 0.5)
+    ack = pct(acks_n, 0.99) / pct(acks1, 0.5)
+
+    def verdict(x: float) -> str:
+        if n != 100:
+            return "set for 100 concurrent clicks"
+        return "met" if x <= 15 else "not met"
+
+    return "\n".join(
+        [
+            f"click->card updated p50, {name} / 1 at a time: {update:.1f}x (target <= 15x: {verdict(update)})",
+            f"click->ack p99, {name} / ack p50 1 at a time: {ack:.1f}x (target <= 15x: {verdict(ack)})",
+        ]
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--single", type=int, default=50, help="clicks sent one at a time (default 50)")
     p.add_argument("--concurrent", type=int, default=100, help="clicks sent at once (default 100)")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    print(table(asyncio.run(run(args.single, args.concurrent))))
+    rows = asyncio.run(run(args.single, args.concurrent))
+    print(table(rows))
+    print()
+    print(ratios(rows))
 
 
 if __name__ == "__main__":
