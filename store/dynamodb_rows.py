@@ -39,6 +39,7 @@ clean-up, which AWS performs up to days late; `ttl_at` keeps the exact value for
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import secrets
@@ -51,11 +52,23 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from core.models import AuditEvent, ClaimRead, Fence, Grant, OutboxItem, Pointer, Refusal, SubjectKind, Vote
+from core.models import (
+    AuditEvent,
+    ClaimRead,
+    Fence,
+    Grant,
+    OutboxItem,
+    Pointer,
+    Refusal,
+    SessionWrite,
+    SubjectKind,
+    Vote,
+)
 from store.aws import AwsTarget, call_with_retries, error_code, make_client, parse_target
 from store.base import RowStore, StoreError
 
 Item = dict[str, dict[str, Any]]
+log = logging.getLogger(__name__)
 
 POINTER_SK = "pointer"
 CARD_SK = "card"
@@ -340,9 +353,14 @@ class DynamoRows(RowStore):
         r = self._update(fence.chat, self._HOLDING + " AND #lease_until >= :now", "SET #lease_until = :lu", values)
         return r is not None
 
-    def finish(self, fence: Fence, *, answer_key: str) -> bool:
+    def finish(self, fence: Fence, *, answer_key: str, session: SessionWrite | None = None) -> bool:
         values = {**self._holding(fence), ":done": _s("done"), ":ak": _s(answer_key)}
         r = self._update(fence.chat, self._HOLDING, "SET #state = :done, #answer_key = :ak REMOVE #lease_until", values)
+        if r is not None and session is not None:  # a second request: the history is best effort
+            try:
+                self.put_session(session.chat, session.key, session.seq, session.ttl)
+            except StoreError as e:
+                log.warning("history of %s not saved: %s", session.chat, e)
         return r is not None
 
     def replace(self, fence: Fence, *, new: Pointer) -> bool:
