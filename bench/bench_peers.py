@@ -15,8 +15,10 @@ resumes the run, the model replies with text.
       resumed with `Command(resume=...)`. Needs the `bench` extra (pip install -e '.[bench]');
       skipped with a note without it.
   (d) chat-approvals through its facade `core.approvals.Approvals`, in-process, on the embedded
-      store (SQLite + files), the offline scripted model: turn -> card -> resume with the
-      secret -> answered. Its store round trips per cycle are counted and printed too.
+      store (SQLite, the objects in the same file: `--objects sqlite:///...`), the offline
+      scripted model: turn -> card -> resume with the secret -> answered. Its store round trips
+      per cycle are counted and printed too.
+  (d') the same with the objects in a folder (SQLite + files, each object file fsync'd).
 
 (a) and (b) use this project's offline `ScriptedModel` with a bare interrupting tool of the same
 name, so the model's messages are the same as in (d). Each block runs `--block` cycles of each
@@ -238,10 +240,22 @@ async def main_async(cycles: int, block: int, warmup: int) -> None:
             variants.append(Variant("c", lg.label, lg.cycle))
             notes.append(f"(c) LangGraph's SQLite: {lg.durability()}")
             closers.append(lg.close)
-        facade = FacadeCycle(root / "facade")
+        (root / "facade-files").mkdir()
+        facade = FacadeCycle(root / "facade", objects="sqlite")
+        folder = FacadeCycle(root / "facade-files", objects="files")
         variants.append(
-            Variant("d", "(d) chat-approvals facade, SQLite + files, in-process", lambda i: facade.cycle(f"peers-{i}"))
+            Variant(
+                "d",
+                "(d) chat-approvals facade, SQLite (objects in the same file), in-process",
+                lambda i: facade.cycle(f"peers-{i}"),
+            )
         )
+        variants.append(
+            Variant(
+                "d2", "(d') the same with the objects in a folder (SQLite + files)", lambda i: folder.cycle(f"f-{i}")
+            )
+        )
+        closers.append(folder.close)
         try:
             await run_blocks(variants, 0, block, warmup)
             facade.tally.clear()  # count the measured cycles only

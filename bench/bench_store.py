@@ -77,6 +77,15 @@ def _backends() -> list[tuple[str, Callable[[], tuple[Any, Any, list[Any], Calla
         rows = SqliteRows(Path(tmp.name) / "a.db")
         return rows, FileObjects(Path(tmp.name) / "objects"), [], tmp.cleanup
 
+    def embedded_one_file() -> tuple[Any, Any, list[Any], Callable[[], None]]:
+        from store.sqlite_objects import SqliteObjects
+        from store.sqlite_rows import SqliteRows
+
+        tmp = tempfile.TemporaryDirectory()
+        rows = SqliteRows(Path(tmp.name) / "a.db")
+        return rows, SqliteObjects(Path(tmp.name) / "a.db"), [], tmp.cleanup
+
+    out.append(("sqlite (objects in the file)", embedded_one_file))
     out.append(("sqlite + files", embedded))
     dyn, moto = os.environ.get("CHAT_APPROVALS_TEST_DYNALITE"), os.environ.get("CHAT_APPROVALS_TEST_MOTO")
     if moto:

@@ -30,6 +30,9 @@ TEXT = "please fetch https://data.example.org/table.csv"
 USER = "bench-user"
 
 
+OBJECTS = {"sqlite": "SQLite (objects in the same file)", "files": "SQLite + files"}
+
+
 class CycleFailed(RuntimeError):
     """A cycle did not end the way the protocol says: the numbers would mean nothing."""
 
@@ -68,16 +71,20 @@ class CountingIO(StoreIO):
 
 class FacadeCycle:
     """An `Approvals` on a fresh embedded store under `root`, the offline scripted model, and
-    the system clock: what `chat-approvals serve` runs in-process, minus the HTTP front end."""
+    the system clock: what `chat-approvals serve` runs in-process, minus the HTTP front end.
+    `objects`: "sqlite" keeps the objects in the rows' SQLite file, "files" in a folder."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, objects: str = "sqlite") -> None:
         self.root = root
         self.tally: Counter[str] = Counter()
         clock = SystemClock()
         # opened from URLs as `chat-approvals serve --store ... --objects ...` opens them
-        rows = open_rows(f"sqlite:///{(root / 'approvals.db').resolve()}")
-        objects = open_objects(str((root / "objects").resolve()), clock)
-        self.io = CountingIO(rows, objects, self.tally)
+        db = f"sqlite:///{(root / 'approvals.db').resolve()}"
+        rows = open_rows(db)
+        if objects not in OBJECTS:
+            raise ValueError(f"objects: one of {sorted(OBJECTS)}")
+        store = open_objects(db if objects == "sqlite" else str((root / "objects").resolve()), clock)
+        self.io = CountingIO(rows, store, self.tally)
         self.approvals = Approvals(self.io, clock=clock, agent_factory=default_factory("scripted"))
 
     async def cycle(self, chat: str) -> None:

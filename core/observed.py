@@ -267,8 +267,10 @@ class ObservedRows(_Timed, RowStore):
         before: Sequence[AuditWrite] = (),
         after: Sequence[AuditWrite] = (),
     ) -> Claimed | None:
-        before, after = self._outboxed(before), self._outboxed(after)
+        # outbox ids sort in append order: fill them in the order the events are written
+        before = self._outboxed(before)
         changes = [dataclasses.replace(c, audit=self._outboxed([c.audit])[0]) for c in changes]
+        after = self._outboxed(after)
         won = self._timed(
             "claim_grants",
             self.inner.claim_grants,

@@ -27,8 +27,16 @@ def open_rows(url: str) -> RowStore:
 
 
 def open_objects(url: str, clock: Clock) -> ObjectStore:
-    """A folder path (or `file:///path`), or `s3://BUCKET/prefix?...`."""
+    """A folder path (or `file:///path`), `sqlite:///path.db` (objects in that SQLite file, which
+    may be the row store's), or `s3://BUCKET/prefix?...`."""
     parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        from store.sqlite_objects import SqliteObjects
+
+        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+        if not path:
+            raise ValueError(f"bad sqlite URL {url!r}: use sqlite:///relative.db or sqlite:////abs.db")
+        return SqliteObjects(path, clock=clock)
     if parts.scheme in ("", "file"):
         from store.file_objects import FileObjects
 
@@ -37,4 +45,4 @@ def open_objects(url: str, clock: Clock) -> ObjectStore:
         from store.s3_objects import open_s3_objects  # type: ignore[import-not-found,unused-ignore]
 
         return open_s3_objects(url, clock)  # type: ignore[no-any-return,unused-ignore]
-    raise ValueError(f"unknown objects URL {url!r}: expected a folder or s3://BUCKET/prefix")
+    raise ValueError(f"unknown objects URL {url!r}: expected a folder, sqlite:///PATH or s3://BUCKET/prefix")

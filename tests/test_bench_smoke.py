@@ -55,7 +55,7 @@ def test_bench_peers_prints_every_variant_and_the_round_trips(without_langgraph:
     hide = ("langgraph", "langchain_core") if without_langgraph else ()
     out = run_bench("bench.bench_peers", "--cycles", "3", "--block", "2", "--warmup", "1", hide=hide)
     rows = {r[0].split(")")[0] + ")": r for r in table_rows(out, "variant")}
-    expected = ["(a)", "(a')", "(b)", "(d)"]
+    expected = ["(a)", "(a')", "(b)", "(d)", "(d')"]
     if not without_langgraph and importlib.util.find_spec("langgraph") is not None:
         expected.insert(3, "(c)")
         assert "SqliteSaver, durability=sync" in rows["(c)"][0]
