@@ -49,7 +49,7 @@ class Counted:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
-        if not callable(attr) or name.startswith("_") or name == "close":
+        if not callable(attr) or name.startswith("_") or name in ("close", "atomic"):
             return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -83,7 +83,7 @@ def _backends() -> list[tuple[str, Callable[[], tuple[Any, Any, list[Any], Calla
 
         tmp = tempfile.TemporaryDirectory()
         rows = SqliteRows(Path(tmp.name) / "a.db")
-        return rows, SqliteObjects(Path(tmp.name) / "a.db"), [], tmp.cleanup
+        return rows, SqliteObjects(Path(tmp.name) / "a.db", rows=rows), [], tmp.cleanup
 
     out.append(("sqlite (objects in the file)", embedded_one_file))
     out.append(("sqlite + files", embedded))

@@ -45,7 +45,7 @@ class Counted:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
-        if not callable(attr) or name.startswith("_") or name == "close":
+        if not callable(attr) or name.startswith("_") or name in ("close", "atomic"):
             return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:

@@ -7,6 +7,7 @@ A plain delegating wrapper under whatever calls the store, so the core does not 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import secrets
@@ -232,6 +233,9 @@ class ObservedRows(_Timed, RowStore):
     def _notify(self, audit: Sequence[AuditWrite]) -> None:
         if self.on_outbox is not None and any(a.outbox for a in audit):
             self.on_outbox()
+
+    def atomic(self) -> contextlib.AbstractContextManager[object]:
+        return self.inner.atomic()
 
     def begin_turn(self, chat: str, holder: str, user: str, now: float, lease_until: float) -> TurnStart:
         return self._timed("begin_turn", self.inner.begin_turn, chat, holder, user, now, lease_until)

@@ -260,6 +260,13 @@ class Steps:
 
         def step() -> Offered:
             try:
+                with rows.atomic():  # objects kept in the rows' SQLite file: one commit for all
+                    return writes()
+            except Exception as e:  # the commit itself failed: nothing was written
+                return Offered(False, e, "pointer")
+
+        def writes() -> Offered:
+            try:
                 ref = objects.put(key, data)
             except Exception as e:  # any fault of the object store: no pointer, no card
                 return Offered(False, e, "snapshot")
@@ -331,15 +338,16 @@ class Steps:
         rows, objects = self._io.rows, self._io.objects
 
         def step() -> bool:
-            objects.put(answer_key, answer)
-            session = None
-            if history is not None:
-                key, data, seq, ttl = history
-                try:
-                    session = SessionWrite(fence.chat, objects.put(key, data).key, seq, ttl)
-                except Exception as e:
-                    log.warning("history of %s not saved: %s", fence.chat, e)
-            return rows.finish(fence, answer_key=answer_key, session=session)
+            with rows.atomic():  # objects kept in the rows' SQLite file: one commit for all
+                objects.put(answer_key, answer)
+                session = None
+                if history is not None:
+                    key, data, seq, ttl = history
+                    try:
+                        session = SessionWrite(fence.chat, objects.put(key, data).key, seq, ttl)
+                    except Exception as e:
+                        log.warning("history of %s not saved: %s", fence.chat, e)
+                return rows.finish(fence, answer_key=answer_key, session=session)
 
         return await self._io.run(step)
 

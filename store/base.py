@@ -10,6 +10,7 @@ nothing. No method does a read-modify-write in the client.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -256,6 +257,11 @@ class RowStore(ABC):
                 self._append_all([c.audit])
         self._append_all(after)
         return Claimed(won, tuple(self.list_grants(won.owner, won.chat, now)))
+
+    def atomic(self) -> contextlib.AbstractContextManager[object]:
+        """A step's writes (rows, and objects kept in the same database) in one commit where the
+        backend has transactions; elsewhere each write stays its own (the default: nothing)."""
+        return contextlib.nullcontext()
 
     def _append_all(self, audit: Sequence[AuditWrite]) -> None:
         for a in audit:

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from core.models import Clock
 from store.base import ObjectStore, RowStore
+
+# SQLite row stores opened in this process, by file: objects opened on the same file share
+# their connections (one transaction can then hold a snapshot and its pointer).
+_SQLITE_ROWS: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+
+
+def _sqlite_path(url: str) -> str:
+    path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+    if not path:
+        raise ValueError(f"bad sqlite URL {url!r}: use sqlite:///relative.db or sqlite:////abs.db")
+    return path
 
 
 def open_rows(url: str) -> RowStore:
@@ -15,10 +28,10 @@ def open_rows(url: str) -> RowStore:
     if parts.scheme == "sqlite":
         from store.sqlite_rows import SqliteRows
 
-        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
-        if not path:
-            raise ValueError(f"bad sqlite URL {url!r}: use sqlite:///relative.db or sqlite:////abs.db")
-        return SqliteRows(path)
+        path = _sqlite_path(url)
+        rows = SqliteRows(path)
+        _SQLITE_ROWS[str(Path(path).resolve())] = rows
+        return rows
     if parts.scheme == "dynamodb":
         from store.dynamodb_rows import open_dynamodb_rows  # type: ignore[import-not-found,unused-ignore]
 
@@ -33,10 +46,8 @@ def open_objects(url: str, clock: Clock) -> ObjectStore:
     if parts.scheme == "sqlite":
         from store.sqlite_objects import SqliteObjects
 
-        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
-        if not path:
-            raise ValueError(f"bad sqlite URL {url!r}: use sqlite:///relative.db or sqlite:////abs.db")
-        return SqliteObjects(path, clock=clock)
+        path = _sqlite_path(url)
+        return SqliteObjects(path, clock=clock, rows=_SQLITE_ROWS.get(str(Path(path).resolve())))
     if parts.scheme in ("", "file"):
         from store.file_objects import FileObjects
 

@@ -6,7 +6,9 @@ fsync'd) before `put` returns, which is what R7 asks of a snapshot before its po
 commit, one fsync, instead of the folder store's three (sidecar, data, folder).
 
 It may share its file with the row store (`--store sqlite:///var/approvals.db --objects
-sqlite:///var/approvals.db`); each has its own connections, and WAL lets them interleave.
+sqlite:///var/approvals.db`): then it shares the row store's connections (store/open.py), and
+a step's snapshot, pointer and audit event commit in one transaction (SqliteRows.atomic, one
+fsync) in the order R7 asks for. On another file it has connections of its own.
 The folder store (store/file_objects.py) stays the choice for objects larger than a row
 should hold.
 """
@@ -17,9 +19,13 @@ import hashlib
 import sqlite3
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.models import Clock, ObjectRef, SystemClock
 from store.base import CorruptObject, ObjectExists, ObjectStore, StoreError
+
+if TYPE_CHECKING:
+    from store.sqlite_rows import SqliteRows
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS objects (
@@ -31,14 +37,19 @@ _SWEEP_BATCH = 500
 
 
 class SqliteObjects(ObjectStore):
-    def __init__(self, path: str | Path, clock: Clock | None = None) -> None:
+    def __init__(self, path: str | Path, clock: Clock | None = None, rows: SqliteRows | None = None) -> None:
+        """`rows`: the row store on the same file, whose connections this then shares, so a
+        step's object and row writes can commit together (SqliteRows.atomic)."""
         self.path = str(path)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.clock = clock or SystemClock()
+        self.rows = rows
         self._local = threading.local()
         self._conn().executescript(SCHEMA)
 
     def _conn(self) -> sqlite3.Connection:
+        if self.rows is not None:
+            return self.rows._conn()
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
@@ -99,6 +110,8 @@ class SqliteObjects(ObjectStore):
                 return removed
 
     def close(self) -> None:
+        if self.rows is not None:
+            return  # the row store's connections: it closes them
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()

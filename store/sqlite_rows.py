@@ -135,18 +135,38 @@ class SqliteRows(RowStore):
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One transaction, one commit (one fsync): IMMEDIATE takes the write lock up front
         (waiting on busy_timeout), so the statements inside never hit SQLITE_BUSY_SNAPSHOT.
-        Any exception inside rolls everything back: the compound step changed nothing."""
+        Any exception inside rolls everything back: the compound step changed nothing.
+        Nested (a compound step inside `atomic`): a savepoint, so a failed inner step is undone
+        alone and the outer transaction decides about the rest."""
         conn = self._conn()
+        depth = getattr(self._local, "depth", 0)
+        begin, undo, done = (
+            ("BEGIN IMMEDIATE", "ROLLBACK", "COMMIT")
+            if depth == 0
+            else (f"SAVEPOINT s{depth}", f"ROLLBACK TO s{depth}; RELEASE s{depth}", f"RELEASE s{depth}")
+        )
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+            conn.execute(begin)
         except sqlite3.OperationalError as e:
             raise StoreError(f"sqlite: {e}") from e
+        self._local.depth = depth + 1
+        try:
+            yield conn
+            conn.execute(done)
+        except BaseException as e:
+            for statement in undo.split("; "):
+                with contextlib.suppress(sqlite3.Error):  # a failed COMMIT may have ended it already
+                    conn.execute(statement)
+            if isinstance(e, sqlite3.OperationalError):
+                raise StoreError(f"sqlite: {e}") from e
+            raise
+        finally:
+            self._local.depth = depth
+
+    def atomic(self) -> contextlib.AbstractContextManager[object]:
+        """Everything this thread writes inside, on this store and on objects kept in its file
+        (store/sqlite_objects.py bound to it), commits once (one fsync) or not at all."""
+        return self._tx()
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -104,7 +104,7 @@ def open_backend(name: str, tmp_path: Path) -> Iterator[StoreBackend]:
         from store.sqlite_rows import SqliteRows
 
         rows = SqliteRows(tmp_path / "rows.db")
-        in_db = SqliteObjects(tmp_path / "rows.db", clock=clock)
+        in_db = SqliteObjects(tmp_path / "rows.db", clock=clock, rows=rows)  # sharing its connections
 
         def corrupt_row(key: str) -> None:
             in_db._conn().execute("UPDATE objects SET data = ? WHERE key = ?", (b"tampered bytes", key))
