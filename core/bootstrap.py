@@ -19,6 +19,7 @@ from core.history import History
 from core.lease import LeaseKeeper
 from core.models import Clock
 from core.pause import Pauser
+from core.paused_agents import PausedAgents
 from core.policy import ApproverCheck, Policy
 from core.resume import ResumeService
 from core.settings import Settings
@@ -57,7 +58,8 @@ def build_services(
     `approvers`: who counts as an approver, per front end (bots/approvers.py)."""
     rows, objects, steps = Rows(store), Objects(store), Steps(store)
     keeper = LeaseKeeper(settings.heartbeat_every)  # renews claims and turn leases
-    pauser = Pauser(rows, steps, settings, clock, policy)
+    paused = PausedAgents()  # the Agents this process paused, for a click that reaches it
+    pauser = Pauser(rows, steps, settings, clock, policy, paused)
     history = History(settings, clock)
     grants = GrantBook(rows, settings, clock)
     access = ScopedAccess(grants)  # what the model-facing tools may do, and nothing more
@@ -87,5 +89,6 @@ def build_services(
         tool_access=access,
         worker_id=worker_id,
         approvers=approvers,
+        paused=paused,
     )
     return Services(rows, objects, keeper, pauser, history, grants, access, turns, resumes)

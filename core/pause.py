@@ -30,6 +30,7 @@ from core.models import (
     StoreUnavailable,
     TurnResult,
 )
+from core.paused_agents import PausedAgents
 from core.policy import Policy
 from core.settings import Settings
 from core.snapshots import encode
@@ -62,8 +63,15 @@ def snapshot_bytes(agent: Agent, app_data: dict[str, Any]) -> bytes:
 
 class Pauser:
     def __init__(
-        self, rows: Rows, steps: Steps, settings: Settings, clock: Clock, policy: Policy | None = None
+        self,
+        rows: Rows,
+        steps: Steps,
+        settings: Settings,
+        clock: Clock,
+        policy: Policy | None = None,
+        paused: PausedAgents | None = None,
     ) -> None:
+        self.paused = paused if paused is not None else PausedAgents(0)
         self.rows = rows
         self.steps = steps
         self.settings = settings
@@ -174,6 +182,7 @@ class Pauser:
             if holding is not None:
                 raise ClaimLost(holding.card_id)
             return TurnResult(status="answered", text=wording.CANNOT_OFFER)
+        self.paused.put(card.card_id, agent, data)  # this process may resume it without the store
         return TurnResult(
             status="awaiting_approval", text=final_text(result), offer=CardOffer(card=card, secret=secret)
         )

@@ -46,6 +46,7 @@ from core.models import (
     duration_seconds,
 )
 from core.pause import ClaimLost, Pauser, final_text
+from core.paused_agents import PausedAgents
 from core.policy import ApproverCheck, NoApprovers, may_answer
 from core.settings import Settings
 from core.turns import approved_sets, approved_tools, is_answerable
@@ -146,7 +147,9 @@ class ResumeService:
         tool_access: ToolAccess,
         worker_id: str,
         approvers: ApproverCheck | None = None,
+        paused: PausedAgents | None = None,
     ) -> None:
+        self.paused = paused if paused is not None else PausedAgents(0)
         self.approvers: ApproverCheck = approvers or NoApprovers()
         self.rows = rows
         self.objects = objects
@@ -233,6 +236,7 @@ class ResumeService:
             changes=self.grants.changes(p, user, answer, now),
             before=[self._audit_write(p, "claim_won", user, now, won)],
             after=[self._audit_write(p, "answered", user, now, detail)],
+            load=not self.paused.matches(p.card_id, p.snapshot.sha256),  # held here: no snapshot GET
         )
         if loaded.claimed is None:
             await self._audit(p, "claim_lost", user, now, {"worker": self.worker})
@@ -303,13 +307,20 @@ class ResumeService:
         heartbeat = keeper.hold(Heartbeat(renew, clock, settings.lease, deadline))
         history: HistoryWrite | None = None
         try:
-            if loaded.error is not None or loaded.snapshot is None or loaded.claimed is None:
-                raise loaded.error or RuntimeError("snapshot not read")
-            snap = decode_bytes_values(json.loads(loaded.snapshot))
+            if loaded.error is not None or loaded.claimed is None:
+                raise loaded.error or RuntimeError("claim not read")
+            held = self.paused.take(p.card_id, p.snapshot.sha256)  # only the bytes the pointer names
+            raw = held.snapshot if held is not None else loaded.snapshot
+            if raw is None:  # expected here but gone meanwhile: the store is the truth
+                raw = await self.objects.get(p.snapshot)
+            snap = decode_bytes_values(json.loads(raw))
             if not binds(p.card, p.tool_use_id, p.sdk_interrupt_id, snap):
                 raise NotBound(p.card_id)
-            agent = self.factory()
-            agent.load_snapshot(Snapshot.from_dict(snap))
+            if held is not None:
+                agent = held.agent
+            else:
+                agent = self.factory()
+                agent.load_snapshot(Snapshot.from_dict(snap))
             grants = list(loaded.claimed.grants)  # read in the claim's own round trip
             sites, packages = approved_sets(grants, p.turn_id)
             ctx = RequestContext(

@@ -299,6 +299,7 @@ class Steps:
         changes: Sequence[GrantChange],
         before: Sequence[AuditWrite],
         after: Sequence[AuditWrite],
+        load: bool = True,
     ) -> Loaded:
         """R10's claim with its grants and audit events (claim_grants), then, if won, the stored
         run's bytes (the snapshot is write-once, so reading it after the claim changes nothing)."""
@@ -315,8 +316,8 @@ class Steps:
                 before=before,
                 after=after,
             )
-            if won is None:
-                return Loaded(None)
+            if won is None or not load:
+                return Loaded(won)
             try:
                 return Loaded(won, objects.get(won.pointer.snapshot))
             except Exception as e:
