@@ -72,9 +72,11 @@ class CountingIO(StoreIO):
 class FacadeCycle:
     """An `Approvals` on a fresh embedded store under `root`, the offline scripted model, and
     the system clock: what `chat-approvals serve` runs in-process, minus the HTTP front end.
-    `objects`: "sqlite" keeps the objects in the rows' SQLite file, "files" in a folder."""
+    `objects`: "sqlite" keeps the objects in the rows' SQLite file, "files" in a folder.
+    `held_agents` False: no paused Agent is kept (core/paused_agents.py), so each click resumes
+    from the stored snapshot, as a click that reaches another process does."""
 
-    def __init__(self, root: Path, objects: str = "sqlite") -> None:
+    def __init__(self, root: Path, objects: str = "sqlite", held_agents: bool = True) -> None:
         self.root = root
         self.tally: Counter[str] = Counter()
         clock = SystemClock()
@@ -86,6 +88,8 @@ class FacadeCycle:
         store = open_objects(db if objects == "sqlite" else str((root / "objects").resolve()), clock)
         self.io = CountingIO(rows, store, self.tally)
         self.approvals = Approvals(self.io, clock=clock, agent_factory=default_factory("scripted"))
+        if not held_agents:  # every click resumes from the stored snapshot, as in another process
+            self.approvals.resumes.paused.size = 0
 
     async def cycle(self, chat: str) -> None:
         a = self.approvals

@@ -39,12 +39,14 @@ def resumed(res: ResumeResult) -> bool:
 
 
 async def test_the_pausing_process_resumes_the_agent_it_holds(store: StoreIO, clock: ManualClock) -> None:
-    built = Built(Counter())
+    counter = Counter()
+    built = Built(counter)
     a, paused = approvals_with(store, clock, built)
     turn = await a.run_turn(chat="c1", user="u", text=TEXT, platform="http")
     assert turn.offer is not None and len(paused) == 1
     assert resumed(await click(a, turn.offer))
     assert built.n == 1 and (paused.hits, paused.misses) == (1, 0)  # no second Agent
+    assert counter.calls() == 2  # R1: one model call before the pause, one after, as from the store
     assert len(paused) == 0  # taken out when used: an Agent never runs twice
 
 
