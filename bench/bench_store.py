@@ -124,7 +124,7 @@ async def _cycle(a: Approvals, chat: str) -> None:
     assert res.outcome == "resumed", res
 
 
-def run(cycles: int) -> list[dict[str, Any]]:
+def run(cycles: int, from_store: bool = False) -> list[dict[str, Any]]:
     rows_out = []
     for label, make in _backends():
         rows, objects, clients, cleanup = make()
@@ -132,6 +132,8 @@ def run(cycles: int) -> list[dict[str, Any]]:
         wire: Counter[str] = Counter()
         io = StoreIO(Counted(rows, calls, "rows"), Counted(objects, calls, "objects"))  # type: ignore[arg-type]
         a = Approvals(io, agent_factory=default_factory("scripted"))
+        if from_store:  # no Agent held: every click reads the snapshot, as in another process
+            a.resumes.paused.size = 0
         asyncio.run(_cycle(a, "warm-up"))  # imports, connections, first table touch
         calls.clear()
         for c in clients:
@@ -161,7 +163,11 @@ def run(cycles: int) -> list[dict[str, Any]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cycles", type=int, default=100)
-    results = run(ap.parse_args().cycles)
+    ap.add_argument(
+        "--from-store", action="store_true", help="resume every click from the stored snapshot (no Agent held)"
+    )
+    args = ap.parse_args()
+    results = run(args.cycles, args.from_store)
     print(f"\nOne approval cycle (card -> click -> done), protocol minimum {PROTOCOL_MINIMUM} store round trips\n")
     print("| backend | store calls / cycle | HTTP requests / cycle | p50 ms | p99 ms |")
     print("|---|---|---|---|---|")
