@@ -1,9 +1,10 @@
 """This project's approval cycle through its public facade, for the benchmarks.
 
 One cycle: `Approvals.run_turn` (the turn pauses on a card) -> `Approvals.resume` with the card's
-secret -> the resumed turn answers. The store is the embedded one (SQLite + files), wrapped so a
-bench can count what reaches it: every method call on the rows and on the objects is one round
-trip to the backend, and every `StoreIO.run` is one hop to the store's executor.
+secret -> the resumed turn answers. The store is the embedded one (SQLite, the objects in the
+same file or in a folder), wrapped so a bench can count what reaches it: every method call on
+the rows and on the objects is one round trip to the backend, and every `StoreIO.run` is one
+hop to the store's executor.
 """
 
 from __future__ import annotations
