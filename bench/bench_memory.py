@@ -3,9 +3,10 @@
     .venv/bin/python -m bench.bench_memory [--first 1000] [--total 10000] [--warmup 50]
 
 Runs full cycles (turn -> card -> resume with the secret -> answered) through the facade
-`core.approvals.Approvals` on the embedded store (SQLite + files), each on a chat of its own,
-one after another in one process, and reads this process's resident set size after `--first`
-cycles and again after `--total`. Both readings follow a full garbage collection. Issue 12's
+`core.approvals.Approvals` on the embedded store (SQLite, the objects in the same file), each on
+a chat of its own, one after another in one process, and reads this process's resident set size
+after `--first` cycles and again after `--total`. Both readings follow a full garbage
+collection. Issue 12's
 memory target is a difference within 20 MB between 1,000 and 10,000 cycles; this prints the
 numbers and asserts nothing. Smaller counts (`--first 10 --total 100`) only check the bench runs.
 """

@@ -15,8 +15,13 @@ resumes the run, the model replies with text.
       resumed with `Command(resume=...)`. Needs the `bench` extra (pip install -e '.[bench]');
       skipped with a note without it.
   (d) chat-approvals through its facade `core.approvals.Approvals`, in-process, on the embedded
-      store (SQLite + files), the offline scripted model: turn -> card -> resume with the
-      secret -> answered. Its store round trips per cycle are counted and printed too.
+      store (SQLite, the objects in the same file: `--objects sqlite:///...`), the offline
+      scripted model: turn -> card -> resume with the secret -> answered. Its store round trips
+      per cycle are counted and printed too.
+      The click reaches the process that paused the turn, which resumes the Agent it holds.
+  (d') the same, but every click resumes from the stored snapshot (a new Agent), as a click
+      that reaches another process does.
+  (d'') (d') with the objects in a folder (SQLite + files, each object file fsync'd).
 
 (a) and (b) use this project's offline `ScriptedModel` with a bare interrupting tool of the same
 name, so the model's messages are the same as in (d). Each block runs `--block` cycles of each
@@ -189,15 +194,16 @@ async def run_blocks(variants: list[Variant], cycles: int, block: int, warmup: i
 
 def table(variants: list[Variant]) -> list[str]:
     ceiling = len(variants[0].latencies_ms) / variants[0].wall_s
+    sync = len(variants[1].latencies_ms) / variants[1].wall_s  # (a'): the issue's 175/s matched this one
     lines = [
-        "| variant | cycles | cycles/s | p50 ms | p99 ms | ratio to (a) |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| variant | cycles | cycles/s | p50 ms | p99 ms | ratio to (a) | ratio to (a') |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for v in variants:
         rate = len(v.latencies_ms) / v.wall_s
         lines.append(
             f"| {v.label} | {len(v.latencies_ms)} | {rate:.1f} | {pct(v.latencies_ms, 50):.2f} | "
-            f"{pct(v.latencies_ms, 99):.2f} | {rate / ceiling:.2f} |"
+            f"{pct(v.latencies_ms, 99):.2f} | {rate / ceiling:.2f} | {rate / sync:.2f} |"
         )
     return lines
 
@@ -238,10 +244,30 @@ async def main_async(cycles: int, block: int, warmup: int) -> None:
             variants.append(Variant("c", lg.label, lg.cycle))
             notes.append(f"(c) LangGraph's SQLite: {lg.durability()}")
             closers.append(lg.close)
-        facade = FacadeCycle(root / "facade")
-        variants.append(
-            Variant("d", "(d) chat-approvals facade, SQLite + files, in-process", lambda i: facade.cycle(f"peers-{i}"))
-        )
+        (root / "facade-files").mkdir()
+        (root / "facade-store").mkdir()
+        facade = FacadeCycle(root / "facade", objects="sqlite")
+        cold = FacadeCycle(root / "facade-store", objects="sqlite", held_agents=False)
+        folder = FacadeCycle(root / "facade-files", objects="files", held_agents=False)
+        variants += [
+            Variant(
+                "d",
+                "(d) chat-approvals facade, SQLite (objects in the same file), in-process",
+                lambda i: facade.cycle(f"peers-{i}"),
+            ),
+            Variant(
+                "d2",
+                "(d') the same, every click resumed from the stored snapshot (no Agent held)",
+                lambda i: cold.cycle(f"c-{i}"),
+            ),
+            Variant(
+                "d3",
+                "(d'') the same as (d'), the objects in a folder (SQLite + files)",
+                lambda i: folder.cycle(f"f-{i}"),
+            ),
+        ]
+        closers.append(cold.close)
+        closers.append(folder.close)
         try:
             await run_blocks(variants, 0, block, warmup)
             facade.tally.clear()  # count the measured cycles only

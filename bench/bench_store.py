@@ -49,7 +49,7 @@ class Counted:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
-        if not callable(attr) or name.startswith("_") or name == "close":
+        if not callable(attr) or name.startswith("_") or name in ("close", "atomic"):
             return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -77,6 +77,15 @@ def _backends() -> list[tuple[str, Callable[[], tuple[Any, Any, list[Any], Calla
         rows = SqliteRows(Path(tmp.name) / "a.db")
         return rows, FileObjects(Path(tmp.name) / "objects"), [], tmp.cleanup
 
+    def embedded_one_file() -> tuple[Any, Any, list[Any], Callable[[], None]]:
+        from store.sqlite_objects import SqliteObjects
+        from store.sqlite_rows import SqliteRows
+
+        tmp = tempfile.TemporaryDirectory()
+        rows = SqliteRows(Path(tmp.name) / "a.db")
+        return rows, SqliteObjects(Path(tmp.name) / "a.db", rows=rows), [], tmp.cleanup
+
+    out.append(("sqlite (objects in the file)", embedded_one_file))
     out.append(("sqlite + files", embedded))
     dyn, moto = os.environ.get("CHAT_APPROVALS_TEST_DYNALITE"), os.environ.get("CHAT_APPROVALS_TEST_MOTO")
     if moto:
@@ -115,7 +124,7 @@ async def _cycle(a: Approvals, chat: str) -> None:
     assert res.outcome == "resumed", res
 
 
-def run(cycles: int) -> list[dict[str, Any]]:
+def run(cycles: int, from_store: bool = False) -> list[dict[str, Any]]:
     rows_out = []
     for label, make in _backends():
         rows, objects, clients, cleanup = make()
@@ -123,6 +132,8 @@ def run(cycles: int) -> list[dict[str, Any]]:
         wire: Counter[str] = Counter()
         io = StoreIO(Counted(rows, calls, "rows"), Counted(objects, calls, "objects"))  # type: ignore[arg-type]
         a = Approvals(io, agent_factory=default_factory("scripted"))
+        if from_store:  # no Agent held: every click reads the snapshot, as in another process
+            a.resumes.paused.size = 0
         asyncio.run(_cycle(a, "warm-up"))  # imports, connections, first table touch
         calls.clear()
         for c in clients:
@@ -152,7 +163,11 @@ def run(cycles: int) -> list[dict[str, Any]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cycles", type=int, default=100)
-    results = run(ap.parse_args().cycles)
+    ap.add_argument(
+        "--from-store", action="store_true", help="resume every click from the stored snapshot (no Agent held)"
+    )
+    args = ap.parse_args()
+    results = run(args.cycles, args.from_store)
     print(f"\nOne approval cycle (card -> click -> done), protocol minimum {PROTOCOL_MINIMUM} store round trips\n")
     print("| backend | store calls / cycle | HTTP requests / cycle | p50 ms | p99 ms |")
     print("|---|---|---|---|---|")

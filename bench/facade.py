@@ -1,9 +1,10 @@
 """This project's approval cycle through its public facade, for the benchmarks.
 
 One cycle: `Approvals.run_turn` (the turn pauses on a card) -> `Approvals.resume` with the card's
-secret -> the resumed turn answers. The store is the embedded one (SQLite + files), wrapped so a
-bench can count what reaches it: every method call on the rows and on the objects is one round
-trip to the backend, and every `StoreIO.run` is one hop to the store's executor.
+secret -> the resumed turn answers. The store is the embedded one (SQLite, the objects in the
+same file or in a folder), wrapped so a bench can count what reaches it: every method call on
+the rows and on the objects is one round trip to the backend, and every `StoreIO.run` is one
+hop to the store's executor.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ TEXT = "please fetch https://data.example.org/table.csv"
 USER = "bench-user"
 
 
+OBJECTS = {"sqlite": "SQLite (objects in the same file)", "files": "SQLite + files"}
+
+
 class CycleFailed(RuntimeError):
     """A cycle did not end the way the protocol says: the numbers would mean nothing."""
 
@@ -42,7 +46,7 @@ class Counted:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
-        if not callable(attr) or name.startswith("_") or name == "close":
+        if not callable(attr) or name.startswith("_") or name in ("close", "atomic"):
             return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -68,17 +72,25 @@ class CountingIO(StoreIO):
 
 class FacadeCycle:
     """An `Approvals` on a fresh embedded store under `root`, the offline scripted model, and
-    the system clock: what `chat-approvals serve` runs in-process, minus the HTTP front end."""
+    the system clock: what `chat-approvals serve` runs in-process, minus the HTTP front end.
+    `objects`: "sqlite" keeps the objects in the rows' SQLite file, "files" in a folder.
+    `held_agents` False: no paused Agent is kept (core/paused_agents.py), so each click resumes
+    from the stored snapshot, as a click that reaches another process does."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, objects: str = "sqlite", held_agents: bool = True) -> None:
         self.root = root
         self.tally: Counter[str] = Counter()
         clock = SystemClock()
         # opened from URLs as `chat-approvals serve --store ... --objects ...` opens them
-        rows = open_rows(f"sqlite:///{(root / 'approvals.db').resolve()}")
-        objects = open_objects(str((root / "objects").resolve()), clock)
-        self.io = CountingIO(rows, objects, self.tally)
+        db = f"sqlite:///{(root / 'approvals.db').resolve()}"
+        rows = open_rows(db)
+        if objects not in OBJECTS:
+            raise ValueError(f"objects: one of {sorted(OBJECTS)}")
+        store = open_objects(db if objects == "sqlite" else str((root / "objects").resolve()), clock)
+        self.io = CountingIO(rows, store, self.tally)
         self.approvals = Approvals(self.io, clock=clock, agent_factory=default_factory("scripted"))
+        if not held_agents:  # every click resumes from the stored snapshot, as in another process
+            self.approvals.resumes.paused.size = 0
 
     async def cycle(self, chat: str) -> None:
         a = self.approvals

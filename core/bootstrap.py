@@ -19,11 +19,12 @@ from core.history import History
 from core.lease import LeaseKeeper
 from core.models import Clock
 from core.pause import Pauser
+from core.paused_agents import PausedAgents
 from core.policy import ApproverCheck, Policy
 from core.resume import ResumeService
 from core.settings import Settings
 from core.turns import TurnRunner
-from store.aio import Objects, Rows, StoreIO
+from store.aio import Objects, Rows, Steps, StoreIO
 
 
 def default_worker_id() -> str:
@@ -55,14 +56,16 @@ def build_services(
 ) -> Services:
     """`policy`: the approval policy file (None: only the owner answers, fixed grant TTL);
     `approvers`: who counts as an approver, per front end (bots/approvers.py)."""
-    rows, objects = Rows(store), Objects(store)
+    rows, objects, steps = Rows(store), Objects(store), Steps(store)
     keeper = LeaseKeeper(settings.heartbeat_every)  # renews claims and turn leases
-    pauser = Pauser(rows, objects, settings, clock, policy)
-    history = History(rows, objects, settings, clock)
+    paused = PausedAgents()  # the Agents this process paused, for a click that reaches it
+    pauser = Pauser(rows, steps, settings, clock, policy, paused)
+    history = History(settings, clock)
     grants = GrantBook(rows, settings, clock)
     access = ScopedAccess(grants)  # what the model-facing tools may do, and nothing more
     turns = TurnRunner(
         rows=rows,
+        steps=steps,
         settings=settings,
         clock=clock,
         keeper=keeper,
@@ -75,6 +78,7 @@ def build_services(
     resumes = ResumeService(
         rows=rows,
         objects=objects,
+        steps=steps,
         settings=settings,
         clock=clock,
         keeper=keeper,
@@ -85,5 +89,6 @@ def build_services(
         tool_access=access,
         worker_id=worker_id,
         approvers=approvers,
+        paused=paused,
     )
     return Services(rows, objects, keeper, pauser, history, grants, access, turns, resumes)

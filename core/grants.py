@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from core.card_kinds import grants_to_write
-from core.models import Answer, AuditEvent, Clock, Grant, Pointer, Refusal, SubjectKind
+from core.models import Answer, AuditEvent, AuditWrite, Clock, Grant, GrantChange, Pointer, Refusal, SubjectKind
 from core.settings import Settings
 from core.subjects import subject_matches
 from store.aio import Rows
@@ -26,13 +26,15 @@ class GrantBook:
         self.settings = settings
         self.clock = clock
 
-    async def apply(self, p: Pointer, user: str, answer: Answer, now: float) -> None:
-        """Approve writes a row per approved subject stamped with the card id; what the answer
-        does not approve has its stored rows removed. A tool card approved once writes nothing."""
+    def changes(self, p: Pointer, user: str, answer: Answer, now: float) -> list[GrantChange]:
+        """What answering the card does to its subjects' grants, in the card's order: approve
+        writes a row per approved subject stamped with the card id; what the answer does not
+        approve has its stored row removed. A tool card approved once writes nothing."""
         writes = set(grants_to_write(p.card, answer))
         policy, s = p.card.policy, self.settings
         lasts = policy.grant_seconds(answer.duration, s.grant_ttl) if policy is not None else s.grant_ttl
         once = lasts <= 0  # `once`: this turn only, and no longer than a resume may run
+        out: list[GrantChange] = []
         for kind, name in p.card.subjects():
             if (kind, name) in writes:
                 grant = Grant(
@@ -45,12 +47,27 @@ class GrantBook:
                     expires_at=now + (s.resume_deadline if once else lasts),
                     turn_id=p.turn_id if once else None,
                 )
-                await self.rows.put_grant(grant, ttl=grant.expires_at + self.settings.retention)
-                await self._audit(p.chat, now, "grant", user, p.card_id, kind, name)
+                audit = self._event(p.chat, now, "grant", user, p.card_id, kind, name)
+                out.append(GrantChange(grant, grant.expires_at + s.retention, False, audit))
             elif answer.approved and kind == "tool":
                 continue  # approved once: this call runs; nothing to write, nothing to take back
-            elif await self.rows.delete_grant(user=p.owner, chat=p.chat, kind=kind, name=name):
-                await self._audit(p.chat, now, "revoke", user, p.card_id, kind, name)
+            else:
+                gone = Grant(
+                    user=p.owner, chat=p.chat, kind=kind, name=name, card_id=p.card_id, created_at=now, expires_at=now
+                )
+                audit = self._event(p.chat, now, "revoke", user, p.card_id, kind, name)
+                out.append(GrantChange(gone, 0.0, True, audit))
+        return out
+
+    async def apply(self, p: Pointer, user: str, answer: Answer, now: float) -> None:
+        """The changes above, one call each (the paths that answer a card without a claim)."""
+        for c in self.changes(p, user, answer, now):
+            g = c.grant
+            if not c.delete:
+                await self.rows.put_grant(g, ttl=c.ttl)
+                await self.rows.append_audit(c.audit.event, ttl=c.audit.ttl)
+            elif await self.rows.delete_grant(user=g.user, chat=g.chat, kind=g.kind, name=g.name):
+                await self.rows.append_audit(c.audit.event, ttl=c.audit.ttl)
 
     async def live(self, user: str, chat: str | None) -> list[Grant]:
         return await self.rows.grants(user=user, chat=chat, now=self.clock.now())
@@ -83,9 +100,9 @@ class GrantBook:
     async def refusals(self, chat: str, turn_id: str) -> list[Refusal]:
         return await self.rows.refusals(chat=chat, turn_id=turn_id)
 
-    async def _audit(
+    def _event(
         self, chat: str, at: float, kind: str, actor: str, card_id: str, subject_kind: str, name: str
-    ) -> None:
+    ) -> AuditWrite:
         event = AuditEvent(
             chat=chat,
             at=at,
@@ -94,4 +111,10 @@ class GrantBook:
             card_id=card_id,
             detail={"kind": subject_kind, "name": name},
         )
-        await self.rows.append_audit(event, ttl=at + self.settings.retention)
+        return AuditWrite(event, at + self.settings.retention)
+
+    async def _audit(
+        self, chat: str, at: float, kind: str, actor: str, card_id: str, subject_kind: str, name: str
+    ) -> None:
+        a = self._event(chat, at, kind, actor, card_id, subject_kind, name)
+        await self.rows.append_audit(a.event, ttl=a.ttl)

@@ -2,7 +2,8 @@
 
 Saved as a write-once object (the same snapshot API the pause uses, without interrupt state),
 then pointed at by the chat's session row; best effort: a turn never fails because its history
-could not be saved, it is only forgotten.
+could not be saved, it is only forgotten. The object and the session row are written in the
+step that ends the turn (store.aio.Steps: end_turn, complete), the row in that step's one write.
 """
 
 from __future__ import annotations
@@ -15,40 +16,43 @@ from strands import Agent
 from core.models import Clock
 from core.settings import Settings
 from core.snapshots import decode, encode
-from store.aio import Objects, Rows
 
 log = logging.getLogger(__name__)
 
+# (object key, bytes, seq, ttl): what store.aio.Steps writes for a turn's history.
+HistoryWrite = tuple[str, bytes, float, float]
+
 
 class History:
-    def __init__(self, rows: Rows, objects: Objects, settings: Settings, clock: Clock) -> None:
-        self.rows = rows
-        self.objects = objects
+    def __init__(self, settings: Settings, clock: Clock) -> None:
         self.settings = settings
         self.clock = clock
 
-    async def restore(self, chat: str, agent: Agent) -> None:
-        if not self.settings.history:
+    @property
+    def enabled(self) -> bool:
+        return bool(self.settings.history)
+
+    def restore(self, chat: str, agent: Agent, raw: bytes | None) -> None:
+        """Load the chat's history (read in the turn's first step) into a new agent."""
+        if not self.enabled or raw is None:
             return
         try:
-            key = await self.rows.session(chat=chat)
-            raw = await self.objects.get_key(key) if key else None
-            if raw is not None:
-                agent.load_snapshot(decode(raw))
-        except Exception as e:  # a lost or unreadable history: start the chat afresh
+            agent.load_snapshot(decode(raw))
+        except Exception as e:  # an unreadable history: start the chat afresh
             log.warning("history of %s not restored: %s", chat, e)
 
-    async def save(self, chat: str, agent: Agent, turn_started: float) -> None:
-        if not self.settings.history:
-            return
+    def to_save(self, chat: str, agent: Agent, turn_started: float) -> HistoryWrite | None:
+        """The history to write with the turn's last step, or None (disabled, too large, or it
+        could not be encoded). `turn_started` orders it: a slower turn never rolls it back."""
+        if not self.enabled:
+            return None
         try:
             snap = agent.take_snapshot(include=["messages", "state", "conversation_manager_state"])
             data = encode(snap)
-            if len(data) > self.settings.max_snapshot_bytes:
-                log.warning("history of %s not saved: %d bytes", chat, len(data))
-                return
-            ref = await self.objects.put(f"sessions/{uuid.uuid4().hex}.json", data)
-            ttl = self.clock.now() + self.settings.retention
-            await self.rows.put_session(chat=chat, key=ref.key, seq=turn_started, ttl=ttl)
         except Exception as e:
             log.warning("history of %s not saved: %s", chat, e)
+            return None
+        if len(data) > self.settings.max_snapshot_bytes:
+            log.warning("history of %s not saved: %d bytes", chat, len(data))
+            return None
+        return f"sessions/{uuid.uuid4().hex}.json", data, turn_started, self.clock.now() + self.settings.retention

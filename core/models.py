@@ -318,6 +318,57 @@ class OutboxItem(Strict):
     body: str
 
 
+@dataclass(frozen=True)
+class AuditWrite:
+    """An audit event written with the state change it records (store/base.py's compound steps):
+    its physical expiry and its outbox items (filled in by core/observed.py, one per sink)."""
+
+    event: AuditEvent
+    ttl: float
+    outbox: tuple[OutboxItem, ...] = ()
+
+
+@dataclass(frozen=True)
+class GrantChange:
+    """A grant written (`delete` False) or taken back (`delete` True) with a claim (R14), and its
+    audit event: a put's is always written, a delete's only when it removed a row."""
+
+    grant: Grant
+    ttl: float
+    delete: bool
+    audit: AuditWrite
+
+
+@dataclass(frozen=True)
+class SessionWrite:
+    """Point the chat's history at object `key` (as RowStore.put_session: never rolled back)."""
+
+    chat: str
+    key: str
+    seq: float
+    ttl: float
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    """What a turn starts from, read in the round trip that took the chat's turn lease: nothing
+    when the lease was held by someone else (`taken` False)."""
+
+    taken: bool
+    pointer: Pointer | None = None
+    grants: tuple[Grant, ...] = ()
+    session: str | None = None
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A won claim (the pointer as written, its claim_count the fencing token) and the owner's
+    live grants in the chat after the claim's grant changes."""
+
+    pointer: Pointer
+    grants: tuple[Grant, ...]
+
+
 class TurnResult(Strict):
     """What one turn (or one resume) ended with.
 

@@ -7,6 +7,8 @@ A plain delegating wrapper under whatever calls the store, so the core does not 
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import secrets
 import threading
@@ -15,7 +17,23 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from core.metrics import Metrics
-from core.models import AuditEvent, ClaimRead, Fence, Grant, ObjectRef, OutboxItem, Pointer, Refusal, SubjectKind, Vote
+from core.models import (
+    AuditEvent,
+    AuditWrite,
+    Claimed,
+    ClaimRead,
+    Fence,
+    Grant,
+    GrantChange,
+    ObjectRef,
+    OutboxItem,
+    Pointer,
+    Refusal,
+    SessionWrite,
+    SubjectKind,
+    TurnStart,
+    Vote,
+)
 from store.base import ObjectStore, RowStore
 
 T = TypeVar("T")
@@ -116,8 +134,8 @@ class ObservedRows(_Timed, RowStore):
     def renew(self, fence: Fence, *, now: float, lease_until: float) -> bool:
         return self._timed("renew", self.inner.renew, fence, now=now, lease_until=lease_until)
 
-    def finish(self, fence: Fence, *, answer_key: str) -> bool:
-        ok = self._timed("finish", self.inner.finish, fence, answer_key=answer_key)
+    def finish(self, fence: Fence, *, answer_key: str, session: SessionWrite | None = None) -> bool:
+        ok = self._timed("finish", self.inner.finish, fence, answer_key=answer_key, session=session)
         if ok:
             self._m.open.discard(fence.card_id)
         return ok
@@ -197,6 +215,82 @@ class ObservedRows(_Timed, RowStore):
 
     def delete_outbox(self, sink: str, item_id: str) -> bool:
         return self._timed("delete_outbox", self.inner.delete_outbox, sink, item_id)
+
+    # --- compound steps: each audit event gets its outbox items as append_audit's do ------
+    def _outboxed(self, audit: Sequence[AuditWrite]) -> list[AuditWrite]:
+        if not self.sinks:
+            return list(audit)
+        out = []
+        for a in audit:
+            if not a.outbox:
+                event_id = EVENT_IDS.next()
+                body = event_body(event_id, a.event)
+                items = tuple(OutboxItem(sink=s, id=event_id, chat=a.event.chat, body=body) for s in self.sinks)
+                a = dataclasses.replace(a, outbox=items)
+            out.append(a)
+        return out
+
+    def _notify(self, audit: Sequence[AuditWrite]) -> None:
+        if self.on_outbox is not None and any(a.outbox for a in audit):
+            self.on_outbox()
+
+    def atomic(self) -> contextlib.AbstractContextManager[object]:
+        return self.inner.atomic()
+
+    def begin_turn(self, chat: str, holder: str, user: str, now: float, lease_until: float) -> TurnStart:
+        return self._timed("begin_turn", self.inner.begin_turn, chat, holder, user, now, lease_until)
+
+    def end_turn(
+        self,
+        chat: str,
+        holder: str,
+        *,
+        now: float,
+        pointer: Pointer | None = None,
+        audit: Sequence[AuditWrite] = (),
+        session: SessionWrite | None = None,
+    ) -> bool:
+        audit = self._outboxed(audit)
+        ok = self._timed(
+            "end_turn", self.inner.end_turn, chat, holder, now=now, pointer=pointer, audit=audit, session=session
+        )
+        if ok and pointer is not None:
+            self._m.open.add(pointer.card_id, pointer.expires_at)
+            self._notify(audit)
+        return ok
+
+    def claim_grants(
+        self,
+        read: ClaimRead,
+        *,
+        worker: str,
+        now: float,
+        lease_until: float,
+        resume_deadline: float,
+        changes: Sequence[GrantChange] = (),
+        before: Sequence[AuditWrite] = (),
+        after: Sequence[AuditWrite] = (),
+    ) -> Claimed | None:
+        # outbox ids sort in append order: fill them in the order the events are written
+        before = self._outboxed(before)
+        changes = [dataclasses.replace(c, audit=self._outboxed([c.audit])[0]) for c in changes]
+        after = self._outboxed(after)
+        won = self._timed(
+            "claim_grants",
+            self.inner.claim_grants,
+            read,
+            worker=worker,
+            now=now,
+            lease_until=lease_until,
+            resume_deadline=resume_deadline,
+            changes=changes,
+            before=before,
+            after=after,
+        )
+        self._m.claims.labels("won" if won is not None else "lost").inc()
+        if won is not None:
+            self._notify([*before, *after, *(c.audit for c in changes)])
+        return won
 
     # --- history, sweep ----------------------------------------------------------------
     def put_session(self, chat: str, key: str, seq: float, ttl: float) -> bool:

@@ -8,6 +8,7 @@ ends with an ordinary message: the worst case is a missing offer, never a broken
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from strands import Agent
@@ -17,17 +18,38 @@ from core import tracing, wording
 from core.card_kinds import Several, Unreadable, draft_of
 from core.context import RequestContext
 from core.ids import hash_secret, mint_card_id, mint_secret
-from core.models import ApprovalCard, AuditEvent, CardOffer, Clock, Fence, Pointer, StoreUnavailable, TurnResult
+from core.models import (
+    ApprovalCard,
+    AuditEvent,
+    AuditWrite,
+    CardOffer,
+    Clock,
+    Fence,
+    ObjectRef,
+    Pointer,
+    StoreUnavailable,
+    TurnResult,
+)
+from core.paused_agents import PausedAgents
 from core.policy import Policy
 from core.settings import Settings
 from core.snapshots import encode
-from store.aio import Objects, Rows
+from store.aio import Rows, Steps
 
 log = logging.getLogger(__name__)
 
 
 class ClaimLost(Exception):
     """The worker no longer holds the claim: its result must not be written."""
+
+
+@dataclass
+class TurnHold:
+    """The chat's turn lease a turn holds; `ended` once a step's write released it."""
+
+    chat: str
+    holder: str
+    ended: bool = False
 
 
 def final_text(result: AgentResult) -> str:
@@ -41,17 +63,31 @@ def snapshot_bytes(agent: Agent, app_data: dict[str, Any]) -> bytes:
 
 class Pauser:
     def __init__(
-        self, rows: Rows, objects: Objects, settings: Settings, clock: Clock, policy: Policy | None = None
+        self,
+        rows: Rows,
+        steps: Steps,
+        settings: Settings,
+        clock: Clock,
+        policy: Policy | None = None,
+        paused: PausedAgents | None = None,
     ) -> None:
+        self.paused = paused if paused is not None else PausedAgents(0)
         self.rows = rows
-        self.objects = objects
+        self.steps = steps
         self.settings = settings
         self.clock = clock
         self.policy = policy  # None: no policy file, today's behaviour (only the owner, fixed grant TTL)
 
     async def offer(
-        self, agent: Agent, result: AgentResult, ctx: RequestContext, holding: Fence | None = None
+        self,
+        agent: Agent,
+        result: AgentResult,
+        ctx: RequestContext,
+        holding: Fence | None = None,
+        turn: TurnHold | None = None,
     ) -> TurnResult:
+        """`holding`: a resumed run paused again, its card chained (R13). `turn`: the turn lease
+        the pointer write also releases (one write ends the turn)."""
         draft = draft_of(list(result.interrupts or []))
         if isinstance(draft, Several):
             # Not offered half-way (issue 14): say so plainly; nothing is written.
@@ -87,62 +123,73 @@ class Pauser:
         if len(data) > self.settings.max_snapshot_bytes:
             log.warning("snapshot too large: %d bytes", len(data))
             return TurnResult(status="answered", text=wording.SNAPSHOT_FAILED)
-        try:
-            ref = await self.objects.put(f"snapshots/{card.card_id}.json", data)
-        except Exception as e:  # any fault of the object store: no pointer, no card
-            log.warning("snapshot PUT failed: %s", e)
-            return TurnResult(status="answered", text=wording.SNAPSHOT_FAILED)
-        pointer = Pointer(
+        secret_hash = hash_secret(secret)
+        trace_context = tracing.current_context()  # the resume's span links to this turn's
+
+        def pointer_at(ref: ObjectRef) -> Pointer:
+            return Pointer(
+                chat=ctx.chat,
+                card_id=card.card_id,
+                secret_hash=secret_hash,
+                owner=ctx.user,
+                state="pending",
+                expires_at=card.expires_at,
+                ttl=card.expires_at + self.settings.resume_deadline + self.settings.retention,
+                snapshot=ref,
+                card=card,
+                sdk_interrupt_id=draft.interrupt_id,
+                tool_use_id=draft.tool_use_id,
+                turn_id=ctx.turn_id,
+                created_at=now,
+                trace_context=trace_context,
+            )
+
+        event = AuditEvent(
             chat=ctx.chat,
+            at=now,
+            kind="card_created",
+            actor=ctx.user,
             card_id=card.card_id,
-            secret_hash=hash_secret(secret),
-            owner=ctx.user,
-            state="pending",
-            expires_at=card.expires_at,
-            ttl=card.expires_at + self.settings.resume_deadline + self.settings.retention,
-            snapshot=ref,
-            card=card,
-            sdk_interrupt_id=draft.interrupt_id,
-            tool_use_id=draft.tool_use_id,
-            turn_id=ctx.turn_id,
-            created_at=now,
-            trace_context=tracing.current_context(),  # the resume's span links to this turn's
+            detail={
+                "kind": card.kind,
+                "sites": card.sites,
+                "packages": card.packages,
+                **({"tool": card.tool.name, "fingerprint": card.tool.fingerprint} if card.tool else {}),
+                **({"question": card.question.name} if card.question else {}),
+                "chained_from": holding.card_id if holding else None,
+                **({"policy": card.policy.model_dump()} if card.policy is not None else {}),
+            },
         )
-        try:
-            if holding is None:
-                written = await self.rows.put_pointer(pointer, now=now)
-            else:
-                written = await self.rows.replace(holding, new=pointer)
-        except Exception as e:
-            if holding is not None and isinstance(e, StoreUnavailable):
-                raise  # a store fault while writing a chained card is a store fault, not a lost claim
-            log.warning("pointer write failed: %s", e)
-            written = False
-        if not written:
+        done = await self.steps.offer(
+            key=f"snapshots/{card.card_id}.json",
+            data=data,
+            pointer=pointer_at,
+            now=now,
+            audit=[self.audit_write(event)],
+            turn=(turn.chat, turn.holder) if turn is not None else None,
+            holding=holding,
+        )
+        if turn is not None and done.failed_at is None:
+            turn.ended = True  # the pointer write ended the turn, written or not
+        if done.failed_at == "snapshot":
+            log.warning("snapshot PUT failed: %s", done.error)
+            return TurnResult(status="answered", text=wording.SNAPSHOT_FAILED)
+        if done.failed_at == "pointer":
+            if holding is not None and isinstance(done.error, StoreUnavailable):
+                raise done.error  # a store fault while writing a chained card is a store fault, not a lost claim
+            log.warning("pointer write failed: %s", done.error)
+        if not done.written:
             if holding is not None:
                 raise ClaimLost(holding.card_id)
             return TurnResult(status="answered", text=wording.CANNOT_OFFER)
-        await self.audit(
-            AuditEvent(
-                chat=ctx.chat,
-                at=now,
-                kind="card_created",
-                actor=ctx.user,
-                card_id=card.card_id,
-                detail={
-                    "kind": card.kind,
-                    "sites": card.sites,
-                    "packages": card.packages,
-                    **({"tool": card.tool.name, "fingerprint": card.tool.fingerprint} if card.tool else {}),
-                    **({"question": card.question.name} if card.question else {}),
-                    "chained_from": holding.card_id if holding else None,
-                    **({"policy": card.policy.model_dump()} if card.policy is not None else {}),
-                },
-            )
-        )
+        self.paused.put(card.card_id, agent, data)  # this process may resume it without the store
         return TurnResult(
             status="awaiting_approval", text=final_text(result), offer=CardOffer(card=card, secret=secret)
         )
+
+    def audit_write(self, event: AuditEvent) -> AuditWrite:
+        """The event as written with the state change it records."""
+        return AuditWrite(event, event.at + self.settings.retention)
 
     async def audit(self, event: AuditEvent) -> None:
         try:

@@ -27,7 +27,7 @@ from core.agent_factory import AgentFactory
 from core.card_kinds import answer_problem, binds, interrupt_response
 from core.context import RequestContext, ToolAccess, invocation_state
 from core.grants import GrantBook
-from core.history import History
+from core.history import History, HistoryWrite
 from core.ids import hash_secret, is_card_id, mint_secret, secret_matches
 from core.lease import Heartbeat, LeaseKeeper
 from core.models import (
@@ -35,6 +35,7 @@ from core.models import (
     AnswerRecord,
     ApprovalCard,
     AuditEvent,
+    AuditWrite,
     CardOffer,
     Clock,
     Fence,
@@ -45,10 +46,11 @@ from core.models import (
     duration_seconds,
 )
 from core.pause import ClaimLost, Pauser, final_text
+from core.paused_agents import PausedAgents
 from core.policy import ApproverCheck, NoApprovers, may_answer
 from core.settings import Settings
 from core.turns import approved_sets, approved_tools, is_answerable
-from store.aio import Objects, Rows
+from store.aio import Loaded, Objects, Rows, Steps
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +136,7 @@ class ResumeService:
         *,
         rows: Rows,
         objects: Objects,
+        steps: Steps,
         settings: Settings,
         clock: Clock,
         keeper: LeaseKeeper,
@@ -144,10 +147,13 @@ class ResumeService:
         tool_access: ToolAccess,
         worker_id: str,
         approvers: ApproverCheck | None = None,
+        paused: PausedAgents | None = None,
     ) -> None:
+        self.paused = paused if paused is not None else PausedAgents(0)
         self.approvers: ApproverCheck = approvers or NoApprovers()
         self.rows = rows
         self.objects = objects
+        self.steps = steps
         self.settings = settings
         self.clock = clock
         self.keeper = keeper
@@ -215,27 +221,37 @@ class ResumeService:
                 )
             p, answer = counted, quorum_answer(p.card, counted.votes, answer)  # this vote completes it: claim
 
-        claimed = await rows.claim(
+        # R10's claim, the card's grants (R14) and their audit events in one write, then the
+        # stored run read in the same hop.
+        detail = answered_detail(p.card, answer)
+        if p.card.policy is not None:
+            detail.update(duration=answer.duration, votes=[v.user for v in p.votes])
+        won = {"worker": self.worker, "claim": p.claim_count + 1}  # the claim sets count + 1
+        loaded = await self.steps.claim(
             p,
             worker=self.worker,
             now=now,
             lease_until=now + settings.lease,
             resume_deadline=now + settings.resume_deadline,
+            changes=self.grants.changes(p, user, answer, now),
+            before=[self._audit_write(p, "claim_won", user, now, won)],
+            after=[self._audit_write(p, "answered", user, now, detail)],
+            load=not self.paused.matches(p.card_id, p.snapshot.sha256),  # held here: no snapshot GET
         )
-        if claimed is None:
+        if loaded.claimed is None:
             await self._audit(p, "claim_lost", user, now, {"worker": self.worker})
             latest = await rows.pointer_by_card(card_id)
             if latest is not None and latest.state == "done":
                 return await self._replay(latest, latest.answer_key)
             return self._in_progress(p)
-        await self._audit(p, "claim_won", user, now, {"worker": self.worker, "claim": claimed.claim_count})
+        claimed = loaded.claimed.pointer
         tracing.link_current(claimed.trace_context)  # this run continues the turn that paused (its span)
         if on_claimed is not None:
             try:
                 await on_claimed(claimed.card, claimed.card_location)
             except Exception as e:  # a front end's display fault must not strand the claim
                 log.warning("on_claimed failed: %s", e)
-        return await self._run_claimed(claimed, user, answer, now)
+        return await self._run_claimed(claimed, user, answer, now, loaded)
 
     async def _who_may_answer(self, card: ApprovalCard, owner: str, user: str) -> ResumeResult | None:
         """None when `user` may answer the card, else the refusal (nothing changes)."""
@@ -278,7 +294,7 @@ class ResumeService:
         return self._in_progress(latest)
 
     # --- the winner's path -------------------------------------------------------------
-    async def _run_claimed(self, p: Pointer, user: str, answer: Answer, now: float) -> ResumeResult:
+    async def _run_claimed(self, p: Pointer, user: str, answer: Answer, now: float, loaded: Loaded) -> ResumeResult:
         rows, clock, settings = self.rows, self.clock, self.settings
         token = p.claim_count
         fence = Fence(chat=p.chat, card_id=p.card_id, worker=self.worker, token=token)
@@ -289,19 +305,23 @@ class ResumeService:
 
         keeper = self.keeper
         heartbeat = keeper.hold(Heartbeat(renew, clock, settings.lease, deadline))
+        history: HistoryWrite | None = None
         try:
-            await self.grants.apply(p, user, answer, now)
-            detail = answered_detail(p.card, answer)
-            if p.card.policy is not None:
-                detail.update(duration=answer.duration, votes=[v.user for v in p.votes])
-            await self._audit(p, "answered", user, now, detail)
-            raw = await self.objects.get(p.snapshot)
+            if loaded.error is not None or loaded.claimed is None:
+                raise loaded.error or RuntimeError("claim not read")
+            held = self.paused.take(p.card_id, p.snapshot.sha256)  # only the bytes the pointer names
+            raw = held.snapshot if held is not None else loaded.snapshot
+            if raw is None:  # expected here but gone meanwhile: the store is the truth
+                raw = await self.objects.get(p.snapshot)
             snap = decode_bytes_values(json.loads(raw))
             if not binds(p.card, p.tool_use_id, p.sdk_interrupt_id, snap):
                 raise NotBound(p.card_id)
-            agent = self.factory()
-            agent.load_snapshot(Snapshot.from_dict(snap))
-            grants = await rows.grants(user=p.owner, chat=p.chat, now=clock.now())
+            if held is not None:
+                agent = held.agent
+            else:
+                agent = self.factory()
+                agent.load_snapshot(Snapshot.from_dict(snap))
+            grants = list(loaded.claimed.grants)  # read in the claim's own round trip
             sites, packages = approved_sets(grants, p.turn_id)
             ctx = RequestContext(
                 user=p.owner,
@@ -331,7 +351,7 @@ class ResumeService:
                 turn = await self.pauser.offer(agent, result, ctx, holding=fence)
             else:
                 turn = TurnResult(status="answered", text=final_text(result))
-                await self.history.save(p.chat, agent, p.created_at)
+                history = self.history.to_save(p.chat, agent, p.created_at)
         except ClaimLost:
             return self._in_progress(p)
         except NotBound:
@@ -353,8 +373,7 @@ class ResumeService:
             await self.objects.put(key, doc)
         else:
             key = f"answers/{p.card_id}/{token}.json"
-            await self.objects.put(key, doc)
-            if not await rows.finish(fence, answer_key=key):
+            if not await self.steps.complete(fence, answer_key=key, answer=doc, history=history):
                 return self._in_progress(p)  # the lease lapsed and another worker took over
         return ResumeResult(
             outcome="resumed",
@@ -457,6 +476,11 @@ class ResumeService:
     def _expired(p: Pointer, message: str, answer: Answer | None = None) -> ResumeResult:
         return ResumeResult(
             outcome="expired", message=message, owner=p.owner, card=p.card, card_location=p.card_location, answer=answer
+        )
+
+    def _audit_write(self, p: Pointer, kind: Any, actor: str, at: float, detail: dict[str, Any]) -> AuditWrite:
+        return self.pauser.audit_write(
+            AuditEvent(chat=p.chat, at=at, kind=kind, actor=actor, card_id=p.card_id, detail=detail)
         )
 
     async def _audit(self, p: Pointer, kind: Any, actor: str, at: float, detail: dict[str, Any]) -> None:

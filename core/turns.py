@@ -21,9 +21,9 @@ from core.history import History
 from core.ids import hash_secret, mint_secret
 from core.lease import Heartbeat, LeaseKeeper
 from core.models import AuditEvent, CardOffer, Clock, Grant, Pointer, TurnResult
-from core.pause import Pauser, final_text
+from core.pause import Pauser, TurnHold, final_text
 from core.settings import Settings
-from store.aio import Rows
+from store.aio import Rows, Started, Steps
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,7 @@ class TurnRunner:
         self,
         *,
         rows: Rows,
+        steps: Steps,
         settings: Settings,
         clock: Clock,
         keeper: LeaseKeeper,
@@ -73,6 +74,7 @@ class TurnRunner:
         worker_id: str,
     ) -> None:
         self.rows = rows
+        self.steps = steps
         self.settings = settings
         self.clock = clock
         self.keeper = keeper
@@ -83,35 +85,47 @@ class TurnRunner:
         self.worker_id = worker_id
 
     async def run(self, *, chat: str, user: str, text: str, platform: str, unattended: bool) -> TurnResult:
+        """Store steps of a turn: take the lease with what the turn reads (one round trip), the
+        run, then one write that ends the turn (the card's pointer, or the history) and releases
+        the lease; if that write did not happen, the lease is released on its own."""
         clock, settings, rows = self.clock, self.settings, self.rows
         holder = f"{self.worker_id}:turn:{uuid.uuid4().hex[:12]}"
         now = clock.now()
-        if not await rows.take_turn(chat=chat, holder=holder, now=now, lease_until=now + settings.lease):
+        started = await self.steps.start_turn(
+            chat=chat, holder=holder, user=user, now=now, lease_until=now + settings.lease, history=self.history.enabled
+        )
+        if not started.turn.taken:
             return TurnResult(status="busy", text=wording.BUSY)
 
         def renew(at: float, until: float) -> bool:
             return rows.renew_turn_now(chat=chat, holder=holder, now=at, lease_until=until)
 
         beat = self.keeper.hold(Heartbeat(renew, clock, settings.lease, now + settings.resume_deadline))
+        turn = TurnHold(chat, holder)
         try:
-            return await self._run_holding(chat=chat, user=user, text=text, platform=platform, unattended=unattended)
+            return await self._run_holding(
+                turn, started, user=user, text=text, platform=platform, unattended=unattended
+            )
         finally:
             self.keeper.release(beat)
-            try:
-                await rows.release_turn(chat=chat, holder=holder)
-            except Exception as e:  # the lease lapses by itself
-                log.warning("turn lease release failed for %s: %s", chat, e)
+            if not turn.ended:
+                try:
+                    await rows.release_turn(chat=chat, holder=holder)
+                except Exception as e:  # the lease lapses by itself
+                    log.warning("turn lease release failed for %s: %s", chat, e)
 
-    async def _run_holding(self, *, chat: str, user: str, text: str, platform: str, unattended: bool) -> TurnResult:
-        now = self.clock.now()
-        pointer = await self.rows.pointer(chat=chat)
+    async def _run_holding(
+        self, turn: TurnHold, started: Started, *, user: str, text: str, platform: str, unattended: bool
+    ) -> TurnResult:
+        chat, now = turn.chat, self.clock.now()
+        pointer = started.turn.pointer
         if pointer is not None and is_open(pointer, now):
             if user == pointer.owner and not unattended:
                 again = await self.reoffer(pointer, now)
                 if again is not None:
                     return again
             return TurnResult(status="waiting", text=wording.WAITING)
-        grants = await self.rows.grants(user=user, chat=chat, now=now)
+        grants = list(started.turn.grants)
         turn_id = uuid.uuid4().hex
         sites, packages = approved_sets(grants, turn_id)
         ctx = RequestContext(
@@ -125,13 +139,18 @@ class TurnRunner:
             approved_tools=approved_tools(grants, turn_id),
         )
         agent = self.factory()
-        await self.history.restore(chat, agent)
+        self.history.restore(chat, agent, started.history)
         result = await agent.invoke_async(text, invocation_state=invocation_state(ctx, self.tool_access))
         if result.stop_reason == "interrupt":
             if unattended:  # R6: nobody can answer, so no card, whatever raised the interrupt
                 return TurnResult(status="answered", text=wording.unattended_deny([], []))
-            return await self.pauser.offer(agent, result, ctx)  # the snapshot carries the history
-        await self.history.save(chat, agent, now)
+            return await self.pauser.offer(agent, result, ctx, turn=turn)  # the snapshot carries the history
+        history = self.history.to_save(chat, agent, now)
+        try:
+            await self.steps.end_turn(chat=chat, holder=turn.holder, now=self.clock.now(), history=history)
+            turn.ended = True
+        except Exception as e:  # the history is best effort; the lease is released in run()
+            log.warning("turn end of %s not written: %s", chat, e)
         return TurnResult(status="answered", text=final_text(result))
 
     async def reoffer(self, p: Pointer, now: float) -> TurnResult | None:

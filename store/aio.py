@@ -3,18 +3,41 @@ the async ports the core calls: `await rows.claim(pointer=p, worker=w, now=t, ..
 
 The ports are thin: one backend call each, keyword arguments, a `Fence` for every write made
 under a claim. Every state change is still the backend's one conditional write.
+
+`Steps` (issue 12): a protocol step whose store calls are sequential anyway (the snapshot PUT
+then the pointer write, R7) runs them in ONE executor hop instead of one hop per call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
-from core.models import AuditEvent, ClaimRead, Fence, Grant, ObjectRef, Pointer, Refusal, SubjectKind, Vote
+from core.models import (
+    AuditEvent,
+    AuditWrite,
+    Claimed,
+    ClaimRead,
+    Fence,
+    Grant,
+    GrantChange,
+    ObjectRef,
+    Pointer,
+    Refusal,
+    SessionWrite,
+    StoreUnavailable,
+    SubjectKind,
+    TurnStart,
+    Vote,
+)
 from store.base import ObjectStore, RowStore
+
+log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -73,8 +96,8 @@ class Rows:
         """Synchronous on purpose: the heartbeat thread calls it (R11)."""
         return self._b.renew(fence, now=now, lease_until=lease_until)
 
-    async def finish(self, fence: Fence, *, answer_key: str) -> bool:
-        return await self._io.run(functools.partial(self._b.finish, fence, answer_key=answer_key))
+    async def finish(self, fence: Fence, *, answer_key: str, session: SessionWrite | None = None) -> bool:
+        return await self._io.run(functools.partial(self._b.finish, fence, answer_key=answer_key, session=session))
 
     async def replace(self, fence: Fence, *, new: Pointer) -> bool:
         return await self._io.run(functools.partial(self._b.replace, fence, new=new))
@@ -162,3 +185,188 @@ class Objects:
 
     async def sweep(self, *, older_than: float) -> int:
         return await self._io.run(self._b.sweep, older_than)
+
+
+def claim_read(p: Pointer) -> ClaimRead:
+    return ClaimRead(p.chat, p.card_id, p.secret_hash, p.claim_count)
+
+
+@dataclass(frozen=True)
+class Started:
+    """A turn's first step: the lease and what the turn starts from, and the chat's history
+    bytes when it has one (None when absent or unreadable: the chat starts afresh)."""
+
+    turn: TurnStart
+    history: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Offered:
+    """The pause step: whether the pointer was written; `error` is what failed and where."""
+
+    written: bool
+    error: Exception | None = None
+    failed_at: str | None = None  # "snapshot" or "pointer"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The claim step: the won claim and its stored run's bytes (or why they could not be read;
+    raised where the run would have started, as before)."""
+
+    claimed: Claimed | None
+    snapshot: bytes | None = None
+    error: Exception | None = None
+
+
+class Steps:
+    """Protocol steps, each ONE executor hop over the sequential calls it makes."""
+
+    def __init__(self, io: StoreIO) -> None:
+        self._io = io
+
+    async def start_turn(
+        self, *, chat: str, holder: str, user: str, now: float, lease_until: float, history: bool
+    ) -> Started:
+        rows, objects = self._io.rows, self._io.objects
+
+        def step() -> Started:
+            start = rows.begin_turn(chat, holder, user, now, lease_until)
+            raw = None
+            if history and start.taken and start.session:
+                try:
+                    raw = objects.get_key(start.session)
+                except Exception as e:  # a lost or unreadable history: start the chat afresh
+                    log.warning("history of %s not restored: %s", chat, e)
+            return Started(start, raw)
+
+        return await self._io.run(step)
+
+    async def offer(
+        self,
+        *,
+        key: str,
+        data: bytes,
+        pointer: Callable[[ObjectRef], Pointer],
+        now: float,
+        audit: Sequence[AuditWrite],
+        turn: tuple[str, str] | None = None,
+        holding: Fence | None = None,
+    ) -> Offered:
+        """R7: snapshot (a confirmed PUT) -> pointer (conditional) with its audit event, in that
+        order. `turn` (chat, holder): the pointer write also ends that turn (end_turn);
+        `holding`: the pointer replaces the held card (R13)."""
+        rows, objects = self._io.rows, self._io.objects
+
+        def step() -> Offered:
+            try:
+                with rows.atomic():  # objects kept in the rows' SQLite file: one commit for all
+                    return writes()
+            except Exception as e:  # the commit itself failed: nothing was written
+                return Offered(False, e, "pointer")
+
+        def writes() -> Offered:
+            try:
+                ref = objects.put(key, data)
+            except Exception as e:  # any fault of the object store: no pointer, no card
+                return Offered(False, e, "snapshot")
+            p = pointer(ref)
+            try:
+                if turn is not None:
+                    written = rows.end_turn(turn[0], turn[1], now=now, pointer=p, audit=audit)
+                    return Offered(written)
+                written = rows.replace(holding, new=p) if holding is not None else rows.put_pointer(p, now)
+            except Exception as e:
+                return Offered(False, e, "pointer")
+            if written:
+                for a in audit:
+                    try:
+                        rows.append_audit(a.event, a.ttl, a.outbox)
+                    except StoreUnavailable as e:  # the audit trail never blocks the protocol
+                        log.warning("audit append failed: %s", e)
+            return Offered(written)
+
+        return await self._io.run(step)
+
+    async def claim(
+        self,
+        read: Pointer,
+        *,
+        worker: str,
+        now: float,
+        lease_until: float,
+        resume_deadline: float,
+        changes: Sequence[GrantChange],
+        before: Sequence[AuditWrite],
+        after: Sequence[AuditWrite],
+        load: bool = True,
+    ) -> Loaded:
+        """R10's claim with its grants and audit events (claim_grants), then, if won, the stored
+        run's bytes (the snapshot is write-once, so reading it after the claim changes nothing)."""
+        rows, objects = self._io.rows, self._io.objects
+
+        def step() -> Loaded:
+            won = rows.claim_grants(
+                claim_read(read),
+                worker=worker,
+                now=now,
+                lease_until=lease_until,
+                resume_deadline=resume_deadline,
+                changes=changes,
+                before=before,
+                after=after,
+            )
+            if won is None or not load:
+                return Loaded(won)
+            try:
+                return Loaded(won, objects.get(won.pointer.snapshot))
+            except Exception as e:
+                return Loaded(won, None, e)
+
+        return await self._io.run(step)
+
+    async def complete(
+        self,
+        fence: Fence,
+        *,
+        answer_key: str,
+        answer: bytes,
+        history: tuple[str, bytes, float, float] | None = None,
+    ) -> bool:
+        """R12: the answer (a confirmed PUT), the history object when there is one (best effort),
+        then finish, pointing the chat's history at it in the same write. `history`: (key, bytes,
+        seq, ttl)."""
+        rows, objects = self._io.rows, self._io.objects
+
+        def step() -> bool:
+            with rows.atomic():  # objects kept in the rows' SQLite file: one commit for all
+                objects.put(answer_key, answer)
+                session = None
+                if history is not None:
+                    key, data, seq, ttl = history
+                    try:
+                        session = SessionWrite(fence.chat, objects.put(key, data).key, seq, ttl)
+                    except Exception as e:
+                        log.warning("history of %s not saved: %s", fence.chat, e)
+                return rows.finish(fence, answer_key=answer_key, session=session)
+
+        return await self._io.run(step)
+
+    async def end_turn(
+        self, *, chat: str, holder: str, now: float, history: tuple[str, bytes, float, float] | None
+    ) -> None:
+        """An answered turn's last step: the history object (best effort), then end_turn with the
+        session row pointing at it."""
+        rows, objects = self._io.rows, self._io.objects
+
+        def step() -> None:
+            session = None
+            if history is not None:
+                key, data, seq, ttl = history
+                try:
+                    session = SessionWrite(chat, objects.put(key, data).key, seq, ttl)
+                except Exception as e:
+                    log.warning("history of %s not saved: %s", chat, e)
+            rows.end_turn(chat, holder, now=now, session=session)
+
+        await self._io.run(step)

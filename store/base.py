@@ -10,22 +10,31 @@ nothing. No method does a read-modify-write in the client.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from core.models import (
     AuditEvent,
+    AuditWrite,
+    Claimed,
     ClaimRead,
     Fence,
     Grant,
+    GrantChange,
     ObjectRef,
     OutboxItem,
     Pointer,
     Refusal,
+    SessionWrite,
     StoreUnavailable,
     SubjectKind,
+    TurnStart,
     Vote,
 )
+
+log = logging.getLogger(__name__)
 
 
 class StoreError(StoreUnavailable):
@@ -67,8 +76,10 @@ class RowStore(ABC):
         """Extend the lease; only while holding it (claimed, same worker and token, lease live)."""
 
     @abstractmethod
-    def finish(self, fence: Fence, *, answer_key: str) -> bool:
-        """R12: holding -> done, with where the final answer is."""
+    def finish(self, fence: Fence, *, answer_key: str, session: SessionWrite | None = None) -> bool:
+        """R12: holding -> done, with where the final answer is. `session`: only if it applied,
+        point the chat's history at the resumed turn's (as put_session), in the same write where
+        the backend allows it."""
 
     @abstractmethod
     def replace(self, fence: Fence, *, new: Pointer) -> bool:
@@ -177,6 +188,87 @@ class RowStore(ABC):
     @abstractmethod
     def sweep(self, now: float) -> int:
         """Delete every row whose physical expiry (ttl) is before `now`; returns how many."""
+
+    # --- compound steps (issue 12): several of the calls above in ONE round trip -------------
+    # The defaults below compose the single calls (a backend without multi-item writes); a
+    # backend that can overrides them with one transaction. Each state change inside is still
+    # the same one conditional write as its single call.
+
+    def begin_turn(self, chat: str, holder: str, user: str, now: float, lease_until: float) -> TurnStart:
+        """take_turn and, only if it was taken, what the turn starts from: the chat's pointer,
+        `user`'s live grants in the chat and the chat's history key."""
+        if not self.take_turn(chat, holder, now, lease_until):
+            return TurnStart(taken=False)
+        return TurnStart(True, self.get_pointer(chat), tuple(self.list_grants(user, chat, now)), self.get_session(chat))
+
+    def end_turn(
+        self,
+        chat: str,
+        holder: str,
+        *,
+        now: float,
+        pointer: Pointer | None = None,
+        audit: Sequence[AuditWrite] = (),
+        session: SessionWrite | None = None,
+    ) -> bool:
+        """End the turn `holder` holds: write `pointer` as put_pointer does (R7; its `audit` only
+        when it was written), point the history at `session` as put_session does, and release
+        the turn lease (release_turn). Returns whether the pointer was written (True without one).
+        On a fault nothing is promised about the lease beyond release_turn's own (it lapses)."""
+        written = True
+        try:
+            if pointer is not None:
+                written = self.put_pointer(pointer, now)
+                if written:
+                    self._append_all(audit)
+            if session is not None:
+                self.put_session(session.chat, session.key, session.seq, session.ttl)
+        finally:
+            self.release_turn(chat, holder)
+        return written
+
+    def claim_grants(
+        self,
+        read: ClaimRead,
+        *,
+        worker: str,
+        now: float,
+        lease_until: float,
+        resume_deadline: float,
+        changes: Sequence[GrantChange] = (),
+        before: Sequence[AuditWrite] = (),
+        after: Sequence[AuditWrite] = (),
+    ) -> Claimed | None:
+        """R10's claim, exactly as `claim`, and only if it was won: the events `before`, the
+        grant changes in order (R14), the events `after`, all in the claim's write where the
+        backend allows it; then the owner's live grants in the chat (as list_grants at `now`).
+        None when the claim was lost: then nothing else was written."""
+        won = self.claim(read, worker=worker, now=now, lease_until=lease_until, resume_deadline=resume_deadline)
+        if won is None:
+            return None
+        self._append_all(before)
+        for c in changes:
+            g = c.grant
+            if c.delete:
+                if self.delete_grant(g.user, g.chat, g.kind, g.name):
+                    self._append_all([c.audit])
+            else:
+                self.put_grant(g, c.ttl)
+                self._append_all([c.audit])
+        self._append_all(after)
+        return Claimed(won, tuple(self.list_grants(won.owner, won.chat, now)))
+
+    def atomic(self) -> contextlib.AbstractContextManager[object]:
+        """A step's writes (rows, and objects kept in the same database) in one commit where the
+        backend has transactions; elsewhere each write stays its own (the default: nothing)."""
+        return contextlib.nullcontext()
+
+    def _append_all(self, audit: Sequence[AuditWrite]) -> None:
+        for a in audit:
+            try:
+                self.append_audit(a.event, a.ttl, a.outbox)
+            except StoreUnavailable as e:  # the audit trail never blocks the protocol
+                log.warning("audit append failed: %s", e)
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""

@@ -39,6 +39,7 @@ clean-up, which AWS performs up to days late; `ttl_at` keeps the exact value for
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import secrets
@@ -51,11 +52,27 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from core.models import AuditEvent, ClaimRead, Fence, Grant, OutboxItem, Pointer, Refusal, SubjectKind, Vote
+from core.models import (
+    AuditEvent,
+    AuditWrite,
+    Claimed,
+    ClaimRead,
+    Fence,
+    Grant,
+    GrantChange,
+    OutboxItem,
+    Pointer,
+    Refusal,
+    SessionWrite,
+    SubjectKind,
+    TurnStart,
+    Vote,
+)
 from store.aws import AwsTarget, call_with_retries, error_code, make_client, parse_target
 from store.base import RowStore, StoreError
 
 Item = dict[str, dict[str, Any]]
+log = logging.getLogger(__name__)
 
 POINTER_SK = "pointer"
 CARD_SK = "card"
@@ -340,9 +357,14 @@ class DynamoRows(RowStore):
         r = self._update(fence.chat, self._HOLDING + " AND #lease_until >= :now", "SET #lease_until = :lu", values)
         return r is not None
 
-    def finish(self, fence: Fence, *, answer_key: str) -> bool:
+    def finish(self, fence: Fence, *, answer_key: str, session: SessionWrite | None = None) -> bool:
         values = {**self._holding(fence), ":done": _s("done"), ":ak": _s(answer_key)}
         r = self._update(fence.chat, self._HOLDING, "SET #state = :done, #answer_key = :ak REMOVE #lease_until", values)
+        if r is not None and session is not None:  # a second request: the history is best effort
+            try:
+                self.put_session(session.chat, session.key, session.seq, session.ttl)
+            except StoreError as e:
+                log.warning("history of %s not saved: %s", session.chat, e)
         return r is not None
 
     def replace(self, fence: Fence, *, new: Pointer) -> bool:
@@ -487,6 +509,10 @@ class DynamoRows(RowStore):
 
     # --- grants -----------------------------------------------------------------------
     def put_grant(self, grant: Grant, ttl: float) -> None:
+        self._call("put_item", Item=self._grant_item(grant, ttl))  # an upsert: the same write again is the same row
+
+    @staticmethod
+    def _grant_item(grant: Grant, ttl: float) -> Item:
         item: Item = {
             "pk": _s(_key("grant", grant.user)),
             "sk": _s(_key(grant.chat, grant.kind, grant.name)),
@@ -502,7 +528,7 @@ class DynamoRows(RowStore):
         }
         if grant.turn_id is not None:
             item["turn_id"] = _s(grant.turn_id)
-        self._call("put_item", Item=item)  # an upsert: the same write again is the same row
+        return item
 
     def list_grants(self, user: str, chat: str | None, now: float) -> list[Grant]:
         key = "#pk = :pk"
@@ -595,18 +621,23 @@ class DynamoRows(RowStore):
         return None if item is None else _get_s(item, "object_key")
 
     # --- audit ------------------------------------------------------------------------
-    def append_audit(self, event: AuditEvent, ttl: float, outbox: Sequence[OutboxItem] = ()) -> None:
-        nonce = _nonce()
-        pk, sk = _key("audit", event.chat), f"{_SEQ.next():020d}.{nonce}"
-        item: Item = {
-            "pk": _s(pk),
-            "sk": _s(sk),
+    @staticmethod
+    def _audit_item(event: AuditEvent, ttl: float, nonce: str) -> Item:
+        """The event's item; its sort key is taken now, so items made in order sort in order."""
+        return {
+            "pk": _s(_key("audit", event.chat)),
+            "sk": _s(f"{_SEQ.next():020d}.{nonce}"),
             "doc": _s(event.model_dump_json()),
             "at": _n(event.at),
             "ttl": _ttl(ttl),
             "ttl_at": _n(ttl),
             "op": _s(nonce),
         }
+
+    def append_audit(self, event: AuditEvent, ttl: float, outbox: Sequence[OutboxItem] = ()) -> None:
+        nonce = _nonce()
+        item = self._audit_item(event, ttl, nonce)
+        pk, sk = str(_get_s(item, "pk")), str(_get_s(item, "sk"))
         out = [self._outbox_item(o, ttl, nonce) for o in outbox]
         if out and self._transactions and self._transact([item, *out], nonce):
             return
@@ -657,6 +688,101 @@ class DynamoRows(RowStore):
                 return False
             raise StoreError(f"dynamodb transact_write_items on {self.table}: {code}: {e}") from e
         return True
+
+    # --- compound steps: fewer requests where no condition is lost ------------------------
+    def begin_turn(self, chat: str, holder: str, user: str, now: float, lease_until: float) -> TurnStart:
+        """take_turn, then the pointer and the history key in one BatchGetItem, and the grants."""
+        if not self.take_turn(chat, holder, now, lease_until):
+            return TurnStart(taken=False)
+        pointer_key, session_key = (_key("chat", chat), POINTER_SK), (_key("session", chat), SESSION_SK)
+        found = self._batch_get([pointer_key, session_key])
+        session = found.get(session_key)
+        return TurnStart(
+            True,
+            self._to_pointer(found.get(pointer_key)),
+            tuple(self.list_grants(user, chat, now)),
+            None if session is None else _get_s(session, "object_key"),
+        )
+
+    def claim_grants(
+        self,
+        read: ClaimRead,
+        *,
+        worker: str,
+        now: float,
+        lease_until: float,
+        resume_deadline: float,
+        changes: Sequence[GrantChange] = (),
+        before: Sequence[AuditWrite] = (),
+        after: Sequence[AuditWrite] = (),
+    ) -> Claimed | None:
+        """The claim (its one conditional write), then the grant puts and the audit events in one
+        BatchWriteItem (unconditional puts: a grant is an upsert, an event's sort key is new);
+        a grant delete stays its own conditional call. Events with outbox items go one at a time
+        (their items first), as append_audit writes them."""
+        if any(a.outbox for a in [*before, *after, *(c.audit for c in changes)]):
+            return super().claim_grants(
+                read,
+                worker=worker,
+                now=now,
+                lease_until=lease_until,
+                resume_deadline=resume_deadline,
+                changes=changes,
+                before=before,
+                after=after,
+            )
+        won = self.claim(read, worker=worker, now=now, lease_until=lease_until, resume_deadline=resume_deadline)
+        if won is None:
+            return None
+        nonce = _nonce()
+        items = [self._audit_item(a.event, a.ttl, nonce) for a in before]
+        for c in changes:
+            g = c.grant
+            if not c.delete:
+                items += [self._grant_item(g, c.ttl), self._audit_item(c.audit.event, c.audit.ttl, nonce)]
+            elif self.delete_grant(g.user, g.chat, g.kind, g.name):
+                items.append(self._audit_item(c.audit.event, c.audit.ttl, nonce))
+        items += [self._audit_item(a.event, a.ttl, nonce) for a in after]
+        self._batch_put(items)
+        return Claimed(won, tuple(self.list_grants(won.owner, won.chat, now)))
+
+    def _batch_get(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Item]:
+        """Strongly consistent reads in one BatchGetItem (keys left unprocessed are asked again)."""
+        want: dict[str, Any] = {
+            self.table: {"Keys": [{"pk": _s(pk), "sk": _s(sk)} for pk, sk in keys], "ConsistentRead": True}
+        }
+        found: dict[tuple[str, str], Item] = {}
+        for attempt in range(8):
+            r = self._batch("batch_get_item", want)
+            for item in r.get("Responses", {}).get(self.table, []):
+                found[(str(_get_s(item, "pk")), str(_get_s(item, "sk")))] = item
+            want = r.get("UnprocessedKeys") or {}
+            if not want:
+                return found
+            time.sleep(0.02 * 2**attempt)
+        raise StoreError(f"dynamodb batch_get_item on {self.table}: keys still unprocessed")
+
+    def _batch_put(self, items: list[Item]) -> None:
+        """Unconditional puts, 25 to a BatchWriteItem (items left unprocessed are sent again)."""
+        for start in range(0, len(items), 25):
+            want: dict[str, Any] = {self.table: [{"PutRequest": {"Item": i}} for i in items[start : start + 25]]}
+            for attempt in range(8):
+                want = self._batch("batch_write_item", want).get("UnprocessedItems") or {}
+                if not want:
+                    break
+                time.sleep(0.02 * 2**attempt)
+            else:
+                raise StoreError(f"dynamodb batch_write_item on {self.table}: items still unprocessed")
+
+    def _batch(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
+        fn = getattr(self.client, op)
+        try:
+            result: dict[str, Any] = call_with_retries(
+                self.target, f"{op} on {self.table}", lambda: fn(RequestItems=request)
+            )
+        except ClientError as e:
+            raise StoreError(f"dynamodb {op} on table {self.table}: {error_code(e)}: {e}") from e
+        return result
 
     def list_audit(self, chat: str) -> list[AuditEvent]:
         key = "#pk = :pk"

@@ -1,4 +1,5 @@
-"""The embedded default row store: SQLite in WAL mode, one statement per state change.
+"""The embedded default row store: SQLite in WAL mode with synchronous=FULL (every commit is
+fsync'd before it returns), one statement per state change.
 
 Each thread gets its own connection in autocommit mode (isolation_level=None): a deferred
 BEGIN followed by a write fails at once under contention (SQLITE_BUSY_SNAPSHOT), while a single
@@ -7,14 +8,30 @@ conditional UPDATE/INSERT waits on busy_timeout and then applies or matches noth
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from core.models import AuditEvent, ClaimRead, Fence, Grant, OutboxItem, Pointer, Refusal, SubjectKind, Vote
+from core.models import (
+    AuditEvent,
+    AuditWrite,
+    Claimed,
+    ClaimRead,
+    Fence,
+    Grant,
+    GrantChange,
+    OutboxItem,
+    Pointer,
+    Refusal,
+    SessionWrite,
+    SubjectKind,
+    TurnStart,
+    Vote,
+)
 from store.base import RowStore, StoreError
 
 SCHEMA = """
@@ -104,7 +121,7 @@ class SqliteRows(RowStore):
             conn = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA synchronous=FULL")  # every commit fsyncs the WAL before it returns
             self._local.conn = conn
         return conn
 
@@ -113,6 +130,43 @@ class SqliteRows(RowStore):
             return self._conn().execute(sql, args)
         except sqlite3.OperationalError as e:  # "database is locked" past busy_timeout
             raise StoreError(f"sqlite: {e}") from e
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One transaction, one commit (one fsync): IMMEDIATE takes the write lock up front
+        (waiting on busy_timeout), so the statements inside never hit SQLITE_BUSY_SNAPSHOT.
+        Any exception inside rolls everything back: the compound step changed nothing.
+        Nested (a compound step inside `atomic`): a savepoint, so a failed inner step is undone
+        alone and the outer transaction decides about the rest."""
+        conn = self._conn()
+        depth = getattr(self._local, "depth", 0)
+        begin, undo, done = (
+            ("BEGIN IMMEDIATE", "ROLLBACK", "COMMIT")
+            if depth == 0
+            else (f"SAVEPOINT s{depth}", f"ROLLBACK TO s{depth}; RELEASE s{depth}", f"RELEASE s{depth}")
+        )
+        try:
+            conn.execute(begin)
+        except sqlite3.OperationalError as e:
+            raise StoreError(f"sqlite: {e}") from e
+        self._local.depth = depth + 1
+        try:
+            yield conn
+            conn.execute(done)
+        except BaseException as e:
+            for statement in undo.split("; "):
+                with contextlib.suppress(sqlite3.Error):  # a failed COMMIT may have ended it already
+                    conn.execute(statement)
+            if isinstance(e, sqlite3.OperationalError):
+                raise StoreError(f"sqlite: {e}") from e
+            raise
+        finally:
+            self._local.depth = depth
+
+    def atomic(self) -> contextlib.AbstractContextManager[object]:
+        """Everything this thread writes inside, on this store and on objects kept in its file
+        (store/sqlite_objects.py bound to it), commits once (one fsync) or not at all."""
+        return self._tx()
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
@@ -216,12 +270,15 @@ class SqliteRows(RowStore):
         )
         return cur.rowcount == 1
 
-    def finish(self, fence: Fence, *, answer_key: str) -> bool:
-        cur = self._exec(
-            f"UPDATE pointers SET state = 'done', answer_key = ?, lease_until = NULL WHERE {_HOLDING}",
-            (answer_key, *_held(fence)),
-        )
-        return cur.rowcount == 1
+    def finish(self, fence: Fence, *, answer_key: str, session: SessionWrite | None = None) -> bool:
+        sql = f"UPDATE pointers SET state = 'done', answer_key = ?, lease_until = NULL WHERE {_HOLDING}"
+        if session is None:
+            return self._exec(sql, (answer_key, *_held(fence))).rowcount == 1
+        with self._tx():
+            done = self._exec(sql, (answer_key, *_held(fence))).rowcount == 1
+            if done:
+                self.put_session(session.chat, session.key, session.seq, session.ttl)
+        return done
 
     def replace(self, fence: Fence, *, new: Pointer) -> bool:
         if new.chat != fence.chat:
@@ -403,28 +460,87 @@ class SqliteRows(RowStore):
 
     # --- audit -------------------------------------------------------------------------
     def append_audit(self, event: AuditEvent, ttl: float, outbox: Sequence[OutboxItem] = ()) -> None:
-        insert = (
+        if not outbox:
+            self._insert_audit(event, ttl, ())
+            return
+        with self._tx():
+            self._insert_audit(event, ttl, outbox)
+
+    def _insert_audit(self, event: AuditEvent, ttl: float, outbox: Sequence[OutboxItem]) -> None:
+        self._exec(
             "INSERT INTO audit (chat, at, kind, actor, card_id, detail, ttl) VALUES (?,?,?,?,?,?,?)",
             (event.chat, event.at, event.kind, event.actor, event.card_id, json.dumps(event.detail), ttl),
         )
-        if not outbox:
-            self._exec(*insert)
-            return
-        conn = self._conn()
-        try:  # IMMEDIATE: take the write lock up front (waits on busy_timeout), then one commit
-            conn.execute("BEGIN IMMEDIATE")
+        if outbox:
             try:
-                conn.execute(*insert)
-                conn.executemany(
+                self._conn().executemany(
                     "INSERT INTO outbox (sink, id, chat, body, ttl) VALUES (?,?,?,?,?)",
                     [(o.sink, o.id, o.chat, o.body, ttl) for o in outbox],
                 )
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-        except sqlite3.OperationalError as e:
-            raise StoreError(f"sqlite: {e}") from e
+            except sqlite3.OperationalError as e:
+                raise StoreError(f"sqlite: {e}") from e
+
+    def _insert_all(self, audit: Sequence[AuditWrite]) -> None:
+        for a in audit:
+            self._insert_audit(a.event, a.ttl, a.outbox)
+
+    # --- compound steps: one transaction, one commit each ---------------------------------
+    def begin_turn(self, chat: str, holder: str, user: str, now: float, lease_until: float) -> TurnStart:
+        with self._tx():
+            if not self.take_turn(chat, holder, now, lease_until):
+                return TurnStart(taken=False)
+            return TurnStart(
+                True, self.get_pointer(chat), tuple(self.list_grants(user, chat, now)), self.get_session(chat)
+            )
+
+    def end_turn(
+        self,
+        chat: str,
+        holder: str,
+        *,
+        now: float,
+        pointer: Pointer | None = None,
+        audit: Sequence[AuditWrite] = (),
+        session: SessionWrite | None = None,
+    ) -> bool:
+        with self._tx():
+            written = True
+            if pointer is not None:
+                written = self.put_pointer(pointer, now)
+                if written:
+                    self._insert_all(audit)
+            if session is not None:
+                self.put_session(session.chat, session.key, session.seq, session.ttl)
+            self.release_turn(chat, holder)
+        return written
+
+    def claim_grants(
+        self,
+        read: ClaimRead,
+        *,
+        worker: str,
+        now: float,
+        lease_until: float,
+        resume_deadline: float,
+        changes: Sequence[GrantChange] = (),
+        before: Sequence[AuditWrite] = (),
+        after: Sequence[AuditWrite] = (),
+    ) -> Claimed | None:
+        with self._tx():
+            won = self.claim(read, worker=worker, now=now, lease_until=lease_until, resume_deadline=resume_deadline)
+            if won is None:
+                return None
+            self._insert_all(before)
+            for c in changes:
+                g = c.grant
+                if c.delete:
+                    if self.delete_grant(g.user, g.chat, g.kind, g.name):
+                        self._insert_all([c.audit])
+                else:
+                    self.put_grant(g, c.ttl)
+                    self._insert_all([c.audit])
+            self._insert_all(after)
+            return Claimed(won, tuple(self.list_grants(won.owner, won.chat, now)))
 
     @staticmethod
     def _to_event(r: sqlite3.Row) -> AuditEvent:

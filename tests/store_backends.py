@@ -24,7 +24,7 @@ MOTO = "CHAT_APPROVALS_TEST_MOTO"
 REGION = "us-east-1"
 BUCKET = "chat-approvals-test"
 
-BACKENDS = ["sqlite+files", "dynalite+moto-s3", "moto-dynamodb+moto-s3"]
+BACKENDS = ["sqlite+files", "sqlite+sqlite-objects", "dynalite+moto-s3", "moto-dynamodb+moto-s3"]
 
 
 def require_env(*names: str) -> dict[str, str]:
@@ -98,6 +98,22 @@ def open_backend(name: str, tmp_path: Path) -> Iterator[StoreBackend]:
             yield StoreBackend(name, rows, objects, clock, corrupt)
         finally:
             rows.close()
+        return
+    if name == "sqlite+sqlite-objects":  # the objects in the row store's own file
+        from store.sqlite_objects import SqliteObjects
+        from store.sqlite_rows import SqliteRows
+
+        rows = SqliteRows(tmp_path / "rows.db")
+        in_db = SqliteObjects(tmp_path / "rows.db", clock=clock, rows=rows)  # sharing its connections
+
+        def corrupt_row(key: str) -> None:
+            in_db._conn().execute("UPDATE objects SET data = ? WHERE key = ?", (b"tampered bytes", key))
+
+        try:
+            yield StoreBackend(name, rows, in_db, clock, corrupt_row)
+        finally:
+            rows.close()
+            in_db.close()
         return
 
     env = require_env(DYNALITE, MOTO) if name.startswith("dynalite") else require_env(MOTO)

@@ -21,14 +21,17 @@ from core.ids import hash_secret, mint_card_id
 from core.models import (
     ApprovalCard,
     AuditEvent,
+    AuditWrite,
     CardPolicy,
     ClaimRead,
     Fence,
     Grant,
+    GrantChange,
     ObjectRef,
     OutboxItem,
     Pointer,
     Refusal,
+    SessionWrite,
     SubjectKind,
     Vote,
 )
@@ -1066,3 +1069,136 @@ def test_sessions_are_swept_after_their_ttl(store: StoreBackend) -> None:
     rows.put_session("http:b", "sessions/2.json", T0, T0 + 100)
     assert rows.sweep(T0 + 50) == 1
     assert rows.get_session("http:a") is None and rows.get_session("http:b") == "sessions/2.json"
+
+
+# --- compound steps (issue 12): several calls in one round trip, the same conditions -------
+
+
+def _ev(chat: str, kind: str, card: str | None = None, **detail: object) -> AuditWrite:
+    event = AuditEvent(chat=chat, at=T0, kind=kind, actor="U1", card_id=card, detail=dict(detail))  # type: ignore[arg-type]
+    return AuditWrite(event, T0 + RETENTION)
+
+
+def test_begin_turn_takes_the_lease_and_reads_what_the_turn_starts_from(store: StoreBackend) -> None:
+    rows = store.rows
+    p = pending(store, "http:b")
+    g = _grant("U1", "http:b", "site", "a.org")
+    rows.put_grant(g, g.expires_at + RETENTION)
+    rows.put_grant(_grant("U1", "http:other", "site", "b.org"), T0 + RETENTION)  # another chat: not read
+    rows.put_session("http:b", "sessions/1.json", T0, T0 + RETENTION)
+    start = rows.begin_turn("http:b", "h1", "U1", T0 + 1, T0 + 1 + LEASE)
+    assert start.taken and start.pointer == p and list(start.grants) == [g] and start.session == "sessions/1.json"
+    # held: nothing is read, and the lease stays with h1
+    assert rows.begin_turn("http:b", "h2", "U1", T0 + 2, T0 + 2 + LEASE).taken is False
+    assert not rows.take_turn("http:b", "h2", T0 + 2, T0 + 2 + LEASE)
+    assert rows.release_turn("http:b", "h1")
+    fresh = rows.begin_turn("http:new", "h3", "U2", T0 + 3, T0 + 3 + LEASE)
+    assert fresh.taken and fresh.pointer is None and fresh.grants == () and fresh.session is None
+
+
+def test_r7_end_turn_writes_the_pointer_with_its_audit_and_releases_the_lease(store: StoreBackend) -> None:
+    rows = store.rows
+    assert rows.take_turn("http:e", "h1", T0, T0 + LEASE)
+    p = make_pointer("http:e")
+    created = _ev("http:e", "card_created", p.card_id)
+    assert rows.end_turn("http:e", "h1", now=T0, pointer=p, audit=[created])
+    assert rows.get_pointer("http:e") == p and rows.get_pointer_by_card(p.card_id) == p
+    assert rows.list_audit("http:e") == [created.event]
+    assert rows.take_turn("http:e", "h2", T0 + 1, T0 + 1 + LEASE)  # released
+
+
+def test_r7_end_turn_refused_pointer_writes_no_audit_but_still_releases(store: StoreBackend) -> None:
+    rows = store.rows
+    p = pending(store, "http:e")  # an open request: a second pointer is refused
+    assert rows.take_turn("http:e", "h1", T0, T0 + LEASE)
+    other = make_pointer("http:e")
+    assert not rows.end_turn("http:e", "h1", now=T0 + 1, pointer=other, audit=[_ev("http:e", "card_created")])
+    assert rows.get_pointer("http:e") == p and rows.get_pointer_by_card(other.card_id) is None
+    assert rows.list_audit("http:e") == []
+    assert rows.take_turn("http:e", "h2", T0 + 2, T0 + 2 + LEASE)
+
+
+def test_end_turn_points_the_history_and_never_rolls_it_back(store: StoreBackend) -> None:
+    rows = store.rows
+    rows.put_session("http:h", "sessions/new.json", T0 + 5, T0 + RETENTION)
+    assert rows.take_turn("http:h", "h1", T0, T0 + LEASE)
+    assert rows.end_turn(
+        "http:h", "h1", now=T0, session=SessionWrite("http:h", "sessions/old.json", T0, T0 + RETENTION)
+    )
+    assert rows.get_session("http:h") == "sessions/new.json"  # a slower turn
+    assert rows.take_turn("http:h", "h2", T0 + 1, T0 + 1 + LEASE)
+    assert rows.end_turn(
+        "http:h", "h2", now=T0 + 6, session=SessionWrite("http:h", "sessions/6.json", T0 + 6, T0 + RETENTION)
+    )
+    assert rows.get_session("http:h") == "sessions/6.json"
+    assert not rows.release_turn("http:h", "h2")  # already released by end_turn
+
+
+def _changes(p: Pointer) -> list[GrantChange]:
+    site = _grant(p.owner, p.chat, "site", "example.org", card=p.card_id)
+    gone = _grant(p.owner, p.chat, "package", "requests", card=p.card_id)
+    never = _grant(p.owner, p.chat, "package", "numpy", card=p.card_id)
+    return [
+        GrantChange(site, site.expires_at + RETENTION, False, _ev(p.chat, "grant", p.card_id, name="example.org")),
+        GrantChange(gone, 0.0, True, _ev(p.chat, "revoke", p.card_id, name="requests")),
+        GrantChange(never, 0.0, True, _ev(p.chat, "revoke", p.card_id, name="numpy")),  # no row: no event
+    ]
+
+
+def _claim_grants(rows: RowStore, p: Pointer, changes: list[GrantChange], *, count: int | None = None):  # type: ignore[no-untyped-def]
+    return rows.claim_grants(
+        ClaimRead(p.chat, p.card_id, p.secret_hash, p.claim_count if count is None else count),
+        worker="w1",
+        now=T0 + 1,
+        lease_until=T0 + 1 + LEASE,
+        resume_deadline=T0 + 900,
+        changes=changes,
+        before=[_ev(p.chat, "claim_won", p.card_id)],
+        after=[_ev(p.chat, "answered", p.card_id)],
+    )
+
+
+def test_r10_r14_claim_grants_writes_grants_and_events_in_order_with_the_claim(store: StoreBackend) -> None:
+    rows = store.rows
+    p = pending(store)
+    old = _grant(p.owner, p.chat, "package", "requests", card="c_old")
+    kept = _grant(p.owner, p.chat, "site", "kept.org", card="c_old")
+    for g in (old, kept):
+        rows.put_grant(g, g.expires_at + RETENTION)
+    changes = _changes(p)
+    won = _claim_grants(rows, p, changes)
+    assert won is not None
+    assert won.pointer.state == "claimed" and won.pointer.claim_count == 1 and won.pointer.worker == "w1"
+    assert won.pointer == rows.get_pointer(p.chat)
+    assert list(won.grants) == [changes[0].grant, kept]  # the owner's live grants after the changes
+    assert rows.list_grants(p.owner, p.chat, T0 + 1) == [changes[0].grant, kept]
+    kinds = [(e.kind, e.detail.get("name")) for e in rows.list_audit(p.chat)]
+    assert kinds == [("claim_won", None), ("grant", "example.org"), ("revoke", "requests"), ("answered", None)]
+
+
+def test_r10_claim_grants_lost_writes_nothing(store: StoreBackend) -> None:
+    rows = store.rows
+    p = pending(store)
+    assert _claim_grants(rows, p, _changes(p), count=p.claim_count + 1) is None  # a stale read
+    assert rows.get_pointer(p.chat) == p
+    assert rows.list_grants(p.owner, p.chat, T0 + 1) == [] and rows.list_audit(p.chat) == []
+    assert _claim_grants(rows, p, []) is not None
+    assert _claim_grants(rows, p, _changes(p)) is None  # claimed, live lease: refused
+    assert rows.list_grants(p.owner, p.chat, T0 + 1) == []
+    assert [e.kind for e in rows.list_audit(p.chat)] == ["claim_won", "answered"]
+
+
+def test_r12_finish_points_the_history_only_when_it_applies(store: StoreBackend) -> None:
+    rows = store.rows
+    won = claimed(store)
+    fence = Fence(won.chat, won.card_id, "w1", won.claim_count)
+    stale = Fence(won.chat, won.card_id, "w1", won.claim_count + 1)
+    assert not rows.finish(
+        stale, answer_key="answers/x", session=SessionWrite(won.chat, "sessions/x.json", T0, T0 + RETENTION)
+    )
+    assert rows.get_session(won.chat) is None
+    assert rows.finish(
+        fence, answer_key="answers/a", session=SessionWrite(won.chat, "sessions/a.json", T0, T0 + RETENTION)
+    )
+    assert rows.get_pointer(won.chat).state == "done"  # type: ignore[union-attr]
+    assert rows.get_session(won.chat) == "sessions/a.json"

@@ -55,19 +55,19 @@ def test_bench_peers_prints_every_variant_and_the_round_trips(without_langgraph:
     hide = ("langgraph", "langchain_core") if without_langgraph else ()
     out = run_bench("bench.bench_peers", "--cycles", "3", "--block", "2", "--warmup", "1", hide=hide)
     rows = {r[0].split(")")[0] + ")": r for r in table_rows(out, "variant")}
-    expected = ["(a)", "(a')", "(b)", "(d)"]
+    expected = ["(a)", "(a')", "(b)", "(d)", "(d')", "(d'')"]
     if not without_langgraph and importlib.util.find_spec("langgraph") is not None:
         expected.insert(3, "(c)")
         assert "SqliteSaver, durability=sync" in rows["(c)"][0]
     else:
         assert "note: (c) skipped: LangGraph not installed" in out
     assert list(rows) == expected
-    for name, cycles, rate, p50, p99, ratio in rows.values():
+    for name, cycles, rate, p50, p99, ratio, ratio_sync in rows.values():
         assert cycles == "3", name
-        assert all(NUMBER.match(v) for v in (rate, p50, p99, ratio)), name
-        assert float(rate) > 0 and float(ratio) > 0, name
+        assert all(NUMBER.match(v) for v in (rate, p50, p99, ratio, ratio_sync)), name
+        assert float(rate) > 0 and float(ratio) > 0 and float(ratio_sync) > 0, name
         assert float(p50) <= float(p99), name  # percentiles of the same samples, not a timing
-    assert rows["(a)"][5] == "1.00"
+    assert rows["(a)"][5] == "1.00" and rows["(a')"][6] == "1.00"
 
     trips = {r[0]: (float(r[1]), int(r[2])) for r in table_rows(out, "(d) store round trips per cycle")}
     (rows_calls, rows_all), (object_calls, objects_all), (total, total_all) = (

@@ -84,7 +84,8 @@ async def test_metrics_follow_a_full_cycle_and_every_refusal(
     assert value(m, "chat_approvals_turns_total", platform="http", status="awaiting_approval") == 1
     assert value(m, "chat_approvals_cards_total", platform="http", kind="new") == 1
     assert value(m, "chat_approvals_open_cards") == 1
-    assert value(m, "chat_approvals_store_seconds_count", backend="sqlite", op="put_pointer") == 1
+    # the pointer write ends the turn (issue 12): one end_turn, no put_pointer
+    assert value(m, "chat_approvals_store_seconds_count", backend="sqlite", op="end_turn") == 1
     assert value(m, "chat_approvals_store_seconds_count", backend="files", op="put") == 1
 
     # each refusal kind, as the front end and the resume service decide it (R9, R15)
