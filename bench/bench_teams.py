@@ -39,8 +39,7 @@ from bots.teams_bot import TEAMS, TeamsConfig
 from core.approvals import Approvals
 from core.clock import SystemClock
 from store.aio import StoreIO
-from store.file_objects import FileObjects
-from store.sqlite_rows import SqliteRows
+from store.open import open_objects, open_rows
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "data" / "teams"
 
@@ -120,7 +119,8 @@ class Rig:
 async def run(samples: int, rounds: int) -> list[tuple[str, int, list[float], Counter[str]]]:
     with tempfile.TemporaryDirectory(prefix="bench-teams-") as tmp:
         clock = SystemClock()
-        store = StoreIO(SqliteRows(Path(tmp) / "rows.db"), FileObjects(Path(tmp) / "objects", clock=clock))
+        db = f"sqlite:///{Path(tmp) / 'rows.db'}"  # objects in the same file: the server's default
+        store = StoreIO(open_rows(db), open_objects(db, clock))
         approvals = Approvals(store, clock=clock)
         connector = Connector()
         capp = web.Application()

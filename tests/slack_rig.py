@@ -42,7 +42,8 @@ DM = "D0DMCHAN1"
 def open_approvals(
     folder: Path, clock: ManualClock, factory: AgentFactory | None = None, policy: str | None = None
 ) -> Approvals:
-    store = StoreIO(open_rows(f"sqlite:///{folder}/rows.db"), open_objects(str(folder / "objects"), clock))
+    db = f"sqlite:///{folder}/rows.db"  # objects in the same file: the server's default (issue 12)
+    store = StoreIO(open_rows(db), open_objects(db, clock))
     if policy is None:
         return Approvals(store, clock=clock, agent_factory=factory)
     p = parse_policy(policy)  # issue 13: the approval policy, with the approvers the server would build
