@@ -4,7 +4,8 @@
 
 Runs the real facade (scripted model, system clock) against the embedded store (SQLite +
 files) and, when the emulator URLs are set (scripts/test.d/20-emulators.sh start, then
-`set -a; . var/test-env; set +a`), against DynamoDB (dynalite, and moto) + S3 (moto).
+`set -a; . var/test-env; set +a`), against DynamoDB (dynalite, and moto) + S3 (moto), each
+also with `&table=` on the objects URL (small objects as table items, store/table_objects.py).
 It counts store method calls and, for the AWS backends, HTTP requests on the wire, and
 compares them with the protocol minimum:
 
