@@ -47,6 +47,7 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -128,6 +129,18 @@ def _names(*expressions: str) -> dict[str, str]:
 
 def _nonce() -> str:
     return secrets.token_hex(8)
+
+
+@dataclass(frozen=True)
+class _Tx:
+    """A TransactWriteItems' outcome: applied, or cancelled with each operation's reason."""
+
+    applied: bool
+    reasons: tuple[str, ...] = ()
+
+    def failed(self, i: int) -> bool:
+        """Did operation `i`'s condition fail (False when the endpoint gave no reasons)?"""
+        return i < len(self.reasons) and self.reasons[i] == "ConditionalCheckFailed"
 
 
 class _AuditSeq:
@@ -394,9 +407,11 @@ class DynamoRows(RowStore):
             )
             if session is not None:
                 ops.append(self._session_op(session, nonce))
-            done = self._transact_ops(ops, nonce)
-            if done or (done is False and self._applied(fence.chat, nonce)):
+            tx = self._transact_ops(ops, nonce)
+            if tx is not None and (tx.applied or self._applied(fence.chat, nonce)):
                 return True
+            if tx is not None and tx.failed(len(objects)):
+                return False  # not holding the claim (R12): nothing written, no object needed
         if objects:
             self._put_objects(objects)
         return self._finish_alone(fence, answer_key=answer_key, session=session)
@@ -833,9 +848,21 @@ class DynamoRows(RowStore):
                 ops.append(self._session_op(session, nonce))
             ops.append(self._delete_op(_key("turn", chat), TURN_SK, "#holder = :h", {":h": _s(holder)}))
             if len(ops) <= _TRANSACTION_ITEMS:
-                done = self._transact_ops(ops, nonce)
-                if done or (done is False and pointer is not None and self._applied(pointer.chat, nonce)):
+                tx = self._transact_ops(ops, nonce)
+                if tx is not None and (tx.applied or (pointer is not None and self._applied(pointer.chat, nonce))):
                     return True
+                at = len(objects) + 1  # the pointer's Put (after the card index)
+                if (
+                    tx is not None
+                    and pointer is not None
+                    and session is None
+                    and tx.failed(at)
+                    and not tx.failed(at - 1)
+                ):
+                    # the chat has an open request: refused as put_pointer refuses it; no object
+                    # was written and none is needed; only the lease is given back
+                    self.release_turn(chat, holder)
+                    return False
         if objects:
             self._put_objects(objects)
         return super().end_turn(chat, holder, now=now, pointer=pointer, audit=audit, session=session)
@@ -885,9 +912,9 @@ class DynamoRows(RowStore):
     def _audit_items(self, a: AuditWrite, nonce: str) -> list[Item]:
         return [self._audit_item(a.event, a.ttl, nonce), *(self._outbox_item(o, a.ttl, nonce) for o in a.outbox)]
 
-    def _transact_ops(self, ops: list[dict[str, Any]], nonce: str) -> bool | None:
-        """One TransactWriteItems (idempotent on retry by its request token). True: applied;
-        False: cancelled (a condition failed, nothing was written); None: the endpoint has no
+    def _transact_ops(self, ops: list[dict[str, Any]], nonce: str) -> _Tx | None:
+        """One TransactWriteItems (idempotent on retry by its request token). Applied, or
+        cancelled (nothing was written) with each operation's reason; None: the endpoint has no
         transactions (then remembered, and the caller writes item by item)."""
         try:
             call_with_retries(
@@ -898,12 +925,13 @@ class DynamoRows(RowStore):
         except ClientError as e:
             code = error_code(e)
             if code == "TransactionCanceledException":
-                return False
+                reasons = tuple(str(r.get("Code", "")) for r in e.response.get("CancellationReasons", []))
+                return _Tx(False, reasons)
             if code in ("UnknownOperationException", "UnrecognizedClientException") or "Unknown" in code:
                 self._transactions = False
                 return None
             raise StoreError(f"dynamodb transact_write_items on {self.table}: {code}: {e}") from e
-        return True
+        return _Tx(True)
 
     def _applied(self, chat: str, nonce: str) -> bool:
         """Was a cancelled transaction our own earlier attempt whose response was lost (its retry
