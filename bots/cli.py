@@ -76,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
     _common(resume)
     resume.add_argument("card_id")
     resume.add_argument("--user", required=True)
-    resume.add_argument("--secret", required=True)
+    resume.add_argument("--secret", required=True, help="the card's secret; write --secret=VALUE (it may start with -)")
     choice = resume.add_mutually_exclusive_group(required=True)
     choice.add_argument("--approve", action="store_true")
     choice.add_argument("--deny", action="store_true")
@@ -173,7 +173,7 @@ def cmd_run(args: argparse.Namespace, cfg: ServerConfig) -> int:
         if turn.offer is not None:
             print(
                 f"\nanswer with: chat-approvals resume {turn.offer.card.card_id} --user {args.user} "
-                f"--secret {turn.offer.secret} --approve",
+                f"--secret={turn.offer.secret} --approve",
                 file=sys.stderr,
             )
         return 0

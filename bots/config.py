@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bots.admission import DEFAULT_CAPACITY, DEFAULT_PATIENCE, DEFAULT_WORKERS
 from core.sandbox import Limits
 from core.settings import Settings
 
@@ -30,6 +31,11 @@ class ServerConfig(BaseSettings):
     metrics: bool = True  # GET /metrics (--no-metrics turns it off)
     log_format: str = "text"  # or "json": one object per line
     readyz_timeout: float = Field(default=2.0, gt=0)  # the store's cheap read must answer within this
+    # bots/admission.py: clicks resumed at once (the rest wait in arrival order), how many may wait, and
+    # after how many seconds a running resume (waiting on its model) stops counting as one of the workers
+    resume_workers: int = Field(default=DEFAULT_WORKERS, ge=1)
+    resume_queue: int = Field(default=DEFAULT_CAPACITY, ge=1)
+    resume_patience: float | None = Field(default=DEFAULT_PATIENCE, ge=0)
     audit_webhook: list[str] = Field(default_factory=list)  # every audit event is POSTed to each
     audit_webhook_secret: str = ""  # HMAC-SHA256 key for X-Chat-Approvals-Signature (required with a webhook)
     audit_webhook_poll: float = Field(default=2.0, gt=0)  # seconds between outbox looks when idle

@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bots.admission import Admission
 from bots.approvers import ApproverDirectory
 from bots.config import ServerConfig
 from bots.gate import mount_gate, sandbox_tools
@@ -191,9 +192,12 @@ def build_app(
         mount_http_api(app, approvals, cfg.tokens())
     else:
         log.info("no API token set: the HTTP front end (/v1) is off")
-    mount_slack(app, approvals)  # SLACK_* env: HTTP at /slack/events or Socket Mode; off when unset
+    # One queue of resume work for every chat front end (bots/admission.py); closed after they are.
+    admission = Admission(metrics, workers=cfg.resume_workers, capacity=cfg.resume_queue, patience=cfg.resume_patience)
+    app.cleanup_ctx.append(_closing(admission))
+    mount_slack(app, approvals, admission=admission)  # SLACK_* env: HTTP at /slack/events or Socket Mode
     teams_cfg = teams or TeamsConfig.from_env(os.environ)
-    mount_teams(app, approvals, teams_cfg, host=cfg.host, validator=teams_validator)  # /api/messages
+    mount_teams(app, approvals, teams_cfg, host=cfg.host, validator=teams_validator, admission=admission)
     if gate is not None:
         app[GATE] = gate
         gate.on_decision = lambda allowed: metrics.gate.labels("allowed" if allowed else "refused").inc()
@@ -203,6 +207,14 @@ def build_app(
     if sweep:
         app.cleanup_ctx.append(_sweeper(approvals, cfg.sweep_every))
     return app
+
+
+def _closing(admission: Admission) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def ctx(_app: web.Application) -> AsyncIterator[None]:
+        yield
+        await admission.close()  # refuse new clicks, work off the queued ones (bounded)
+
+    return ctx
 
 
 def audit_deliverers(approvals: Approvals, cfg: ServerConfig) -> list[Deliverer]:

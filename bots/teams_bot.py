@@ -30,6 +30,7 @@ from botbuilder.schema import Activity, ActivityTypes, Attachment, ResourceRespo
 from pydantic import BaseModel, ConfigDict
 
 from bots import teams_compat
+from bots.admission import Admission
 from bots.teams_auth import TokenValidator
 from bots.teams_compat import TeamsAuth, TeamsCardLocation
 from cards import adaptive
@@ -148,11 +149,14 @@ def _card_activity(card: dict[str, Any], *, activity_id: str | None = None) -> A
 
 
 class ApprovalsTeamsBot(TeamsActivityHandler):
-    def __init__(self, approvals: Approvals, adapter: CloudAdapter, cfg: TeamsConfig) -> None:
+    def __init__(
+        self, approvals: Approvals, adapter: CloudAdapter, cfg: TeamsConfig, admission: Admission | None = None
+    ) -> None:
         super().__init__()
         self.approvals = approvals
         self.adapter = adapter
         self.cfg = cfg
+        self.admission = admission or Admission(approvals.metrics)
         self._background: set[asyncio.Task[None]] = set()
         policy = getattr(approvals, "policy", None)
         self.route_to: str | None = policy.routing.teams_conversation if policy is not None else None
@@ -331,8 +335,8 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             asked.append(card)  # what the resolved card repeats
             claimed.set()
 
-        task = asyncio.ensure_future(
-            self.approvals.resume(
+        def resume() -> Coroutine[Any, Any, ResumeResult]:
+            return self.approvals.resume(
                 card_id=click.card_id,
                 user=user,
                 secret=click.secret,
@@ -340,11 +344,16 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
                 on_claimed=on_claimed,
                 platform=PLATFORM,  # metrics and logs only
             )
-        )
+
+        # Queued behind the clicks before it (bots/admission.py); the wait counts in the budget.
+        task = self.admission.submit(resume, platform=PLATFORM)
+        if task is None:  # the queue is full: an error answer leaves the card in place, answerable
+            self.approvals.metrics.resumes.labels(PLATFORM, "busy").inc()
+            return teams_compat.invoke_response(503, adaptive.invoke_error_body(503, wording.TOO_MANY_CLICKS))
         await asyncio.wait({task}, timeout=self.cfg.invoke_budget)
         if not task.done() and not claimed.is_set():
             # Not even claimed yet: give the claim (one store write) a little longer, within Teams' limit.
-            waiter = asyncio.ensure_future(claimed.wait())
+            waiter: asyncio.Future[Any] = asyncio.ensure_future(claimed.wait())
             await asyncio.wait({task, waiter}, timeout=self.cfg.invoke_budget, return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
         if not task.done():
@@ -461,6 +470,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
 
     async def drain(self, timeout: float = 30.0) -> None:
         """Wait for resumes still finishing after their click was answered (shutdown, tests)."""
+        await self.admission.drain(timeout)
         if self._background:
             await asyncio.wait(set(self._background), timeout=timeout)
 
@@ -510,6 +520,7 @@ def mount_teams(
     host: str,
     say: Callable[[str], Any] = print,
     validator: TokenValidator | None = None,
+    admission: Admission | None = None,
 ) -> TeamsFrontEnd | None:
     """Add `POST /api/messages` to the server. With no Microsoft App id the endpoint would be
     unauthenticated, so it is served only when the server binds a loopback address (and it refuses
@@ -526,7 +537,7 @@ def mount_teams(
         validator = TokenValidator(auth.app_id)  # Bot Framework's own OpenID configuration
     adapter = teams_compat.make_adapter(auth, validator if auth.enabled else None)
     adapter.on_turn_error = _on_error
-    bot = ApprovalsTeamsBot(approvals, adapter, cfg)
+    bot = ApprovalsTeamsBot(approvals, adapter, cfg, admission)
 
     async def messages(request: web.Request) -> web.StreamResponse:
         if not auth.enabled and not _is_loopback(request.remote):

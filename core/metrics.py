@@ -70,6 +70,12 @@ class Metrics:
             p + "ack_seconds", "Click to acknowledgement, per front end", ["platform"], buckets=_FAST_BUCKETS,
             registry=r,
         )  # fmt: skip
+        # bots/admission.py: clicks waiting for a resume worker, running, refused because the queue was full
+        self.resume_queue_depth = Gauge(p + "resume_queue_depth", "Clicks waiting for a resume worker", registry=r)
+        self.resume_queue_running = Gauge(p + "resume_queue_running", "Resumes running now (admitted)", registry=r)
+        self.resume_queue_refused = Counter(
+            p + "resume_queue_refused", "Clicks refused because the resume queue was full", ["platform"], registry=r
+        )
         self.gate = Counter(p + "gate_connections", "Egress gate decisions", ["decision"], registry=r)
         self.store_seconds = Histogram(
             p + "store_seconds", "Store calls", ["backend", "op"], buckets=_FAST_BUCKETS, registry=r

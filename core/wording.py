@@ -79,6 +79,7 @@ def invalid_input(reason: str) -> str:
 
 
 STORE_UNAVAILABLE = "The approval store is unavailable right now; nothing was changed. Try again."
+TOO_MANY_CLICKS = "Too many answers are being worked on right now; nothing was changed. Click again in a moment."
 # --- tool-name approvals (core/tool_gate.py) and other interrupts ---------------------------
 CANNOT_ANSWER_SEVERAL = (
     "The agent paused on several questions at once in one step, and this front end can answer only "

@@ -75,9 +75,11 @@ class SlackRig:
         socket_mode: bool = False,
         factory: AgentFactory | None = None,
         policy: str | None = None,
+        server: dict[str, Any] | None = None,
     ) -> None:
         self.factory = factory
         self.policy = policy
+        self.server = server or {}  # ServerConfig fields (e.g. bots/admission.py's resume_workers)
         self._tmp = None if folder else tempfile.TemporaryDirectory()
         self.folder = folder or Path(self._tmp.name)  # type: ignore[union-attr]
         self.clock = ManualClock(time.time())
@@ -104,7 +106,8 @@ class SlackRig:
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
-            app = build_app(self.approvals, ServerConfig(store=f"sqlite:///{self.folder}/rows.db"), sweep=False)
+            cfg = ServerConfig(store=f"sqlite:///{self.folder}/rows.db", **self.server)
+            app = build_app(self.approvals, cfg, sweep=False)
         finally:
             for k, v in saved.items():
                 if v is None:

@@ -122,7 +122,7 @@ def test_the_cli_takes_the_policy_a_duration_and_a_reason(tmp_path: Path, capsys
     assert main(["run", *store, "--chat", "c1", "--user", "bob", "fetch https://example.com/a.csv"]) == 0
     card = json.loads(capsys.readouterr().out)["card"]
     assert card["durations"] == ["once", "1h"] and card["approvers"] == "owner"
-    base = ["resume", card["card_id"], *store, "--user", "bob", "--secret", card["secret"]]
+    base = ["resume", card["card_id"], *store, "--user", "bob", f"--secret={card['secret']}"]
     assert main([*base, "--approve", "--duration", "2h"]) == 1  # not offered: invalid, nothing changed
     assert json.loads(capsys.readouterr().out)["outcome"] == "invalid"
     assert main([*base, "--deny", "--duration", "1h"]) == 2  # a duration goes only with an approval

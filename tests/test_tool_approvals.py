@@ -300,9 +300,9 @@ def test_the_cli_answers_a_tool_card_and_lists_and_revokes_the_tool_grant(tmp_pa
     assert run.returncode == 0, run.stderr
     card = json.loads(run.stdout)["card"]
     assert card["kind"] == "tool" and card["tool"]["input"] == {"text": "from the shell"}
-    bad = _cli("resume", *common, card["card_id"], "--user", "u", "--secret", card["secret"], "--deny", "--once")
+    bad = _cli("resume", *common, card["card_id"], "--user", "u", f"--secret={card['secret']}", "--deny", "--once")
     assert bad.returncode == 2 and "--once goes with --approve" in bad.stderr
-    done = _cli("resume", *common, card["card_id"], "--user", "u", "--secret", card["secret"], "--approve")
+    done = _cli("resume", *common, card["card_id"], "--user", "u", f"--secret={card['secret']}", "--approve")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["result"]["text"] == "Saved the note: from the shell"
     assert lines(tmp_path / "notes", "c") == ["from the shell"]

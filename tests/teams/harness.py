@@ -103,8 +103,13 @@ class Bot:
         message_budget: float = 5.0,
         agent_factory: AgentFactory | None = None,
         policy: str | None = None,
+        resume_workers: int = 4,
+        resume_queue: int = 1000,
+        resume_patience: float | None = 0.5,
     ) -> None:
         self.agent_factory = agent_factory
+        self.resume_workers, self.resume_queue = resume_workers, resume_queue  # bots/admission.py
+        self.resume_patience = resume_patience
         self.policy = parse_policy(policy) if policy is not None else None  # issue 13
         self.folder, self.clock, self.connector_url = folder, clock, connector_url
         self.invoke_budget, self.message_budget = invoke_budget, message_budget
@@ -117,7 +122,14 @@ class Bot:
         self.approvals = Approvals(
             store, clock=self.clock, agent_factory=self.agent_factory, policy=self.policy, approvers=approvers
         )
-        cfg = ServerConfig(host="127.0.0.1", store=f"sqlite:///{self.folder}/rows.db", objects=str(self.folder))
+        cfg = ServerConfig(
+            host="127.0.0.1",
+            store=f"sqlite:///{self.folder}/rows.db",
+            objects=str(self.folder),
+            resume_workers=self.resume_workers,
+            resume_queue=self.resume_queue,
+            resume_patience=self.resume_patience,
+        )
         self.app = build_app(
             self.approvals,
             cfg,

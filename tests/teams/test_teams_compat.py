@@ -255,3 +255,14 @@ def teams_compat_mount(
     from bots.teams_bot import mount_teams
 
     return mount_teams(app, approvals, cfg, host=host, say=notes.append)
+
+
+def test_workaround_7_the_retry_policy_is_unchanged_with_safe_codes_as_a_set() -> None:
+    """msrest builds a ClientRetryPolicy per connector client (per turn); its codes as a frozenset make
+    that cheap, and the policy it builds retries exactly the same statuses as msrest's own list."""
+    from msrest.universal_http.requests import ClientRetryPolicy
+
+    teams_compat.apply()
+    msrest_list = [i for i in range(500) if i != 408] + [501, 505]  # msrest 0.7.1's class attribute
+    assert isinstance(ClientRetryPolicy.safe_codes, frozenset) and ClientRetryPolicy.safe_codes == set(msrest_list)
+    assert ClientRetryPolicy().policy.status_forcelist == [i for i in range(999) if i not in msrest_list]
