@@ -34,7 +34,11 @@ from core.tools_sandbox import NotConfined
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", help="rows: sqlite:///PATH (default sqlite:///var/approvals.db) or dynamodb://TABLE?...")
-    p.add_argument("--objects", help="objects: a folder (default var/objects) or s3://BUCKET/prefix?...")
+    p.add_argument(
+        "--objects",
+        help="objects: a folder, sqlite:///PATH or s3://BUCKET/prefix?... "
+        "(default: the SQLite store's own file; var/objects if it holds files or the store is not SQLite)",
+    )
     p.add_argument("--model", help="scripted (offline, default) or provider:model_id")
     p.add_argument("--agent", help="module:function returning a Strands Agent")
     p.add_argument("--policy", help="approval policy file (TOML): approvers, quorum, durations (docs/policy.md)")
@@ -101,7 +105,7 @@ def parser() -> argparse.ArgumentParser:
     ssub = store.add_subparsers(dest="action", required=True)
     sinit = ssub.add_parser("init", help="create the table(s) with TTL, and the bucket when asked (idempotent)")
     sinit.add_argument("--store", help="rows URL (default sqlite:///var/approvals.db), e.g. dynamodb://TABLE?region=R")
-    sinit.add_argument("--objects", help="objects URL (default var/objects), e.g. s3://BUCKET/prefix?region=R")
+    sinit.add_argument("--objects", help="objects URL (default: as serve), e.g. s3://BUCKET/prefix?region=R")
     sinit.add_argument("--create-bucket", action="store_true", help="create the S3 bucket and its lifecycle rule")
 
     teams_package.add_arguments(sub.add_parser("teams-package", help="write the Teams app package (zip)"))
@@ -110,7 +114,7 @@ def parser() -> argparse.ArgumentParser:
     sbsub = sandbox.add_subparsers(dest="action", required=True)
     sbrun = sbsub.add_parser("run", help="run FILE (Python; sh for .sh) like run_script, as USER in CHAT")
     sbrun.add_argument("--store", help="rows URL (default sqlite:///var/approvals.db)")
-    sbrun.add_argument("--objects", help="objects URL (default var/objects)")
+    sbrun.add_argument("--objects", help="objects URL (default: as serve)")
     sbrun.add_argument("--chat", required=True)
     sbrun.add_argument("--user", required=True)
     _sandbox_flags(sbrun)
@@ -340,7 +344,7 @@ def cmd_store(args: argparse.Namespace, cfg: ServerConfig) -> int:
     from core.settings import retention_days
     from store.init import init_store
 
-    print(init_store(cfg.store, cfg.objects, args.create_bucket, retention_days(cfg.protocol())))
+    print(init_store(cfg.store, cfg.objects_url(), args.create_bucket, retention_days(cfg.protocol())))
     return 0
 
 

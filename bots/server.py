@@ -62,7 +62,7 @@ def build_approvals(
     metrics = Metrics(clock.now)
     sinks = [sink_id(u) for u in cfg.audit_webhook]
     rows = ObservedRows(open_rows(cfg.store), metrics, sinks)
-    store = StoreIO(rows, ObservedObjects(open_objects(cfg.objects, clock), metrics))
+    store = StoreIO(rows, ObservedObjects(open_objects(cfg.objects_url(), clock), metrics))
     return Approvals(
         store,
         settings=cfg.protocol(),
