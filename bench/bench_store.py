@@ -4,7 +4,8 @@
 
 Runs the real facade (scripted model, system clock) against the embedded store (SQLite +
 files) and, when the emulator URLs are set (scripts/test.d/20-emulators.sh start, then
-`set -a; . var/test-env; set +a`), against DynamoDB (dynalite, and moto) + S3 (moto).
+`set -a; . var/test-env; set +a`), against DynamoDB (dynalite, and moto) + S3 (moto), each
+also with `&table=` on the objects URL (small objects as table items, store/table_objects.py).
 It counts store method calls and, for the AWS backends, HTTP requests on the wire, and
 compares them with the protocol minimum:
 
@@ -93,21 +94,29 @@ def _backends() -> list[tuple[str, Callable[[], tuple[Any, Any, list[Any], Calla
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
         for label, endpoint in (("dynalite + moto S3", dyn), ("moto DynamoDB + S3", moto)):
             if endpoint:
-                out.append((label, _aws(endpoint, moto)))
+                out.append((label, _aws(endpoint, moto, table=False)))
+                out.append((label.replace("S3", "S3, small objects in the table"), _aws(endpoint, moto, table=True)))
     return out
 
 
-def _aws(ddb: str, s3: str) -> Callable[[], tuple[Any, Any, list[Any], Callable[[], None]]]:
-    def make() -> tuple[Any, Any, list[Any], Callable[[], None]]:
-        from store.dynamodb_rows import create_table, delete_table, open_dynamodb_rows
-        from store.s3_objects import create_bucket, open_s3_objects
+def _aws(ddb: str, s3: str, *, table: bool) -> Callable[[], tuple[Any, Any, list[Any], Callable[[], None]]]:
+    """`table`: `--objects s3://...&table=TABLE` (store/table_objects.py), opened as the server
+    opens it (store/open.py: the objects share the row store's instance)."""
 
-        rows_url = f"dynamodb://bench{secrets.token_hex(4)}?region=us-east-1&endpoint_url={ddb}"
+    def make() -> tuple[Any, Any, list[Any], Callable[[], None]]:
+        from store.dynamodb_rows import create_table, delete_table
+        from store.open import open_objects, open_rows
+        from store.s3_objects import create_bucket
+
+        name = f"bench{secrets.token_hex(4)}"
+        rows_url = f"dynamodb://{name}?region=us-east-1&endpoint_url={ddb}"
         objects_url = f"s3://bench-store/b{secrets.token_hex(4)}?region=us-east-1&endpoint_url={s3}"
         create_table(rows_url)
         create_bucket(objects_url, 9)
-        rows, objects = open_dynamodb_rows(rows_url), open_s3_objects(objects_url, SystemClock())
-        return rows, objects, [rows.client, objects.client], lambda: delete_table(rows_url)
+        rows = open_rows(rows_url)
+        objects = open_objects(objects_url + (f"&table={name}" if table else ""), SystemClock())
+        s3_client = objects.large.client if table else objects.client  # type: ignore[attr-defined]
+        return rows, objects, [rows.client, s3_client], lambda: delete_table(rows_url)  # type: ignore[attr-defined]
 
     return make
 

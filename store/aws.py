@@ -44,6 +44,8 @@ RETRYABLE_CODES = frozenset(
 )
 
 _OPTIONS = {"region", "endpoint_url", "max_attempts", "backoff_base"}
+# s3:// only: small objects as items in this DynamoDB table (store/table_objects.py)
+_S3_OPTIONS = {"table", "inline_max", "retention_days"}
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,9 @@ class AwsTarget:
     endpoint_url: str | None
     max_attempts: int = 8
     backoff_base: float = 0.02
+    table: str | None = None  # s3:// only: small objects in this DynamoDB table
+    inline_max: int | None = None
+    retention_days: float | None = None
 
 
 def parse_target(url: str, scheme: str) -> AwsTarget:
@@ -64,9 +69,10 @@ def parse_target(url: str, scheme: str) -> AwsTarget:
     if parts.scheme != scheme or not parts.netloc:
         raise ValueError(f"bad {scheme} URL {url!r}: expected {scheme}://NAME[/prefix]?region=R[&endpoint_url=URL]")
     query = parse_qs(parts.query, keep_blank_values=False, strict_parsing=False)
-    unknown = set(query) - _OPTIONS
+    allowed = _OPTIONS | (_S3_OPTIONS if scheme == "s3" else set())
+    unknown = set(query) - allowed
     if unknown:
-        raise ValueError(f"bad {scheme} URL {url!r}: unknown option(s) {sorted(unknown)}; allowed {sorted(_OPTIONS)}")
+        raise ValueError(f"bad {scheme} URL {url!r}: unknown option(s) {sorted(unknown)}; allowed {sorted(allowed)}")
 
     def one(key: str) -> str | None:
         vals = query.get(key)
@@ -83,6 +89,9 @@ def parse_target(url: str, scheme: str) -> AwsTarget:
         endpoint_url=one("endpoint_url"),
         max_attempts=attempts,
         backoff_base=float(one("backoff_base") or 0.02),
+        table=one("table"),
+        inline_max=int(v) if (v := one("inline_max")) is not None else None,
+        retention_days=float(v) if (v := one("retention_days")) is not None else None,
     )
 
 

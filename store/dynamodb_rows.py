@@ -38,6 +38,7 @@ clean-up, which AWS performs up to days late; `ttl_at` keeps the exact value for
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -46,6 +47,7 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -69,7 +71,7 @@ from core.models import (
     Vote,
 )
 from store.aws import AwsTarget, call_with_retries, error_code, make_client, parse_target
-from store.base import RowStore, StoreError
+from store.base import ObjectExists, RowStore, StoreError
 
 Item = dict[str, dict[str, Any]]
 log = logging.getLogger(__name__)
@@ -80,7 +82,9 @@ EVENT_SK = "event"
 SESSION_SK = "session"
 TURN_SK = "turn"
 LEASE_SK = "lease"
+OBJECT_SK = "object"
 TTL_ATTRIBUTE = "ttl"
+_TRANSACTION_ITEMS = 100  # TransactWriteItems takes at most this many
 
 
 def _key(*parts: str) -> str:
@@ -127,6 +131,18 @@ def _nonce() -> str:
     return secrets.token_hex(8)
 
 
+@dataclass(frozen=True)
+class _Tx:
+    """A TransactWriteItems' outcome: applied, or cancelled with each operation's reason."""
+
+    applied: bool
+    reasons: tuple[str, ...] = ()
+
+    def failed(self, i: int) -> bool:
+        """Did operation `i`'s condition fail (False when the endpoint gave no reasons)?"""
+        return i < len(self.reasons) and self.reasons[i] == "ConditionalCheckFailed"
+
+
 class _AuditSeq:
     """Sort keys for audit events: wall-clock nanoseconds, strictly increasing in this process
     (several events can share a clock tick). Across replicas, order follows their clocks."""
@@ -150,6 +166,7 @@ class DynamoRows(RowStore):
         self.table = target.name
         self.client = client if client is not None else make_client("dynamodb", target)
         self._transactions = True  # until the endpoint says it has no TransactWriteItems
+        self._local = threading.local()  # a step's objects waiting for its write (atomic)
 
     # --- plumbing ---------------------------------------------------------------------
     def _call(self, op: str, **kwargs: Any) -> dict[str, Any]:
@@ -178,6 +195,7 @@ class DynamoRows(RowStore):
     ) -> dict[str, Any] | None:
         """One conditional write. Returns the response when it applied (now or, recognised by
         our nonce, on an earlier attempt whose response was lost), None when the condition failed."""
+        self._flush_objects()  # R7: a step's objects are durable before any row that may name them
         exprs = [condition, kwargs.get("UpdateExpression", "")]
         if op != "put_item":
             kwargs["Key"] = {"pk": _s(pk), "sk": _s(sk)}
@@ -264,34 +282,44 @@ class DynamoRows(RowStore):
         )
         return Pointer.model_validate_json(json.dumps(doc))
 
-    def _index_card(self, chat: str, card_id: str, ttl: float) -> None:
-        """Write-once card -> chat entry; re-writing the same pair (a retry) is a no-op."""
-        item: Item = {
+    _CARD_COND = "attribute_not_exists(#pk) OR #chat = :chat"
+
+    @staticmethod
+    def _card_item(chat: str, card_id: str, ttl: float) -> Item:
+        return {
             "pk": _s(_key("card", card_id)),
             "sk": _s(CARD_SK),
             "chat": _s(chat),
             "ttl": _ttl(ttl),
             "ttl_at": _n(ttl),
         }
-        cond = "attribute_not_exists(#pk) OR #chat = :chat"
-        if (
-            self._write("put_item", "", "", None, cond, Item=item, ExpressionAttributeValues={":chat": _s(chat)})
-            is None
-        ):
+
+    def _index_card(self, chat: str, card_id: str, ttl: float) -> None:
+        """Write-once card -> chat entry; re-writing the same pair (a retry) is a no-op."""
+        item = self._card_item(chat, card_id, ttl)
+        values = {":chat": _s(chat)}
+        if self._write("put_item", "", "", None, self._CARD_COND, Item=item, ExpressionAttributeValues=values) is None:
             raise ValueError(f"card id {card_id!r} already belongs to another chat")
 
     def put_pointer(self, pointer: Pointer, now: float) -> bool:
         self._index_card(pointer.chat, pointer.card_id, pointer.ttl)
         nonce = _nonce()
-        cond = (
-            "attribute_not_exists(#pk) OR #state IN (:done, :expired)"
-            " OR (#expires_at <= :now AND NOT (#state = :claimed AND #lease_until >= :now))"
-        )
-        values = {":done": _s("done"), ":expired": _s("expired"), ":claimed": _s("claimed"), ":now": _n(now)}
         item = self._pointer_item(pointer, nonce)
         pk = str(_get_s(item, "pk"))
-        r = self._write("put_item", pk, POINTER_SK, nonce, cond, Item=item, ExpressionAttributeValues=values)
+        values = self._put_pointer_values(now)
+        r = self._write(
+            "put_item", pk, POINTER_SK, nonce, self._PUT_POINTER, Item=item, ExpressionAttributeValues=values
+        )
         return r is not None
+
+    _PUT_POINTER = (
+        "attribute_not_exists(#pk) OR #state IN (:done, :expired)"
+        " OR (#expires_at <= :now AND NOT (#state = :claimed AND #lease_until >= :now))"
+    )
+
+    @staticmethod
+    def _put_pointer_values(now: float) -> dict[str, Any]:
+        return {":done": _s("done"), ":expired": _s("expired"), ":claimed": _s("claimed"), ":now": _n(now)}
 
     def get_pointer(self, chat: str) -> Pointer | None:
         return self._to_pointer(self._get(_key("chat", chat), POINTER_SK))
@@ -357,9 +385,40 @@ class DynamoRows(RowStore):
         r = self._update(fence.chat, self._HOLDING + " AND #lease_until >= :now", "SET #lease_until = :lu", values)
         return r is not None
 
+    _FINISH = "SET #state = :done, #answer_key = :ak REMOVE #lease_until"
+
     def finish(self, fence: Fence, *, answer_key: str, session: SessionWrite | None = None) -> bool:
+        """One TransactWriteItems where the endpoint has it: the step's objects (the answer, the
+        history), the conditional finish and the session row. A cancelled transaction wrote
+        nothing; then (and without transactions) the objects, the finish, the session row."""
+        objects = self._take_objects()
+        if self._transactions:
+            nonce = _nonce()
+            values = {**self._holding(fence), ":done": _s("done"), ":ak": _s(answer_key), ":op": _s(nonce)}
+            ops = [self._object_op(i) for i in objects]
+            ops.append(
+                self._update_op(
+                    _key("chat", fence.chat),
+                    POINTER_SK,
+                    self._HOLDING,
+                    self._FINISH.replace("SET ", "SET #op = :op, ", 1),
+                    values,
+                )
+            )
+            if session is not None:
+                ops.append(self._session_op(session, nonce))
+            tx = self._transact_ops(ops, nonce)
+            if tx is not None and (tx.applied or self._applied(fence.chat, nonce)):
+                return True
+            if tx is not None and tx.failed(len(objects)):
+                return False  # not holding the claim (R12): nothing written, no object needed
+        if objects:
+            self._put_objects(objects)
+        return self._finish_alone(fence, answer_key=answer_key, session=session)
+
+    def _finish_alone(self, fence: Fence, *, answer_key: str, session: SessionWrite | None) -> bool:
         values = {**self._holding(fence), ":done": _s("done"), ":ak": _s(answer_key)}
-        r = self._update(fence.chat, self._HOLDING, "SET #state = :done, #answer_key = :ak REMOVE #lease_until", values)
+        r = self._update(fence.chat, self._HOLDING, self._FINISH, values)
         if r is not None and session is not None:  # a second request: the history is best effort
             try:
                 self.put_session(session.chat, session.key, session.seq, session.ttl)
@@ -600,11 +659,12 @@ class DynamoRows(RowStore):
         return r is not None
 
     # --- sessions -----------------------------------------------------------------------
-    def put_session(self, chat: str, key: str, seq: float, ttl: float) -> bool:
-        nonce = _nonce()
-        pk = _key("session", chat)
-        item: Item = {
-            "pk": _s(pk),
+    _SESSION_COND = "attribute_not_exists(#pk) OR #seq <= :seq"
+
+    @staticmethod
+    def _session_item(chat: str, key: str, seq: float, ttl: float, nonce: str) -> Item:
+        return {
+            "pk": _s(_key("session", chat)),
             "sk": _s(SESSION_SK),
             "object_key": _s(key),
             "seq": _n(seq),
@@ -612,8 +672,20 @@ class DynamoRows(RowStore):
             "ttl_at": _n(ttl),
             "op": _s(nonce),
         }
-        cond = "attribute_not_exists(#pk) OR #seq <= :seq"
-        r = self._write("put_item", pk, SESSION_SK, nonce, cond, Item=item, ExpressionAttributeValues={":seq": _n(seq)})
+
+    def put_session(self, chat: str, key: str, seq: float, ttl: float) -> bool:
+        nonce = _nonce()
+        item = self._session_item(chat, key, seq, ttl, nonce)
+        values = {":seq": _n(seq)}
+        r = self._write(
+            "put_item",
+            _key("session", chat),
+            SESSION_SK,
+            nonce,
+            self._SESSION_COND,
+            Item=item,
+            ExpressionAttributeValues=values,
+        )
         return r is not None
 
     def get_session(self, chat: str) -> str | None:
@@ -746,6 +818,232 @@ class DynamoRows(RowStore):
         self._batch_put(items)
         return Claimed(won, tuple(self.list_grants(won.owner, won.chat, now)))
 
+    def end_turn(
+        self,
+        chat: str,
+        holder: str,
+        *,
+        now: float,
+        pointer: Pointer | None = None,
+        audit: Sequence[AuditWrite] = (),
+        session: SessionWrite | None = None,
+    ) -> bool:
+        """One TransactWriteItems where the endpoint has it: the step's objects (the snapshot),
+        the card index, the conditional pointer write (R7) with its events, the session row and
+        the turn lease released. All or nothing: the pointer never names a snapshot that is not
+        there. A cancelled transaction wrote nothing; then (and without transactions) the
+        objects first, then the single calls in R7's order (RowStore.end_turn)."""
+        objects = self._take_objects()
+        if self._transactions:
+            nonce = _nonce()
+            ops = [self._object_op(i) for i in objects]
+            if pointer is not None:
+                card = self._card_item(pointer.chat, pointer.card_id, pointer.ttl)
+                ops.append(self._put_op(card, self._CARD_COND, {":chat": _s(pointer.chat)}))
+                item = self._pointer_item(pointer, nonce)
+                ops.append(self._put_op(item, self._PUT_POINTER, self._put_pointer_values(now)))
+                for a in audit:
+                    ops += [self._put_op(i, "attribute_not_exists(#pk)") for i in self._audit_items(a, nonce)]
+            if session is not None:
+                ops.append(self._session_op(session, nonce))
+            ops.append(self._delete_op(_key("turn", chat), TURN_SK, "#holder = :h", {":h": _s(holder)}))
+            if len(ops) <= _TRANSACTION_ITEMS:
+                tx = self._transact_ops(ops, nonce)
+                if tx is not None and (tx.applied or (pointer is not None and self._applied(pointer.chat, nonce))):
+                    return True
+                at = len(objects) + 1  # the pointer's Put (after the card index)
+                if (
+                    tx is not None
+                    and pointer is not None
+                    and session is None
+                    and tx.failed(at)
+                    and not tx.failed(at - 1)
+                ):
+                    # the chat has an open request: refused as put_pointer refuses it; no object
+                    # was written and none is needed; only the lease is given back
+                    self.release_turn(chat, holder)
+                    return False
+        if objects:
+            self._put_objects(objects)
+        return super().end_turn(chat, holder, now=now, pointer=pointer, audit=audit, session=session)
+
+    # --- transactions: several items, one request, all or nothing ------------------------
+    def _put_op(self, item: Item, condition: str, values: dict[str, Any] | None = None) -> dict[str, Any]:
+        put: dict[str, Any] = {
+            "TableName": self.table,
+            "Item": item,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": _names(condition),
+        }
+        if values:
+            put["ExpressionAttributeValues"] = values
+        return {"Put": put}
+
+    def _update_op(self, pk: str, sk: str, condition: str, update: str, values: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": {"pk": _s(pk), "sk": _s(sk)},
+                "ConditionExpression": condition,
+                "UpdateExpression": update,
+                "ExpressionAttributeNames": _names(condition, update),
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _delete_op(self, pk: str, sk: str, condition: str, values: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "Delete": {
+                "TableName": self.table,
+                "Key": {"pk": _s(pk), "sk": _s(sk)},
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": _names(condition),
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _session_op(self, session: SessionWrite, nonce: str) -> dict[str, Any]:
+        item = self._session_item(session.chat, session.key, session.seq, session.ttl, nonce)
+        return self._put_op(item, self._SESSION_COND, {":seq": _n(session.seq)})
+
+    def _object_op(self, item: Item) -> dict[str, Any]:
+        return self._put_op(item, "attribute_not_exists(#pk)")  # write-once
+
+    def _audit_items(self, a: AuditWrite, nonce: str) -> list[Item]:
+        return [self._audit_item(a.event, a.ttl, nonce), *(self._outbox_item(o, a.ttl, nonce) for o in a.outbox)]
+
+    def _transact_ops(self, ops: list[dict[str, Any]], nonce: str) -> _Tx | None:
+        """One TransactWriteItems (idempotent on retry by its request token). Applied, or
+        cancelled (nothing was written) with each operation's reason; None: the endpoint has no
+        transactions (then remembered, and the caller writes item by item)."""
+        try:
+            call_with_retries(
+                self.target,
+                f"transact_write_items on {self.table}",
+                lambda: self.client.transact_write_items(TransactItems=ops, ClientRequestToken=nonce),
+            )
+        except ClientError as e:
+            code = error_code(e)
+            if code == "TransactionCanceledException":
+                reasons = tuple(str(r.get("Code", "")) for r in e.response.get("CancellationReasons", []))
+                return _Tx(False, reasons)
+            if code in ("UnknownOperationException", "UnrecognizedClientException") or "Unknown" in code:
+                self._transactions = False
+                return None
+            raise StoreError(f"dynamodb transact_write_items on {self.table}: {code}: {e}") from e
+        return _Tx(True)
+
+    def _applied(self, chat: str, nonce: str) -> bool:
+        """Was a cancelled transaction our own earlier attempt whose response was lost (its retry
+        then fails its conditions)? The chat's pointer carries that attempt's nonce."""
+        item = self._get(_key("chat", chat), POINTER_SK)
+        return item is not None and _get_s(item, "op") == nonce
+
+    # --- objects kept in the table (store/table_objects.py) ---------------------------------
+    @contextlib.contextmanager
+    def _atomic(self) -> Iterator[None]:
+        if getattr(self._local, "depth", 0):
+            yield
+            return
+        self._local.depth, self._local.objects = 1, []
+        try:
+            yield
+            self._flush_objects()  # nothing took them: write them before the step ends
+        finally:
+            self._local.depth, self._local.objects = 0, []
+
+    def atomic(self) -> contextlib.AbstractContextManager[object]:
+        """Objects put on the table (TableObjects) inside wait for the step's next row write and
+        go in its request: end_turn's and finish's transaction, or else written just before it
+        (R7: the object first). Whatever no write took is written when the block ends; on an
+        exception they are dropped (no row names them)."""
+        return self._atomic()
+
+    def defer_object(self, item: Item) -> bool:
+        """Inside atomic() on this thread: keep the object item for the step's next write."""
+        if not getattr(self._local, "depth", 0):
+            return False
+        self._local.objects.append(item)
+        return True
+
+    def _take_objects(self) -> list[Item]:
+        items: list[Item] = getattr(self._local, "objects", None) or []
+        self._local.objects = []
+        return items
+
+    def _flush_objects(self) -> None:
+        items = self._take_objects()
+        if items:
+            self._put_objects(items)
+
+    def _put_objects(self, items: list[Item]) -> None:
+        """One object: its write-once PutItem. Several: one BatchWriteItem (their keys are new:
+        card ids, fence tokens, random names)."""
+        if len(items) > 1:
+            self._batch_put(items)
+        elif items and not self.put_object_item(items[0]):
+            raise ObjectExists(str(_get_s(items[0], "key")))
+
+    @staticmethod
+    def object_item(key: str, data: bytes, sha256: str, written_at: float, ttl: float, nonce: str) -> Item:
+        """No `ttl_at`: the rows' sweep leaves objects to the objects' sweep (by written_at)."""
+        return {
+            "pk": _s(_key("object", key)),
+            "sk": _s(OBJECT_SK),
+            "key": _s(key),
+            "data": {"B": data},
+            "sha256": _s(sha256),
+            "written_at": _n(written_at),
+            "ttl": _ttl(ttl),
+            "op": _s(nonce),
+        }
+
+    def put_object_item(self, item: Item) -> bool:
+        """Write-once: False when the key exists (and is not our own lost-response retry)."""
+        pk, nonce = str(_get_s(item, "pk")), _get_s(item, "op")
+        return self._write("put_item", pk, OBJECT_SK, nonce, "attribute_not_exists(#pk)", Item=item) is not None
+
+    def get_object_item(self, key: str) -> tuple[bytes, str] | None:
+        item = self._get(_key("object", key), OBJECT_SK)
+        if item is None:
+            return None
+        return bytes(item["data"]["B"]), str(_get_s(item, "sha256"))
+
+    def sweep_objects(self, older_than: float) -> int:
+        """Delete object items written before `older_than` (a filtered Scan, as sweep)."""
+        removed = 0
+        start: dict[str, Any] | None = None
+        filt = "begins_with(#pk, :object) AND #written_at < :t"
+        values = {":object": _s('["object",'), ":t": _n(older_than)}
+        while True:
+            page = self._call(
+                "scan",
+                ConsistentRead=True,
+                FilterExpression=filt,
+                ProjectionExpression="#pk, #sk",
+                ExpressionAttributeNames=_names(filt, "#pk #sk"),
+                ExpressionAttributeValues=values,
+                **({"ExclusiveStartKey": start} if start else {}),
+            )
+            for item in page.get("Items", []):
+                cond = "#written_at < :t"
+                try:
+                    self._call(
+                        "delete_item",
+                        Key={"pk": item["pk"], "sk": item["sk"]},
+                        ConditionExpression=cond,
+                        ExpressionAttributeNames=_names(cond),
+                        ExpressionAttributeValues={":t": values[":t"]},
+                    )
+                except ClientError as e:
+                    if error_code(e) != "ConditionalCheckFailedException":
+                        raise StoreError(f"dynamodb object sweep on {self.table}: {e}") from e
+                    continue
+                removed += 1
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return removed
+
     def _batch_get(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Item]:
         """Strongly consistent reads in one BatchGetItem (keys left unprocessed are asked again)."""
         want: dict[str, Any] = {
@@ -764,6 +1062,7 @@ class DynamoRows(RowStore):
 
     def _batch_put(self, items: list[Item]) -> None:
         """Unconditional puts, 25 to a BatchWriteItem (items left unprocessed are sent again)."""
+        self._flush_objects()
         for start in range(0, len(items), 25):
             want: dict[str, Any] = {self.table: [{"PutRequest": {"Item": i}} for i in items[start : start + 25]]}
             for attempt in range(8):

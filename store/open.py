@@ -13,6 +13,9 @@ from store.base import ObjectStore, RowStore
 # SQLite row stores opened in this process, by file: objects opened on the same file share
 # their connections (one transaction can then hold a snapshot and its pointer).
 _SQLITE_ROWS: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+# DynamoDB row stores opened in this process, by table name: S3 objects with `table=` naming
+# one share it (its region and endpoint), so a step's small objects ride in its row write.
+_DYNAMO_ROWS: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 
 
 def _sqlite_path(url: str) -> str:
@@ -35,7 +38,9 @@ def open_rows(url: str) -> RowStore:
     if parts.scheme == "dynamodb":
         from store.dynamodb_rows import open_dynamodb_rows  # type: ignore[import-not-found,unused-ignore]
 
-        return open_dynamodb_rows(url)  # type: ignore[no-any-return,unused-ignore]
+        ddb = open_dynamodb_rows(url)
+        _DYNAMO_ROWS[ddb.target.name] = ddb
+        return ddb  # type: ignore[no-any-return,unused-ignore]
     raise ValueError(f"unknown store URL {url!r}: expected sqlite:///PATH or dynamodb://TABLE")
 
 
@@ -55,5 +60,29 @@ def open_objects(url: str, clock: Clock) -> ObjectStore:
     if parts.scheme == "s3":
         from store.s3_objects import open_s3_objects  # type: ignore[import-not-found,unused-ignore]
 
-        return open_s3_objects(url, clock)  # type: ignore[no-any-return,unused-ignore]
+        s3 = open_s3_objects(url, clock)
+        if s3.target.table is None:
+            return s3  # type: ignore[no-any-return,unused-ignore]
+        return _table_objects(s3, clock)
     raise ValueError(f"unknown objects URL {url!r}: expected a folder, sqlite:///PATH or s3://BUCKET/prefix")
+
+
+def _table_objects(s3: Any, clock: Clock) -> ObjectStore:
+    """`s3://...&table=TABLE`: small objects in the row table (the row store's own instance when
+    this process opened it, so a step's objects ride in its writes), larger ones in S3."""
+    from dataclasses import replace
+
+    from store.dynamodb_rows import DynamoRows
+    from store.table_objects import DEFAULT_INLINE_MAX, DEFAULT_RETENTION_DAYS, TableObjects
+
+    t = s3.target
+    rows = _DYNAMO_ROWS.get(t.table)
+    if rows is None:  # not opened here: the table in the objects' region and endpoint
+        rows = DynamoRows(replace(t, scheme="dynamodb", name=t.table, path="", table=None))
+    return TableObjects(
+        rows,
+        s3,
+        clock,
+        inline_max=t.inline_max if t.inline_max is not None else DEFAULT_INLINE_MAX,
+        retention_days=t.retention_days if t.retention_days is not None else DEFAULT_RETENTION_DAYS,
+    )

@@ -7,6 +7,7 @@ except under CI=true, where a missing emulator is a failure (CI must not pass by
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from collections.abc import Callable, Iterator
@@ -24,7 +25,15 @@ MOTO = "CHAT_APPROVALS_TEST_MOTO"
 REGION = "us-east-1"
 BUCKET = "chat-approvals-test"
 
-BACKENDS = ["sqlite+files", "sqlite+sqlite-objects", "dynalite+moto-s3", "moto-dynamodb+moto-s3"]
+BACKENDS = [
+    "sqlite+files",
+    "sqlite+sqlite-objects",
+    "dynalite+moto-s3",
+    "moto-dynamodb+moto-s3",
+    # small objects as items in the row table, S3 above the limit (store/table_objects.py)
+    "dynalite+table-objects",
+    "moto-dynamodb+table-objects",
+]
 
 
 def require_env(*names: str) -> dict[str, str]:
@@ -81,6 +90,25 @@ def s3_corrupter(endpoint: str, bucket: str, prefix: str) -> Callable[[str], Non
     return corrupt
 
 
+def _table_corrupter(rows: Any, in_s3: Callable[[str], None]) -> Callable[[str], None]:
+    """Overwrites an object item's bytes keeping its checksum; objects not in the table are in S3."""
+
+    def corrupt(key: str) -> None:
+        item_key = {"pk": {"S": f'["object",{json.dumps(key)}]'}, "sk": {"S": "object"}}
+        if "Item" not in rows.client.get_item(TableName=rows.table, Key=item_key):
+            in_s3(key)
+            return
+        rows.client.update_item(
+            TableName=rows.table,
+            Key=item_key,
+            UpdateExpression="SET #d = :d",
+            ExpressionAttributeNames={"#d": "data"},
+            ExpressionAttributeValues={":d": {"B": b"tampered bytes"}},
+        )
+
+    return corrupt
+
+
 @contextmanager
 def open_backend(name: str, tmp_path: Path) -> Iterator[StoreBackend]:
     clock = ManualClock(T0)
@@ -129,8 +157,15 @@ def open_backend(name: str, tmp_path: Path) -> Iterator[StoreBackend]:
     prefix = f"p{secrets.token_hex(6)}"
     ddb_rows = open_dynamodb_rows(rows_url)
     s3_objects = open_s3_objects(f"s3://{BUCKET}/{prefix}?region={REGION}&endpoint_url={s3_endpoint}", clock)
+    objects: Any = s3_objects
+    corrupt = s3_corrupter(s3_endpoint, BUCKET, s3_objects.prefix)
+    if name.endswith("+table-objects"):
+        from store.table_objects import TableObjects
+
+        objects = TableObjects(ddb_rows, s3_objects, clock)
+        corrupt = _table_corrupter(ddb_rows, corrupt)
     try:
-        yield StoreBackend(name, ddb_rows, s3_objects, clock, s3_corrupter(s3_endpoint, BUCKET, s3_objects.prefix))
+        yield StoreBackend(name, ddb_rows, objects, clock, corrupt)
     finally:
         ddb_rows.close()
         delete_table(rows_url)

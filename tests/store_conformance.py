@@ -1202,3 +1202,85 @@ def test_r12_finish_points_the_history_only_when_it_applies(store: StoreBackend)
     )
     assert rows.get_pointer(won.chat).state == "done"  # type: ignore[union-attr]
     assert rows.get_session(won.chat) == "sessions/a.json"
+
+
+# --- a step's objects and rows (RowStore.atomic; issue 12) -----------------------------------
+# Where the objects are kept with the rows (SQLite file, DynamoDB table items) they commit with
+# the step's row write; elsewhere each is its own confirmed write before it. Either way, after
+# the step the pointer names a snapshot that is there (R7), and the answer is there when the
+# pointer says done (R12).
+
+
+def test_r7_a_steps_snapshot_and_pointer_are_both_there_after_end_turn(store: StoreBackend) -> None:
+    rows, objects = store.rows, store.objects
+    assert rows.take_turn("http:s", "h1", T0, T0 + LEASE)
+    data = b'{"snapshot": "bytes"}' * 50
+    created = _ev("http:s", "card_created")
+    with rows.atomic():
+        ref = objects.put("snapshots/c_step.json", data)
+        p = make_pointer("http:s").model_copy(update={"snapshot": ref})
+        assert rows.end_turn("http:s", "h1", now=T0, pointer=p, audit=[created])
+    assert rows.get_pointer_by_card(p.card_id) == p and objects.get(p.snapshot) == data
+    assert rows.list_audit("http:s") == [created.event]
+    assert rows.take_turn("http:s", "h2", T0 + 1, T0 + 1 + LEASE)  # released
+
+
+def test_r7_a_refused_pointer_in_a_step_writes_no_audit_and_releases_the_lease(store: StoreBackend) -> None:
+    rows, objects = store.rows, store.objects
+    p = pending(store, "http:s")
+    assert rows.take_turn("http:s", "h1", T0, T0 + LEASE)
+    with rows.atomic():
+        ref = objects.put("snapshots/c_refused.json", b"refused")
+        other = make_pointer("http:s").model_copy(update={"snapshot": ref})
+        assert not rows.end_turn("http:s", "h1", now=T0 + 1, pointer=other, audit=[_ev("http:s", "card_created")])
+    assert rows.get_pointer("http:s") == p and rows.get_pointer_by_card(other.card_id) is None
+    assert rows.list_audit("http:s") == []
+    assert rows.take_turn("http:s", "h2", T0 + 2, T0 + 2 + LEASE)
+
+
+def test_r12_a_steps_answer_and_history_are_there_when_finish_says_done(store: StoreBackend) -> None:
+    rows, objects = store.rows, store.objects
+    won = claimed(store)
+    fence = Fence(won.chat, won.card_id, "w1", won.claim_count)
+    with rows.atomic():
+        answer = objects.put(f"answers/{won.card_id}/1.json", b'{"answer": 1}')
+        history = objects.put("sessions/step.json", b'{"history": 1}')
+        session = SessionWrite(won.chat, history.key, T0, T0 + RETENTION)
+        assert rows.finish(fence, answer_key=answer.key, session=session)
+    done = rows.get_pointer(won.chat)
+    assert done is not None and done.state == "done" and done.answer_key == answer.key
+    assert objects.get_key(answer.key) == b'{"answer": 1}'
+    assert rows.get_session(won.chat) == "sessions/step.json" and objects.get(history) == b'{"history": 1}'
+
+
+def test_r12_a_refused_finish_in_a_step_changes_no_pointer(store: StoreBackend) -> None:
+    rows, objects = store.rows, store.objects
+    won = claimed(store)
+    stale = Fence(won.chat, won.card_id, "w1", won.claim_count + 1)
+    with rows.atomic():
+        objects.put(f"answers/{won.card_id}/9.json", b"late")
+        history = objects.put("sessions/late.json", b"late history")
+        assert not rows.finish(stale, answer_key="x", session=SessionWrite(won.chat, history.key, T0, T0 + RETENTION))
+    assert rows.get_pointer(won.chat) == won and rows.get_session(won.chat) is None
+
+
+def test_objects_put_in_a_step_without_a_row_write_are_kept(store: StoreBackend) -> None:
+    with store.rows.atomic():
+        ref = store.objects.put("answers/alone.json", b"alone")
+    assert store.objects.get(ref) == b"alone"
+
+
+def test_objects_put_in_a_step_that_fails_name_nothing(store: StoreBackend) -> None:
+    with pytest.raises(RuntimeError), store.rows.atomic():
+        store.objects.put("answers/failed.json", b"failed")
+        raise RuntimeError("the step failed before its row write")
+    store.objects.put("answers/after.json", b"after")  # the next write carries nothing of it
+    assert store.objects.get_key("answers/after.json") == b"after"
+
+
+def test_r7_large_objects_round_trip(store: StoreBackend) -> None:
+    data = bytes(range(256)) * 600  # 150 KB: above what a table item holds here (S3 then)
+    ref = store.objects.put("snapshots/large.json", data)
+    assert store.objects.get(ref) == data and store.objects.get_key(ref.key) == data
+    with pytest.raises(ObjectExists):
+        store.objects.put("snapshots/large.json", data)

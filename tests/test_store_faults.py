@@ -76,11 +76,31 @@ def test_r12_lost_finish_and_r13_lost_replace_responses_still_count(aws: StoreBa
     assert aws.rows.replace(Fence(p.chat, p.card_id, "w1", won.claim_count), new=nxt)
     won2 = claim(aws.rows, nxt, secret="secret-2", worker="w1")
     assert won2 is not None
-    faults.lose(1)
+    assert faults.sent_for_real == 1  # the replace that was lost
+    # finish is one TransactWriteItems where the endpoint has transactions (moto), else UpdateItem
+    finish = Faults(_client(aws.rows), "TransactWriteItems" if aws.name.startswith("moto") else "UpdateItem").lose(1)
     assert aws.rows.finish(Fence(p.chat, nxt.card_id, "w1", won2.claim_count), answer_key="answers/a")
-    assert faults.sent_for_real == 2
+    assert finish.sent_for_real == 1
     got = aws.rows.get_pointer(p.chat)
     assert got is not None and (got.state, got.answer_key, got.card_id) == ("done", "answers/a", nxt.card_id)
+
+
+def test_r7_lost_end_turn_response_still_reports_the_pointer_written(aws: StoreBackend) -> None:
+    """end_turn's transaction (moto) or its pointer PutItem (dynalite) applied, its response was
+    lost; the retry fails its conditions and the pointer's op nonce shows it was ours."""
+    from core.models import AuditEvent, AuditWrite
+
+    assert aws.rows.take_turn("http:t", "h1", T0, T0 + LEASE)
+    moto = aws.name.startswith("moto")
+    faults = Faults(_client(aws.rows), "TransactWriteItems") if moto else Faults(_client(aws.rows), "PutItem").skip(1)
+    faults.lose(1)
+    p = make_pointer("http:t")
+    created = AuditWrite(AuditEvent(chat="http:t", at=T0, kind="card_created", actor="U1"), T0 + 100)
+    assert aws.rows.end_turn("http:t", "h1", now=T0, pointer=p, audit=[created])
+    assert faults.sent_for_real == 1
+    assert aws.rows.get_pointer("http:t") == p and aws.rows.get_pointer_by_card(p.card_id) == p
+    assert aws.rows.list_audit("http:t") == [created.event]
+    assert aws.rows.take_turn("http:t", "h2", T0 + 1, T0 + 1 + LEASE)  # the lease was released
 
 
 def test_r7_lost_put_pointer_response_still_reports_created(aws: StoreBackend) -> None:
