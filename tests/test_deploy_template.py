@@ -8,12 +8,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
 
-from core.models import AuditEvent, Fence, Grant, OutboxItem, Refusal
+from core.models import AuditEvent, AuditWrite, ClaimRead, Fence, Grant, GrantChange, OutboxItem, Refusal, SessionWrite
 from tests.store_backends import open_backend
 from tests.store_conformance import LEASE, T0, StoreBackend, claim, make_pointer
 
@@ -27,8 +27,8 @@ IAM_ACTION = {
     "DeleteItem": "dynamodb:DeleteItem",
     "Query": "dynamodb:Query",
     "Scan": "dynamodb:Scan",
-    # a transaction is authorised item by item, by the actions it contains (only Puts here)
-    "TransactWriteItems": "dynamodb:PutItem",
+    "BatchGetItem": "dynamodb:BatchGetItem",
+    "BatchWriteItem": "dynamodb:BatchWriteItem",
     "PutObject": "s3:PutObject",
     "GetObject": "s3:GetObject",
     "HeadObject": "s3:GetObject",
@@ -76,20 +76,72 @@ def test_template_table_ttl_and_bucket_lifecycle_match_the_code() -> None:
     assert _template()["Parameters"]["RetentionDays"]["Default"] == retention_days(Settings())
 
 
-@pytest.fixture
-def moto_store(tmp_path: Path) -> Iterator[StoreBackend]:
-    with open_backend("moto-dynamodb+moto-s3", tmp_path) as backend:
+# a transaction is authorised item by item, by the action of each item it holds
+TRANSACT_ACTION = {
+    "Put": "dynamodb:PutItem",
+    "Update": "dynamodb:UpdateItem",
+    "Delete": "dynamodb:DeleteItem",
+    "ConditionCheck": "dynamodb:ConditionCheckItem",
+}
+
+
+@pytest.fixture(params=["moto-dynamodb+moto-s3", "moto-dynamodb+table-objects"])
+def moto_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreBackend]:
+    """Objects in S3, and small objects as table items (`&table=`, issue 12)."""
+    with open_backend(request.param, tmp_path) as backend:
         yield backend
 
 
+def _compound_steps(b: StoreBackend) -> None:
+    """One cycle's steps as the service runs them (issue 12): the batched reads and writes and
+    the transactions that carry a step's objects, pointer, audit and session."""
+    rows, objects, chat = b.rows, b.objects, "http:steps"
+    rows.put_grant(
+        Grant(user="U", chat=chat, kind="site", name="a.org", card_id="c_0", created_at=T0, expires_at=T0 + 9), T0 + 9
+    )
+    rows.put_session(chat, "sessions/0.json", T0, T0 + 9)
+    start = rows.begin_turn(chat, "h1", "U", T0, T0 + LEASE)
+    assert start.taken and start.session == "sessions/0.json"
+    p = make_pointer(chat)
+    with rows.atomic():
+        ref = objects.put(f"snapshots/{p.card_id}.json", b"snapshot")
+        p = p.model_copy(update={"snapshot": ref})
+        created = AuditWrite(AuditEvent(chat=chat, at=T0, kind="card_created", actor="U", card_id=p.card_id), T0 + 9)
+        assert rows.end_turn(chat, "h1", now=T0, pointer=p, audit=[created])
+    g = Grant(user=p.owner, chat=chat, kind="site", name="b.org", card_id=p.card_id, created_at=T0, expires_at=T0 + 9)
+    ev = AuditWrite(AuditEvent(chat=chat, at=T0, kind="grant", actor="U", card_id=p.card_id), T0 + 9)
+    won = rows.claim_grants(
+        ClaimRead(p.chat, p.card_id, p.secret_hash, p.claim_count),
+        worker="w1",
+        now=T0 + 1,
+        lease_until=T0 + 1 + LEASE,
+        resume_deadline=T0 + 900,
+        changes=[GrantChange(g, T0 + 9, False, ev)],
+        before=[ev],
+        after=[ev],
+    )
+    assert won is not None
+    with rows.atomic():
+        answer = objects.put(f"answers/{p.card_id}/1.json", b"answer")
+        history = objects.put("sessions/1.json", b"history")
+        fence = Fence(chat, p.card_id, "w1", won.pointer.claim_count)
+        assert rows.finish(fence, answer_key=answer.key, session=SessionWrite(chat, history.key, T0 + 1, T0 + 9))
+    assert objects.get(ref) == b"snapshot"
+
+
 def test_service_policy_allows_exactly_the_actions_the_store_uses(moto_store: StoreBackend) -> None:
-    b, used = moto_store, set()
+    b, used = moto_store, set[str]()
 
-    def record(model: Any, **_: Any) -> None:
-        used.add(IAM_ACTION.get(model.name, f"unmapped:{model.name}"))
+    def record(model: Any, params: dict[str, Any], **_: Any) -> None:
+        if model.name == "TransactWriteItems":
+            used.update(TRANSACT_ACTION[kind] for item in params["TransactItems"] for kind in item)
+        else:
+            used.add(IAM_ACTION.get(model.name, f"unmapped:{model.name}"))
 
-    for client in (b.rows.client, b.objects.client):  # type: ignore[attr-defined]
-        client.meta.events.register("before-call.*.*", record)
+    s3: Any = getattr(b.objects, "large", b.objects)  # table objects keep S3 for large ones
+    for client in (cast(Any, b.rows).client, s3.client):
+        client.meta.events.register("before-parameter-build.*.*", record)
+    _compound_steps(b)
     rows = b.rows
     p = make_pointer()
     assert rows.put_pointer(p, T0) and rows.get_pointer_by_card(p.card_id) is not None
@@ -118,8 +170,10 @@ def test_service_policy_allows_exactly_the_actions_the_store_uses(moto_store: St
     assert rows.sweep(T0 + 10**9) > 0
     ref = b.objects.put("answers/x", b"x")
     assert b.objects.get(ref) == b"x" and b.objects.get_key("answers/x") == b"x"
+    big = b.objects.put("answers/big", b"x" * 70_000)  # above table objects' inline limit: S3
+    assert b.objects.get(big) == b"x" * 70_000
     b.clock.advance(10)
-    assert b.objects.sweep(b.clock.now()) == 1
+    assert b.objects.sweep(b.clock.now()) == 5  # and the 3 the steps wrote
 
     allowed: set[str] = set()
     for statement in _template()["Resources"]["ServicePolicy"]["Properties"]["PolicyDocument"]["Statement"]:
@@ -127,3 +181,24 @@ def test_service_policy_allows_exactly_the_actions_the_store_uses(moto_store: St
         actions = statement["Action"]
         allowed.update([actions] if isinstance(actions, str) else actions)
     assert used == allowed
+
+
+def test_outputs_are_urls_the_store_opens_and_small_objects_go_to_the_rows_table() -> None:
+    """The stack's ObjectsUrl keeps small objects in the rows' table (issue 12: 11 requests per
+    cycle, not 14), with the same retention as the bucket's lifecycle rule."""
+    from store.aws import parse_target
+
+    values = {"Table": "t1", "Bucket": "b1", "ObjectPrefix": "chat-approvals", "AWS::Region": "eu-west-1"}
+    values["RetentionDays"] = str(_template()["Parameters"]["RetentionDays"]["Default"])
+
+    def sub(out: str) -> str:
+        text = str(_template()["Outputs"][out]["Value"]["Sub"])
+        for name, value in values.items():
+            text = text.replace("${" + name + "}", value)
+        assert "${" not in text, text
+        return text
+
+    rows = parse_target(sub("StoreUrl"), "dynamodb")
+    objects = parse_target(sub("ObjectsUrl"), "s3")
+    assert objects.table == rows.name == "t1" and objects.name == "b1" and objects.path == "chat-approvals"
+    assert objects.retention_days == float(values["RetentionDays"]) and objects.region == rows.region == "eu-west-1"
