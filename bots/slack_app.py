@@ -424,6 +424,9 @@ class SlackFrontEnd:
                 loc = replace(loc, routed=await self._route(route, channel, ts, offer))
             if loc is not None:
                 await self.approvals.record_card_location(chat=chat, card_id=offer.card.card_id, location=loc.stored())
+            # A card shown again: its earlier copies (both, if routed) become read-only. After the
+            # new post, so they never point "below" at a card that failed to appear.
+            await self.update(SlackCardLocation.parse(offer.replaces), sb.shown_again_message(offer.card))
         elif result.status == "waiting":
             await self.post(channel, thread_ts, sb.waiting_message())
         else:

@@ -246,6 +246,12 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             where = posted.stored()
             if not await self.approvals.record_card_location(chat=chat, card_id=offer.card.card_id, location=where):
                 log.warning("teams: card %s location not recorded (no longer open)", offer.card.card_id)
+            # A card shown again: its earlier copies (both, if routed) become read-only. After the
+            # new post, so they never point "below" at a card that failed to appear.
+            old = TeamsCardLocation.parse(offer.replaces)
+            if old is not None:
+                await self._replace_in(old.here, adaptive.shown_again_card(offer.card))
+                await self._replace_in(old.routed, adaptive.shown_again_card(offer.card))
 
     # --- routing: a copy of the card in the approvers' conversation ---------------------
     async def _route(self, where: TeamsCardLocation, card: ApprovalCard, secret: str) -> TeamsCardLocation | None:

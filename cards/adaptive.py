@@ -339,6 +339,18 @@ def outcome_card(
     return _card(body)
 
 
+def shown_again_card(card: ApprovalCard) -> Card:
+    """An earlier copy of a card its owner was shown again (with a new secret, R19): read-only,
+    pointing at the newer card below it (and below it in the approvers' conversation if routed)."""
+    return _card(
+        [
+            _title("Shown again below"),
+            _text("This copy of the request no longer works: use the newer card.", isSubtle=True),
+            *_what(card),
+        ]
+    )
+
+
 _REFUSAL_TITLES: Mapping[str, str] = {
     "forbidden": "Not yours to answer",
     "expired": "This request has expired",

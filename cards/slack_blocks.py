@@ -448,6 +448,16 @@ def expired_message(card: ApprovalCard) -> SlackMessage:
     return SlackMessage(text="This approval request expired.", blocks=blocks)
 
 
+def shown_again_message(card: ApprovalCard) -> SlackMessage:
+    """An earlier copy of a card its owner was shown again (with a new secret, R19): read-only,
+    pointing at the newer copy below it (in the thread, and in the approvers' channel if routed)."""
+    blocks: list[Block] = [
+        _section(f":arrow_down: *Shown again below:* {_summary(card)}. This copy no longer works; use the newer one."),
+        *_what(card),
+    ]
+    return SlackMessage(text="This approval request was shown again below; this copy no longer works.", blocks=blocks)
+
+
 def waiting_message() -> SlackMessage:
     return _plain(":hourglass: Waiting for your approval of the request above before I continue.")
 

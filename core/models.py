@@ -202,6 +202,9 @@ class CardOffer(Strict):
     card: ApprovalCard
     secret: str
     votes: list[Vote] = Field(default_factory=list)  # a card shown again: the approvals it has so far
+    # A card shown again: where its earlier copy was posted (the pointer's `card_location`, opaque
+    # here), so the front end can make that copy read-only; its buttons no longer work (R19).
+    replaces: dict[str, str] | None = None
 
 
 class Answer(Strict):

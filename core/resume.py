@@ -466,7 +466,7 @@ class ResumeService:
         if not await self.rows.rotate_secret(p, new_hash=hash_secret(secret), now=now):
             return None
         await self._audit(p, "reoffered", p.owner, now, {"via": "replay"})
-        return CardOffer(card=p.card, secret=secret, votes=p.votes)
+        return CardOffer(card=p.card, secret=secret, votes=p.votes, replaces=p.card_location)
 
     @staticmethod
     def _in_progress(p: Pointer) -> ResumeResult:

@@ -167,5 +167,5 @@ class TurnRunner:
         return TurnResult(
             status="awaiting_approval",
             text=wording.REOFFERED,
-            offer=CardOffer(card=p.card, secret=secret, votes=p.votes),
+            offer=CardOffer(card=p.card, secret=secret, votes=p.votes, replaces=p.card_location),
         )

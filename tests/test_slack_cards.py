@@ -113,6 +113,13 @@ def test_resuming_state_has_no_buttons() -> None:
     assert "Resuming" in all_text(dicts) and not buttons(dicts)
 
 
+def test_shown_again_state_is_read_only() -> None:
+    """R19: an earlier copy of a card shown again with a new secret; nothing left to click."""
+    dicts = validated(sb.shown_again_message(card()))
+    assert not buttons(dicts) and not [b for b in dicts if b["type"] in ("actions", "input")]
+    assert "Shown again below" in all_text(dicts) and "example.org" in all_text(dicts)
+
+
 def test_outcome_states_say_what_who_when() -> None:
     c = card(packages=["numpy", "pandas"])
     approved = validated(sb.outcome_message(c, Answer(approved=True, packages=["numpy"]), "U0OWNER", NOW + 5))

@@ -106,6 +106,14 @@ def test_refusal_cards_are_read_only(kind: adaptive.RefusalKind) -> None:
         assert "Only Alex Wilber may answer" in json.dumps(card)
 
 
+def test_shown_again_card_is_read_only() -> None:
+    """R19: an earlier copy of a card shown again with a new secret; nothing left to click."""
+    card = adaptive.shown_again_card(make_card(packages=["numpy", "pandas"]))
+    assert_valid_card(card)
+    assert "actions" not in card and not [b for b in card["body"] if b["type"].startswith("Input.")]
+    assert "Shown again below" in json.dumps(card) and "numpy" in json.dumps(card)
+
+
 def test_grants_card_has_a_revoke_button_each() -> None:
     grants = [
         Grant(user="u", chat="c", kind="site", name="example.com", card_id="c1", created_at=1.0, expires_at=2.0),
