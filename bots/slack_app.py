@@ -451,9 +451,13 @@ class SlackFrontEnd:
             await self._refuse_unreadable(body)
             return
         here = SlackCardLocation.of(c.channel, c.message_ts, c.thread_ts)
+        resuming: list[asyncio.Task[bool]] = []
 
         async def on_claimed(card: ApprovalCard, location: dict[str, str] | None) -> None:
-            await self.update(SlackCardLocation.parse(location) or here, sb.resuming_message(card, c.actor))
+            # "Resuming…" goes out while the turn runs, not before it (a Slack round trip per
+            # click); the outcome's update waits for it below, so it can never land last.
+            loc = SlackCardLocation.parse(location) or here
+            resuming.append(asyncio.ensure_future(self.update(loc, sb.resuming_message(card, c.actor))))
 
         try:
             res = await self.approvals.resume(
@@ -468,6 +472,9 @@ class SlackFrontEnd:
             log.warning("slack click: store fault: %s", e)
             await self.ephemeral(c.channel, c.user, c.thread_ts, sb.reply_message(UNAVAILABLE))
             return
+        finally:
+            if resuming:  # update() logs its own faults; nothing here may skip the outcome
+                await asyncio.gather(*resuming, return_exceptions=True)
         await self.show_resume(c, res, SlackCardLocation.parse(res.card_location) or here)
 
     async def show_resume(self, c: SlackClick, res: ResumeResult, loc: SlackCardLocation | None) -> None:

@@ -37,6 +37,7 @@ class SlackStandIn:
         self.messages: dict[tuple[str, str], dict[str, Any]] = {}
         self.fail: dict[str, list[str]] = {}  # method -> errors to answer with, in order
         self.usergroups: dict[str, list[str]] = {}  # S… -> its members' user ids
+        self.hold: dict[str, asyncio.Event] = {}  # method -> answered only once the event is set
         self._ts = itertools.count(1)
         self._ws: web.WebSocketResponse | None = None
         self._connected = asyncio.Event()
@@ -118,6 +119,9 @@ class SlackStandIn:
             call.result = {"ok": False, "error": error}
             return web.json_response(call.result, status=status, headers=headers)
 
+        held = self.hold.get(method)
+        if held is not None:
+            await held.wait()  # a slow Slack: the test sets the event (and bounds its own wait)
         try:
             return self._answer(method, args, token, ok, err)
         finally:

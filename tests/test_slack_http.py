@@ -94,6 +94,33 @@ async def test_r9_r12_dm_card_click_resume_update_reply_in_thread(rig: SlackRig)
     assert not rig.standin.of("chat.postEphemeral")
 
 
+async def test_r12_the_resumed_turn_does_not_wait_for_the_resuming_update(rig: SlackRig) -> None:
+    """A slow chat.update delays neither the resume nor its durable finish; the outcome's update
+    still comes after "Resuming…", so the card never ends on "Resuming…"."""
+    card = await card_for(rig)
+    card_id = card_id_of(card)
+    io = rig.approvals.store
+    slow = rig.standin.hold["chat.update"] = asyncio.Event()
+    status, _ = await rig.click(rig.click_payload(card))
+    assert status == 200
+
+    async def finished() -> bool:
+        p = await io.run(io.rows.get_pointer_by_card, card_id)
+        return p is not None and p.state == "done"
+
+    try:
+        async with asyncio.timeout(10):
+            while not await finished():  # the turn ran to its finish while Slack held the update
+                await asyncio.sleep(0.01)
+        assert not rig.standin.of("chat.update")
+    finally:
+        slow.set()  # a failure must not leave the server's updates hanging
+    await rig.settle()
+    updates = rig.standin.of("chat.update")
+    assert len(updates) == 2 and "Resuming" in texts(updates)[0] and "Approved" in texts(updates)[1]
+    assert len([c for c in rig.standin.of("chat.postMessage") if c is not card]) == 1  # the reply
+
+
 async def test_r13_chained_card_is_a_new_message_in_the_thread(rig: SlackRig) -> None:
     card = await card_for(rig, f"download {URL} then https://b.example.com/x")
     await rig.click(rig.click_payload(card))
