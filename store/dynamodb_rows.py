@@ -733,8 +733,8 @@ class DynamoRows(RowStore):
         }
 
     def _transact(self, items: list[Item], nonce: str) -> bool:
-        """All puts in one TransactWriteItems (idempotent on retry by its request token). False
-        when the endpoint has no transactions (then remembered)."""
+        """All puts (write-once) in one TransactWriteItems. False when the endpoint has no
+        transactions (then remembered)."""
         cond = "attribute_not_exists(#pk)"
         puts = [
             {
@@ -747,18 +747,11 @@ class DynamoRows(RowStore):
             }
             for i in items
         ]
-        try:
-            call_with_retries(
-                self.target,
-                f"transact_write_items on {self.table}",
-                lambda: self.client.transact_write_items(TransactItems=puts, ClientRequestToken=nonce),
-            )
-        except ClientError as e:
-            code = error_code(e)
-            if code in ("UnknownOperationException", "UnrecognizedClientException") or "Unknown" in code:
-                self._transactions = False
-                return False
-            raise StoreError(f"dynamodb transact_write_items on {self.table}: {code}: {e}") from e
+        tx = self._transact_ops(puts, nonce)
+        if tx is None:
+            return False
+        if not tx.applied:
+            raise StoreError(f"dynamodb transact_write_items on {self.table}: cancelled: {list(tx.reasons)}")
         return True
 
     # --- compound steps: fewer requests where no condition is lost ------------------------

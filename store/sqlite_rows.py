@@ -480,18 +480,16 @@ class SqliteRows(RowStore):
             except sqlite3.OperationalError as e:
                 raise StoreError(f"sqlite: {e}") from e
 
-    def _insert_all(self, audit: Sequence[AuditWrite]) -> None:
+    def _append_all(self, audit: Sequence[AuditWrite]) -> None:
+        """Inside a compound step's transaction an audit row is part of the step: a failed
+        insert rolls the step back rather than being logged and skipped (the base's rule)."""
         for a in audit:
             self._insert_audit(a.event, a.ttl, a.outbox)
 
-    # --- compound steps: one transaction, one commit each ---------------------------------
+    # --- compound steps: the base's sequence of calls, in one transaction (one commit) ------
     def begin_turn(self, chat: str, holder: str, user: str, now: float, lease_until: float) -> TurnStart:
         with self._tx():
-            if not self.take_turn(chat, holder, now, lease_until):
-                return TurnStart(taken=False)
-            return TurnStart(
-                True, self.get_pointer(chat), tuple(self.list_grants(user, chat, now)), self.get_session(chat)
-            )
+            return super().begin_turn(chat, holder, user, now, lease_until)
 
     def end_turn(
         self,
@@ -504,15 +502,7 @@ class SqliteRows(RowStore):
         session: SessionWrite | None = None,
     ) -> bool:
         with self._tx():
-            written = True
-            if pointer is not None:
-                written = self.put_pointer(pointer, now)
-                if written:
-                    self._insert_all(audit)
-            if session is not None:
-                self.put_session(session.chat, session.key, session.seq, session.ttl)
-            self.release_turn(chat, holder)
-        return written
+            return super().end_turn(chat, holder, now=now, pointer=pointer, audit=audit, session=session)
 
     def claim_grants(
         self,
@@ -527,20 +517,16 @@ class SqliteRows(RowStore):
         after: Sequence[AuditWrite] = (),
     ) -> Claimed | None:
         with self._tx():
-            won = self.claim(read, worker=worker, now=now, lease_until=lease_until, resume_deadline=resume_deadline)
-            if won is None:
-                return None
-            self._insert_all(before)
-            for c in changes:
-                g = c.grant
-                if c.delete:
-                    if self.delete_grant(g.user, g.chat, g.kind, g.name):
-                        self._insert_all([c.audit])
-                else:
-                    self.put_grant(g, c.ttl)
-                    self._insert_all([c.audit])
-            self._insert_all(after)
-            return Claimed(won, tuple(self.list_grants(won.owner, won.chat, now)))
+            return super().claim_grants(
+                read,
+                worker=worker,
+                now=now,
+                lease_until=lease_until,
+                resume_deadline=resume_deadline,
+                changes=changes,
+                before=before,
+                after=after,
+            )
 
     @staticmethod
     def _to_event(r: sqlite3.Row) -> AuditEvent:

@@ -165,6 +165,19 @@ class SlackRig:
         payload = P.message_im(text=text, user=user, channel=DM, event_id=event_id or f"Ev{ts}", ts=ts)
         return await self.send(*P.json_body(payload), **kw)
 
+    async def owner_says(self, text: str, thread_ts: str | None = None) -> list[Call]:
+        """The owner writes in the DM (in `thread_ts`, when given); waits for and returns the
+        cards it posted."""
+        before = len(self.card_calls())
+        ts = self.next_ts()
+        payload = P.message_im(text=text, user=OWNER, channel=DM, event_id=f"Ev{ts}", ts=ts)
+        if thread_ts:
+            payload["event"]["thread_ts"] = thread_ts
+        assert await self.send(*P.json_body(payload)) == (200, "")
+        await self.standin.wait_for(lambda s: len(self.card_calls()) > before)
+        await self.settle()
+        return self.card_calls()[before:]
+
     def card_calls(self) -> list[Call]:
         return [c for c in self.standin.of("chat.postMessage") if buttons(c.args.get("blocks") or [])]
 

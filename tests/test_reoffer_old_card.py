@@ -39,19 +39,6 @@ async def routed_rig() -> AsyncIterator[SlackRig]:
         await r.stop()
 
 
-async def say(rig: SlackRig, text: str, thread_ts: str | None = None) -> list[Call]:
-    """The owner writes in the DM (in `thread_ts`, when given); returns the cards it posted."""
-    before = len(rig.card_calls())
-    ts = rig.next_ts()
-    payload = P.message_im(text=text, user=OWNER, channel=DM, event_id=f"Ev{ts}", ts=ts)
-    if thread_ts:
-        payload["event"]["thread_ts"] = thread_ts
-    assert await rig.send(*P.json_body(payload)) == (200, "")
-    await rig.standin.wait_for(lambda s: len(rig.card_calls()) > before)
-    await rig.settle()
-    return rig.card_calls()[before:]
-
-
 def card_id_of(card: Call) -> str:
     return str(json.loads(buttons(card.args["blocks"])[0]["value"])["card"])
 
@@ -75,9 +62,9 @@ def assert_shown_again(rig: SlackRig, old: Call) -> None:
 async def test_r19_the_owners_next_message_makes_the_old_card_read_only_and_the_new_one_resumes_once(
     rig: SlackRig,
 ) -> None:
-    (old,) = await say(rig, ASK)
+    (old,) = await rig.owner_says(ASK)
     thread = str(old.args["thread_ts"])
-    (new,) = await say(rig, "hello? still there?", thread)
+    (new,) = await rig.owner_says("hello? still there?", thread)
     assert new.args["thread_ts"] == thread and card_id_of(new) == card_id_of(old)
     assert buttons(assert_valid_blocks(new))  # the new card is answerable
     assert_shown_again(rig, old)
@@ -111,10 +98,10 @@ async def test_r19_the_owners_next_message_makes_the_old_card_read_only_and_the_
 
 async def test_r19_each_re_offer_updates_the_copy_before_it(rig: SlackRig) -> None:
     """The location is overwritten on every re-offer, so the next one updates the right message."""
-    (first,) = await say(rig, ASK)
+    (first,) = await rig.owner_says(ASK)
     thread = str(first.args["thread_ts"])
-    (second,) = await say(rig, "hello?", thread)
-    (third,) = await say(rig, "anyone?", thread)
+    (second,) = await rig.owner_says("hello?", thread)
+    (third,) = await rig.owner_says("anyone?", thread)
     assert_shown_again(rig, first)
     assert_shown_again(rig, second)
     assert not updates_of(rig, third) and buttons(assert_valid_blocks(third))
@@ -122,7 +109,7 @@ async def test_r19_each_re_offer_updates_the_copy_before_it(rig: SlackRig) -> No
 
 async def test_a_re_offer_that_cannot_be_posted_leaves_the_old_card_alone(rig: SlackRig) -> None:
     """Updated only after the new card is posted: no "shown again below" pointing at nothing."""
-    (old,) = await say(rig, ASK)
+    (old,) = await rig.owner_says(ASK)
     rig.standin.fail["chat.postMessage"] = ["channel_not_found"]  # the new card's post
     ts = rig.next_ts()
     payload = P.message_im(text="hello?", user=OWNER, channel=DM, event_id=f"Ev{ts}", ts=ts)
@@ -136,9 +123,9 @@ async def test_a_re_offer_that_cannot_be_posted_leaves_the_old_card_alone(rig: S
 
 async def test_r19_a_routed_card_shown_again_makes_both_old_copies_read_only(routed_rig: SlackRig) -> None:
     rig = routed_rig
-    old = await say(rig, ORG)
+    old = await rig.owner_says(ORG)
     old_thread, old_routed = pick(old)
-    new = await say(rig, "hello?", str(old_thread.args["thread_ts"]))
+    new = await rig.owner_says("hello?", str(old_thread.args["thread_ts"]))
     new_thread, new_routed = pick(new)
     assert buttons(assert_valid_blocks(new_thread)) and buttons(assert_valid_blocks(new_routed))
     assert_shown_again(rig, old_thread)

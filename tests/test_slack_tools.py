@@ -44,15 +44,7 @@ def texts(calls: list[Call]) -> list[str]:
 
 
 async def new_card(rig: SlackRig, text: str = "save a note: hello", thread_ts: str | None = None) -> Call:
-    before = len(rig.card_calls())
-    ts = rig.next_ts()
-    payload = P.message_im(text=text, user=OWNER, channel=DM, event_id=f"Ev{ts}", ts=ts)
-    if thread_ts:
-        payload["event"]["thread_ts"] = thread_ts
-    assert await rig.send(*P.json_body(payload)) == (200, "")
-    await rig.standin.wait_for(lambda s: len(rig.card_calls()) > before)
-    await rig.settle()
-    return rig.card_calls()[-1]
+    return (await rig.owner_says(text, thread_ts))[-1]
 
 
 def replies(rig: SlackRig) -> list[Call]:

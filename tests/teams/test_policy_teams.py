@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestServer
 
 from core.clock import ManualClock
 from tests.teams.harness import CHAT, OTHER, OWNER, TENANT, Bot, MockConnector, card_data, card_text
@@ -42,15 +41,6 @@ approvers = "owner_or_approvers"
 teams_conversation = "{APPROVERS_CONV}"
 """
 IN_APPROVERS = {"conversationType": "channel", "tenantId": TENANT, "id": APPROVERS_CONV}
-
-
-@pytest.fixture
-async def connector() -> AsyncIterator[tuple[MockConnector, str]]:
-    mock = MockConnector()
-    server = TestServer(mock.app(), host="127.0.0.1")
-    await server.start_server()
-    yield mock, str(server.make_url("/_connector"))
-    await server.close()
 
 
 @pytest.fixture

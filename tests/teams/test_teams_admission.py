@@ -5,12 +5,8 @@ the clicked card stays in place and answerable, and nothing changes in the store
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest
-from aiohttp.test_utils import TestServer
 
 from bots.teams_bot import TEAMS
 from core import wording
@@ -18,15 +14,6 @@ from core.clock import ManualClock
 from tests.teams.harness import Bot, MockConnector, card_data, card_text, fixture
 from tests.teams.schema import assert_valid_card
 from tests.test_admission import Hold, held_factory
-
-
-@pytest.fixture
-async def connector() -> AsyncIterator[tuple[MockConnector, str]]:
-    mock = MockConnector()
-    server = TestServer(mock.app(), host="127.0.0.1")
-    await server.start_server()
-    yield mock, str(server.make_url("/_connector"))
-    await server.close()
 
 
 def conversation(n: int) -> dict[str, Any]:

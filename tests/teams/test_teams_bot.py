@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestServer
 
 from core.clock import ManualClock
 from core.models import ClaimRead
@@ -20,15 +19,6 @@ from tests.teams.schema import assert_valid_card
 
 URL = "https://example.com/data.csv"
 CONTENT = "application/vnd.microsoft.card.adaptive"
-
-
-@pytest.fixture
-async def connector() -> AsyncIterator[tuple[MockConnector, str]]:
-    mock = MockConnector()
-    server = TestServer(mock.app(), host="127.0.0.1")
-    await server.start_server()
-    yield mock, str(server.make_url("/_connector"))
-    await server.close()
 
 
 @pytest.fixture

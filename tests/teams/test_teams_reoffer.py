@@ -7,12 +7,8 @@ the new card resumes once (R12)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest
-from aiohttp.test_utils import TestServer
 
 from core.clock import ManualClock
 from tests.teams.harness import CHAT, OTHER, Bot, MockConnector, card_data, card_text
@@ -21,15 +17,6 @@ from tests.teams.test_policy_teams import APPROVERS_CONV, IN_APPROVERS, POLICY
 
 REQUESTING_CONV = "f62ca891-03b2-45a6-b15b-0e20fc6f66b1"  # the Playground's conversation
 CONTENT = "application/vnd.microsoft.card.adaptive"
-
-
-@pytest.fixture
-async def connector() -> AsyncIterator[tuple[MockConnector, str]]:
-    mock = MockConnector()
-    server = TestServer(mock.app(), host="127.0.0.1")
-    await server.start_server()
-    yield mock, str(server.make_url("/_connector"))
-    await server.close()
 
 
 def invoke_card(status: int, body: Any) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestServer
 
 from core.agent_factory import default_factory, gated_factory, prepare
 from core.clock import ManualClock
@@ -19,15 +18,6 @@ from tests.teams.harness import CHAT, OWNER, Bot, MockConnector, card_data, card
 from tests.teams.schema import assert_valid_card
 
 CONTENT = "application/vnd.microsoft.card.adaptive"
-
-
-@pytest.fixture
-async def connector() -> AsyncIterator[tuple[MockConnector, str]]:
-    mock = MockConnector()
-    server = TestServer(mock.app(), host="127.0.0.1")
-    await server.start_server()
-    yield mock, str(server.make_url("/_connector"))
-    await server.close()
 
 
 @pytest.fixture
