@@ -23,6 +23,10 @@ resumes the run, the model replies with text.
       that reaches another process does.
   (d'') (d') with the objects in a folder (SQLite + files, each object file fsync'd).
 
+The durability budget: one fsync'd SQLite commit (as the embedded store commits: WAL,
+synchronous=FULL) is timed in the same blocks, and the bench prints what 0.8x of (a) leaves per
+cycle against the protocol's least durable commits per cycle (pointer R7, claim R10, finish R12).
+
 (a) and (b) use this project's offline `ScriptedModel` with a bare interrupting tool of the same
 name, so the model's messages are the same as in (d). Each block runs `--block` cycles of each
 variant back to back; the starting variant rotates per block, so drift on this shared machine
@@ -37,6 +41,7 @@ import argparse
 import asyncio
 import json
 import os
+import sqlite3
 import tempfile
 import time
 from collections import Counter
@@ -158,6 +163,49 @@ def strands_snapshot(folder: Path) -> Cycle:
     return cycle
 
 
+# --- the durability budget: one fsync'd commit, timed in the same blocks ------------------
+
+
+def durable_commit(db: Path) -> Cycle:
+    """One commit as the embedded store makes it (WAL, synchronous=FULL, BEGIN IMMEDIATE) of a
+    2 KB row, the size of (d)'s snapshot: what each of a cycle's durable writes costs at least."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    _OPEN.append(conn)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, v BLOB)")
+
+    async def cycle(i: int) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT OR REPLACE INTO t VALUES (?, ?)", (i, os.urandom(2048)))
+        conn.execute("COMMIT")
+
+    return cycle
+
+
+_OPEN: list[sqlite3.Connection] = []
+
+# The protocol's durable commits per cycle, each fsync'd before the step that relies on it:
+# the pointer before the card is posted (R7), the claim before the resumed run (R10), the
+# finish (R12); the turn lease makes a fourth.
+MIN_COMMITS = 3
+
+
+def budget(variants: list[Variant], commit: Variant, target: float = 0.8) -> list[str]:
+    """What `target` x (a) leaves for durability, against what a commit costs in this run."""
+    per_cycle = pct(variants[0].latencies_ms, 50)
+    allowed = per_cycle / target - per_cycle
+    c = pct(commit.latencies_ms, 50)
+    best = per_cycle / (per_cycle + MIN_COMMITS * c)
+    return [
+        f"(a) p50 {per_cycle:.2f} ms: {target}x of (a) leaves {allowed:.2f} ms per cycle for all (a) does not do",
+        f"one fsync'd SQLite commit (WAL, synchronous=FULL, 2 KB) p50 here: {c:.2f} ms; "
+        f"{MIN_COMMITS} per cycle at least (pointer R7, claim R10, finish R12) = {MIN_COMMITS * c:.2f} ms",
+        f"=> a durable cycle on this disk reaches at most {best:.2f}x of (a) "
+        f"with nothing else added ({'below' if best < target else 'above'} the {target}x target)",
+    ]
+
+
 # --- (c) LangGraph: bench/peer_langgraph.py, only with the bench extra --------------------
 
 
@@ -268,20 +316,25 @@ async def main_async(cycles: int, block: int, warmup: int) -> None:
         ]
         closers.append(cold.close)
         closers.append(folder.close)
+        commit = Variant("f", "one fsync'd SQLite commit", durable_commit(root / "commits.db"))
         try:
-            await run_blocks(variants, 0, block, warmup)
+            await run_blocks([*variants, commit], 0, block, warmup)
             facade.tally.clear()  # count the measured cycles only
-            await run_blocks(variants, cycles, block, 0)
+            await run_blocks([*variants, commit], cycles, block, 0)
             calls = Counter(facade.round_trips())
             notes.append(f"(d) store's SQLite: {await facade.sqlite_durability()}")
         finally:
             facade.close()
             for close in closers:
                 close()
+            for conn in _OPEN:
+                conn.close()
     print(f"\nOne approval cycle, {cycles} per variant, interleaved in blocks of {block} (warm-up {warmup})\n")
     print("\n".join(table(variants)))
     print()
     print("\n".join(round_trip_table(calls, cycles)))
+    print()
+    print("\n".join(budget(variants, commit)))
     print()
     for note in notes:
         print(f"note: {note}")

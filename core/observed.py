@@ -100,6 +100,7 @@ class ObservedRows(_Timed, RowStore):
     ) -> None:
         super().__init__(metrics, backend_name(rows))
         self.inner = rows
+        self.local_reads = rows.local_reads
         self.sinks = list(dict.fromkeys(sinks))  # a webhook named twice is one sink
         self.on_outbox = on_outbox
 

@@ -1,5 +1,7 @@
-"""Runs blocking store calls off the event loop (never block aiohttp on SQLite or boto3), and
-the async ports the core calls: `await rows.claim(pointer=p, worker=w, now=t, ...)`.
+"""Runs blocking store calls off the event loop (never block aiohttp on a write, a network call
+or an fsync), and the async ports the core calls: `await rows.claim(pointer=p, worker=w, ...)`.
+A backend whose reads are local and never wait on a writer (SQLite in WAL mode) has its reads
+run on the loop itself: a thread hop costs 20-50x such a read (issue 12).
 
 The ports are thin: one backend call each, keyword arguments, a `Fence` for every write made
 under a claim. Every state change is still the backend's one conditional write.
@@ -50,10 +52,18 @@ class StoreIO:
         self.rows = rows
         self.objects = objects
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="store")
+        self._local_reads = bool(getattr(rows, "local_reads", False))
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    async def read(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """A rows read: on the loop itself when the backend's reads are local and never wait on
+        a writer (`RowStore.local_reads`, SQLite), else one hop like `run` (a network call)."""
+        if self._local_reads:
+            return fn(*args, **kwargs)
+        return await self.run(fn, *args, **kwargs)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -72,10 +82,10 @@ class Rows:
         return await self._io.run(self._b.put_pointer, pointer, now)
 
     async def pointer(self, *, chat: str) -> Pointer | None:
-        return await self._io.run(self._b.get_pointer, chat)
+        return await self._io.read(self._b.get_pointer, chat)
 
     async def pointer_by_card(self, card_id: str) -> Pointer | None:
-        return await self._io.run(self._b.get_pointer_by_card, card_id)
+        return await self._io.read(self._b.get_pointer_by_card, card_id)
 
     async def claim(
         self, read: Pointer, *, worker: str, now: float, lease_until: float, resume_deadline: float
@@ -128,7 +138,7 @@ class Rows:
         await self._io.run(self._b.put_grant, grant, ttl)
 
     async def grants(self, *, user: str, chat: str | None, now: float) -> list[Grant]:
-        return await self._io.run(self._b.list_grants, user, chat, now)
+        return await self._io.read(self._b.list_grants, user, chat, now)
 
     async def delete_grant(self, *, user: str, chat: str, kind: SubjectKind, name: str) -> bool:
         return await self._io.run(self._b.delete_grant, user, chat, kind, name)
@@ -137,7 +147,7 @@ class Rows:
         return await self._io.run(self._b.record_refusal, refusal, ttl)
 
     async def refusals(self, *, chat: str, turn_id: str) -> list[Refusal]:
-        return await self._io.run(self._b.list_refusals, chat, turn_id)
+        return await self._io.read(self._b.list_refusals, chat, turn_id)
 
     async def vote(self, read: Pointer, *, vote: Vote, now: float) -> Pointer | None:
         """One approver's vote on the card as `read` (its id and secret hash are the condition)."""
@@ -152,16 +162,16 @@ class Rows:
         await self._io.run(self._b.append_audit, event, ttl)
 
     async def audit(self, *, chat: str) -> list[AuditEvent]:
-        return await self._io.run(self._b.list_audit, chat)
+        return await self._io.read(self._b.list_audit, chat)
 
     async def audit_since(self, *, since: float) -> list[AuditEvent]:
-        return await self._io.run(self._b.list_audit_since, since)
+        return await self._io.read(self._b.list_audit_since, since)
 
     async def put_session(self, *, chat: str, key: str, seq: float, ttl: float) -> bool:
         return await self._io.run(self._b.put_session, chat, key, seq, ttl)
 
     async def session(self, *, chat: str) -> str | None:
-        return await self._io.run(self._b.get_session, chat)
+        return await self._io.read(self._b.get_session, chat)
 
     async def sweep(self, *, now: float) -> int:
         return await self._io.run(self._b.sweep, now)

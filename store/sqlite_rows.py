@@ -102,6 +102,8 @@ def _held(f: Fence) -> tuple[str, str, str, int]:
 
 
 class SqliteRows(RowStore):
+    local_reads = True  # WAL: readers never wait for the writer
+
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         if self.path != ":memory:":

@@ -81,6 +81,17 @@ def test_bench_peers_prints_every_variant_and_the_round_trips(without_langgraph:
     assert trips["executor hops (StoreIO.run)"][1] > 0
     assert "note: (d) store's SQLite: journal_mode=" in out
 
+    # the durability budget: the bound it prints follows from the two figures it prints
+    a = re.search(r"^\(a\) p50 ([\d.]+) ms: 0\.8x of \(a\) leaves ([\d.]+) ms per cycle", out, re.M)
+    c = re.search(r"commit \(WAL, synchronous=FULL, 2 KB\) p50 here: ([\d.]+) ms; 3 per cycle", out)
+    best = re.search(r"reaches at most ([\d.]+)x of \(a\) with nothing else added \((below|above)", out)
+    assert a and c and best, out
+    p50, commit = float(a[1]), float(c[1])
+    assert abs(float(a[2]) - p50 / 4) < 0.011 and commit > 0
+    assert abs(float(best[1]) - p50 / (p50 + 3 * commit)) < 0.011
+    if best[1] != "0.80":  # rounded to 0.80 it may be either side
+        assert best[2] == ("below" if float(best[1]) < 0.8 else "above")
+
 
 def test_bench_memory_prints_both_readings_and_the_difference() -> None:
     out = run_bench("bench.bench_memory", "--first", "3", "--total", "6", "--warmup", "1")
