@@ -134,14 +134,15 @@ async def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.asynccontextmanager
-async def serve(env: Mapping[str, str], *flags: str) -> AsyncIterator[Served]:
+async def serve(env: Mapping[str, str], *flags: str, drop: tuple[str, ...] = ()) -> AsyncIterator[Served]:
     """Runs `chat-approvals serve --host 127.0.0.1 --port P --store sqlite:///TMP/approvals.db FLAGS`
-    with the inherited environment plus `env`, in a temporary working directory (its var/notes),
-    ready on /readyz; always stopped and removed on the way out."""
+    with the inherited environment (less the variables starting with OWN or `drop`) plus `env`, in
+    a temporary working directory (its var/notes), ready on /readyz; always stopped and removed on
+    the way out."""
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
         folder = Path(tmp)
         port = free_port()
-        child = {k: v for k, v in os.environ.items() if not k.startswith(OWN)}
+        child = {k: v for k, v in os.environ.items() if not k.startswith((*OWN, *drop))}
         child.update(env)
         args = [*command(), "serve", "--host", "127.0.0.1", "--port", str(port)]
         args += ["--store", f"sqlite:///{folder / 'approvals.db'}", *flags]
