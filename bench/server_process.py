@@ -81,6 +81,7 @@ def _die_with_parent() -> None:
 class Served:
     base_url: str
     folder: Path  # the server's working directory: approvals.db and its log are here
+    pid: int  # e.g. to read its CPU time from /proc
 
     async def settle(self, http: aiohttp.ClientSession, outside: Callable[[], int], timeout: float = 60) -> None:
         """Wait (bounded) until the server is idle, seen from outside as a user could: no resume
@@ -146,12 +147,12 @@ async def serve(env: Mapping[str, str], *flags: str, drop: tuple[str, ...] = ())
         child.update(env)
         args = [*command(), "serve", "--host", "127.0.0.1", "--port", str(port)]
         args += ["--store", f"sqlite:///{folder / 'approvals.db'}", *flags]
-        served = Served(f"http://127.0.0.1:{port}", folder)
         with open(folder / "serve.log", "wb") as log:
             proc = subprocess.Popen(
                 args, cwd=folder, env=child, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 preexec_fn=_die_with_parent if _PRCTL is not None else None,
             )  # fmt: skip
+        served = Served(f"http://127.0.0.1:{port}", folder, proc.pid)
         try:
             try:
                 await _wait_ready(proc, f"{served.base_url}/readyz", READY_WAIT)
