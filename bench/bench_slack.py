@@ -1,9 +1,13 @@
 """Slack click latency on the embedded store (SQLite + files) with the offline scripted model. By hand:
 
-    .venv/bin/python -m bench.bench_slack [--single 50] [--concurrent 100]
+    .venv/bin/python -m bench.bench_slack [--single 50] [--concurrent 100] [--server inprocess|process]
 
-Everything runs in one process on 127.0.0.1: the server with the Slack front end, a signed-request
-client, and the Web API stand-in (tests/slack_standin.py). Measured per click:
+`--server inprocess` (the default, as the figures recorded before 2026-12-03): everything runs in one
+process on 127.0.0.1: the server with the Slack front end, a signed-request client, and the Web API
+stand-in (tests/slack_standin.py). `--server process`: the server is `chat-approvals serve` in its own
+OS process, configured only through SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET and
+CHAT_APPROVALS_SLACK_API_URL (bench/server_process.py); this process keeps the client and the stand-in,
+which play Slack. Measured per click:
   click -> ack           the signed block_actions POST until its HTTP 200 (what Slack's 3 s is about)
   click -> card updated  until the stand-in records the chat.update that shows the outcome
 "1 click" sends clicks one at a time, each on its own card; "N concurrent" sends N clicks at once,
@@ -18,13 +22,57 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import time
+from urllib.parse import urlsplit
 
+import aiohttp
+
+from bench.server_process import MODES, Served, describe, serve
 from tests import slack_payloads as P
 from tests.slack_rig import SlackRig, buttons
 from tests.slack_standin import Call, SlackStandIn
+
+
+class ServedSlackRig(SlackRig):
+    """SlackRig's signed client and Web API stand-in, against `chat-approvals serve` running as its
+    own process (bench/server_process.py) instead of an app in this process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.served: Served | None = None
+        self._stack = contextlib.AsyncExitStack()
+
+    async def start(self, standin: SlackStandIn | None = None) -> ServedSlackRig:
+        assert standin is None
+        await self.standin.start()
+        self._stack.push_async_callback(self.standin.stop)  # stopped after the server, which calls it
+        env = {
+            "SLACK_BOT_TOKEN": "xoxb-bench-token",
+            "SLACK_SIGNING_SECRET": P.SIGNING_SECRET,
+            "CHAT_APPROVALS_SLACK_API_URL": self.standin.api_url,
+        }
+        try:
+            self.served = await self._stack.enter_async_context(serve(env))
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        self.port = urlsplit(self.served.base_url).port or 0
+        self.session = aiohttp.ClientSession()
+        return self
+
+    async def stop(self, *, standin: bool = True) -> None:
+        if self.session is not None:
+            await self.session.close()
+        await self._stack.aclose()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    async def settle(self) -> None:
+        assert self.served is not None and self.session is not None
+        await self.served.settle(self.session, lambda: len(self.standin.calls))
 
 
 def pct(values: list[float], q: float) -> float:
@@ -83,8 +131,11 @@ async def timed_click(rig: SlackRig, request: tuple[bytes, dict[str, str]]) -> t
     return t0, acked
 
 
-async def run(single: int, concurrent: int) -> list[tuple[str, int, list[float], list[float]]]:
-    rig = await SlackRig().start()
+Rows = list[tuple[str, int, list[float], list[float]]]
+
+
+async def run(single: int, concurrent: int, server: str = "inprocess") -> Rows:
+    rig = await (ServedSlackRig() if server == "process" else SlackRig()).start()
     outcomes = Outcomes(rig.standin)
     rows = []
     try:
@@ -112,7 +163,7 @@ async def run(single: int, concurrent: int) -> list[tuple[str, int, list[float],
     return rows
 
 
-def table(rows: list[tuple[str, int, list[float], list[float]]]) -> str:
+def table(rows: Rows) -> str:
     lines = [
         "| scenario | clicks | click->ack p50 | click->ack p99 | click->card updated p50 | click->card updated p99 |",
         "|---|---:|---:|---:|---:|---:|",
@@ -123,7 +174,7 @@ def table(rows: list[tuple[str, int, list[float], list[float]]]) -> str:
     return "\n".join(lines)
 
 
-def ratios(rows: list[tuple[str, int, list[float], list[float]]]) -> str:
+def ratios(rows: Rows) -> str:
     """Issue 12's targets, as ratios within this run (absolute times swing from run to run)."""
     (_, _, acks1, updates1), (name, n, acks_n, updates_n) = rows
     update = pct(updates_n, 0.5) / pct(updates1, 0.5)
@@ -146,9 +197,17 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--single", type=int, default=50, help="clicks sent one at a time (default 50)")
     p.add_argument("--concurrent", type=int, default=100, help="clicks sent at once (default 100)")
+    p.add_argument(
+        "--server",
+        choices=MODES,
+        default="inprocess",
+        help="inprocess (default): the server in this process; process: `chat-approvals serve` as its own process",
+    )
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    rows = asyncio.run(run(args.single, args.concurrent))
+    rows = asyncio.run(run(args.single, args.concurrent, args.server))
+    print(describe(args.server))
+    print()
     print(table(rows))
     print()
     print(ratios(rows))

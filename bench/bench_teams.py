@@ -1,24 +1,30 @@
 """Teams invoke-to-response latency on the embedded store (SQLite + files), offline model. By hand:
 
-    .venv/bin/python -m bench.bench_teams [--samples 100] [--rounds 4]
+    .venv/bin/python -m bench.bench_teams [--samples 100] [--rounds 4] [--server inprocess|process]
 
 The real server (Teams mounted at /api/messages) on 127.0.0.1, a mock Bot Connector as serviceUrl.
+`--server inprocess` (the default, as the figures recorded before 2026-12-03): the server runs in this
+process. `--server process`: it is `chat-approvals serve` in its own OS process (bench/server_process.py),
+with no Microsoft App id (so /api/messages is the unauthenticated, loopback-only endpoint the
+Playground uses) and CHAT_APPROVALS_TEAMS_INVOKE_BUDGET=10 as the in-process server's budget; this
+process keeps the client and the connector.
 Each click is an `adaptiveCard/action` invoke POSTed the way the Playground sends it; the time is
 from sending it to reading the invoke response (the card that replaces the clicked one), which
 includes the claim, the resumed agent turn and the reply posted to the connector.
 
 Rows: 1 click at a time; 50 concurrent clicks on 50 cards (50 chats); 50 concurrent clicks racing
 on ONE card (one resumes, the rest hear "in progress"/"answered"). Prints a table. Each invoke is
-built before its timing starts; the client, the connector and the server share one process, one
-loop and the cores (say so next to the figures). The server queues resume work (bots/admission.py,
-CHAT_APPROVALS_RESUME_WORKERS at once, default 4). Not a test: the machine is shared and noisy;
-compare the ratios within one run, not absolute numbers across runs.
+built before its timing starts; with `--server inprocess` the client, the connector and the server
+share one process, one loop and the cores (say so next to the figures). The server queues resume
+work (bots/admission.py, CHAT_APPROVALS_RESUME_WORKERS at once, default 4). Not a test: the
+machine is shared and noisy; compare the ratios within one run, not absolute numbers across runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import json
 import statistics
@@ -26,6 +32,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +40,7 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from bench.server_process import MODES, describe, serve
 from bots.config import ServerConfig
 from bots.server import build_app
 from bots.teams_bot import TEAMS, TeamsConfig
@@ -116,63 +124,93 @@ class Rig:
         return ms, title.split(" by ")[0]
 
 
-async def run(samples: int, rounds: int) -> list[tuple[str, int, list[float], Counter[str]]]:
+INVOKE_BUDGET = 10.0  # seconds a click waits for its outcome (default 2): the bench times the outcome
+
+
+@contextlib.asynccontextmanager
+async def in_process() -> AsyncIterator[str]:
+    """The server in this process, on the server's default store: its /api/messages URL."""
     with tempfile.TemporaryDirectory(prefix="bench-teams-") as tmp:
         clock = SystemClock()
         db = f"sqlite:///{Path(tmp) / 'rows.db'}"  # objects in the same file: the server's default
         store = StoreIO(open_rows(db), open_objects(db, clock))
         approvals = Approvals(store, clock=clock)
-        connector = Connector()
-        capp = web.Application()
-        capp.router.add_route("*", "/_connector/{tail:.*}", connector.handle)
-        cserver = TestServer(capp, host="127.0.0.1")
-        await cserver.start_server()
-        app = build_app(approvals, ServerConfig(host="127.0.0.1"), sweep=False, teams=TeamsConfig(invoke_budget=10))
+        teams = TeamsConfig(invoke_budget=INVOKE_BUDGET)
+        app = build_app(approvals, ServerConfig(host="127.0.0.1"), sweep=False, teams=teams)
         server = TestServer(app, host="127.0.0.1")
         await server.start_server()
-        rows: list[tuple[str, int, list[float], Counter[str]]] = []
         try:
-            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200)) as http:
-                rig = Rig(http, str(server.make_url("/api/messages")), str(cserver.make_url("/_connector")), connector)
-                await rig.click(*await rig.card())  # warm-up
-                lat: list[float] = []
-                seen: Counter[str] = Counter()
-                for _ in range(samples):
-                    ms, what = await rig.click(*await rig.card())
-                    lat.append(ms)
-                    seen[what] += 1
-                rows.append(("1 click at a time", samples, lat, seen))
-
-                lat, seen = [], Counter()
-                for _ in range(rounds):
-                    invokes = [rig.invoke(*await rig.card()) for _ in range(50)]
-                    for ms, what in await asyncio.gather(*(rig.send(i) for i in invokes)):
-                        lat.append(ms)
-                        seen[what] += 1
-                rows.append(("50 concurrent, 50 cards", 50 * rounds, lat, seen))
-
-                lat, seen = [], Counter()
-                for _ in range(rounds):
-                    conv, data = await rig.card()
-                    invokes = [rig.invoke(conv, data) for _ in range(50)]
-                    for ms, what in await asyncio.gather(*(rig.send(i) for i in invokes)):
-                        lat.append(ms)
-                        seen[what] += 1
-                rows.append(("50 concurrent, 1 card", 50 * rounds, lat, seen))
+            yield str(server.make_url("/api/messages"))
         finally:
             await app[TEAMS].bot.drain()
             await server.close()
-            await cserver.close()
             store.close()
-        return rows
+
+
+@contextlib.asynccontextmanager
+async def as_process() -> AsyncIterator[str]:
+    """`chat-approvals serve` in its own process, Teams configured only by its environment."""
+    env = {"CHAT_APPROVALS_TEAMS_INVOKE_BUDGET": str(INVOKE_BUDGET)}
+    async with serve(env, drop=("CHAT_APPROVALS_TEAMS_",)) as served:
+        yield f"{served.base_url}/api/messages"
+
+
+async def run(samples: int, rounds: int, server: str = "inprocess") -> list[tuple[str, int, list[float], Counter[str]]]:
+    connector = Connector()
+    capp = web.Application()
+    capp.router.add_route("*", "/_connector/{tail:.*}", connector.handle)
+    cserver = TestServer(capp, host="127.0.0.1")
+    await cserver.start_server()
+    rows: list[tuple[str, int, list[float], Counter[str]]] = []
+    try:
+        async with (
+            in_process() if server == "inprocess" else as_process() as bot_url,
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200)) as http,
+        ):
+            rig = Rig(http, bot_url, str(cserver.make_url("/_connector")), connector)
+            await rig.click(*await rig.card())  # warm-up
+            lat: list[float] = []
+            seen: Counter[str] = Counter()
+            for _ in range(samples):
+                ms, what = await rig.click(*await rig.card())
+                lat.append(ms)
+                seen[what] += 1
+            rows.append(("1 click at a time", samples, lat, seen))
+
+            lat, seen = [], Counter()
+            for _ in range(rounds):
+                invokes = [rig.invoke(*await rig.card()) for _ in range(50)]
+                for ms, what in await asyncio.gather(*(rig.send(i) for i in invokes)):
+                    lat.append(ms)
+                    seen[what] += 1
+            rows.append(("50 concurrent, 50 cards", 50 * rounds, lat, seen))
+
+            lat, seen = [], Counter()
+            for _ in range(rounds):
+                conv, data = await rig.card()
+                invokes = [rig.invoke(conv, data) for _ in range(50)]
+                for ms, what in await asyncio.gather(*(rig.send(i) for i in invokes)):
+                    lat.append(ms)
+                    seen[what] += 1
+            rows.append(("50 concurrent, 1 card", 50 * rounds, lat, seen))
+    finally:
+        await cserver.close()  # after the server: it posts to the connector until it has stopped
+    return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--samples", type=int, default=100, help="clicks for the one-at-a-time row")
     ap.add_argument("--rounds", type=int, default=4, help="rounds of 50 for the concurrent rows")
+    ap.add_argument(
+        "--server",
+        choices=MODES,
+        default="inprocess",
+        help="inprocess (default): the server in this process; process: `chat-approvals serve` as its own process",
+    )
     args = ap.parse_args()
-    rows = asyncio.run(run(args.samples, args.rounds))
+    rows = asyncio.run(run(args.samples, args.rounds, args.server))
+    print(describe(args.server))
     print("Teams invoke -> response (embedded SQLite + files, scripted model, 127.0.0.1)")
     print(f"{'scenario':<26} {'clicks':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  outcomes")
     for name, n, lat, seen in rows:
