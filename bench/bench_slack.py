@@ -1,13 +1,18 @@
 """Slack click latency on the embedded store (SQLite + files) with the offline scripted model. By hand:
 
     .venv/bin/python -m bench.bench_slack [--single 50] [--concurrent 100] [--server inprocess|process]
+                                          [--replicas N]
 
 `--server inprocess` (the default, as the figures recorded before 2026-12-03): everything runs in one
 process on 127.0.0.1: the server with the Slack front end, a signed-request client, and the Web API
 stand-in (tests/slack_standin.py). `--server process`: the server is `chat-approvals serve` in its own
 OS process, configured only through SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET and
 CHAT_APPROVALS_SLACK_API_URL (bench/server_process.py); this process keeps the client and the stand-in,
-which play Slack. Measured per click:
+which play Slack. `--replicas N` (with `--server process`): N such processes on one SQLite store; the
+client spreads the messages that make cards round-robin over them and sends each click to the replica
+after the one that took its card's message (so it resumes from the stored snapshot), as a balancer
+would usually do; below the table each replica's clicks by outcome, claims and turns (its /metrics),
+and a check that every clicked card was resumed exactly once. Measured per click:
   click -> ack           the signed block_actions POST until its HTTP 200 (what Slack's 3 s is about)
   click -> card updated  until the stand-in records the chat.update that shows the outcome
 "1 click" sends clicks one at a time, each on its own card; "N concurrent" sends N clicks at once,
@@ -25,24 +30,45 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
+import sys
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 
-from bench.server_process import MODES, Served, describe, serve
+from bench.server_process import (
+    MODES,
+    Balancer,
+    Served,
+    check_replicas,
+    describe,
+    positive_int,
+    serve_replicas,
+    settle,
+    tallies,
+    tally_lines,
+)
 from tests import slack_payloads as P
 from tests.slack_rig import SlackRig, buttons
 from tests.slack_standin import Call, SlackStandIn
 
+HOST = re.compile(r"//(h\d+)\.example\.org/")  # the host in a card's message names the card
+
 
 class ServedSlackRig(SlackRig):
     """SlackRig's signed client and Web API stand-in, against `chat-approvals serve` running as its
-    own process (bench/server_process.py) instead of an app in this process."""
+    own process, or as N replicas on one store (bench/server_process.py), instead of an app in this
+    process. Every request SlackRig sends takes `url`, the balancer's next replica."""
 
-    def __init__(self) -> None:
+    def __init__(self, replicas: int = 1) -> None:
         super().__init__()
-        self.served: Served | None = None
+        self.replicas = replicas
+        self.members: list[Served] = []
+        self.balancer = Balancer([])
+        self.took = 0  # the replica that took the last request
+        self.home: dict[str, int] = {}  # a card's host -> the replica that took its message
         self._stack = contextlib.AsyncExitStack()
 
     async def start(self, standin: SlackStandIn | None = None) -> ServedSlackRig:
@@ -55,13 +81,30 @@ class ServedSlackRig(SlackRig):
             "CHAT_APPROVALS_SLACK_API_URL": self.standin.api_url,
         }
         try:
-            self.served = await self._stack.enter_async_context(serve(env))
+            self.members = await self._stack.enter_async_context(serve_replicas(self.replicas, env))
         except BaseException:
             await self._stack.aclose()
             raise
-        self.port = urlsplit(self.served.base_url).port or 0
+        self.balancer = Balancer([m.base_url for m in self.members])
+        self.port = urlsplit(self.members[0].base_url).port or 0
         self.session = aiohttp.ClientSession()
         return self
+
+    @property
+    def url(self) -> str:
+        self.took = self.balancer.next()
+        return f"{self.members[self.took].base_url}/slack/events"
+
+    async def dm(self, text: str, **kw: Any) -> tuple[int, str]:
+        done = await super().dm(text, **kw)
+        for host in HOST.findall(text):
+            self.home[host] = self.took
+        return done
+
+    def click_url(self, card: Call) -> str:
+        """The replica after the one that took the card's message (Balancer.after)."""
+        (host,) = set(HOST.findall(json.dumps(card.args.get("blocks"))))
+        return f"{self.members[self.balancer.after(self.home[host])].base_url}/slack/events"
 
     async def stop(self, *, standin: bool = True) -> None:
         if self.session is not None:
@@ -71,8 +114,21 @@ class ServedSlackRig(SlackRig):
             self._tmp.cleanup()
 
     async def settle(self) -> None:
-        assert self.served is not None and self.session is not None
-        await self.served.settle(self.session, lambda: len(self.standin.calls))
+        assert self.session is not None
+        await settle(self.members, self.session, lambda: len(self.standin.calls))
+
+    async def report(self, clicked: int) -> tuple[list[str], bool]:
+        """Each replica's tallies, and whether every clicked card resumed exactly once."""
+        assert self.session is not None
+        counts = await tallies(self.session, self.members)
+        resumed = sum(c["chat_approvals_resumes"]["resumed"] for c in counts)
+        other = sum(n for c in counts for k, n in c["chat_approvals_resumes"].items() if k != "resumed")
+        ok = resumed == clicked and not other
+        verdict = "ok" if ok else "NOT exactly once"
+        check = (
+            f"exactly once: {resumed} resumed, {other} other outcomes, for {clicked} cards clicked once each: {verdict}"
+        )
+        return [*tally_lines(counts), check], ok
 
 
 def pct(values: list[float], q: float) -> float:
@@ -119,11 +175,15 @@ def signed_click(rig: SlackRig, card: Call) -> tuple[bytes, dict[str, str]]:
     return body, P.signed_headers(body, ctype)
 
 
-async def timed_click(rig: SlackRig, request: tuple[bytes, dict[str, str]]) -> tuple[float, float]:
+def click_url(rig: SlackRig, card: Call) -> str:
+    return rig.click_url(card) if isinstance(rig, ServedSlackRig) else rig.url
+
+
+async def timed_click(rig: SlackRig, url: str, request: tuple[bytes, dict[str, str]]) -> tuple[float, float]:
     assert rig.session is not None
     body, headers = request
     t0 = time.monotonic()
-    async with rig.session.post(rig.url, data=body, headers=headers) as r:
+    async with rig.session.post(url, data=body, headers=headers) as r:
         status = r.status
         await r.read()
     acked = time.monotonic()
@@ -134,15 +194,20 @@ async def timed_click(rig: SlackRig, request: tuple[bytes, dict[str, str]]) -> t
 Rows = list[tuple[str, int, list[float], list[float]]]
 
 
-async def run(single: int, concurrent: int, server: str = "inprocess") -> Rows:
-    rig = await (ServedSlackRig() if server == "process" else SlackRig()).start()
+async def run(
+    single: int, concurrent: int, server: str = "inprocess", replicas: int = 1
+) -> tuple[Rows, list[str], bool]:
+    """The rows; with `--server process`, each replica's tallies and the exactly-once check."""
+    rig = await (ServedSlackRig(replicas) if server == "process" else SlackRig()).start()
     outcomes = Outcomes(rig.standin)
     rows = []
+    notes: list[str] = []
+    ok = True
     try:
         cards = await make_cards(rig, single)
         acks, updates = [], []
         for card in cards:
-            t0, acked = await timed_click(rig, signed_click(rig, card))
+            t0, acked = await timed_click(rig, click_url(rig, card), signed_click(rig, card))
             (done,) = await outcomes.wait([card], timeout=60)
             acks.append(acked - t0)
             updates.append(done - t0)
@@ -150,17 +215,19 @@ async def run(single: int, concurrent: int, server: str = "inprocess") -> Rows:
         rows.append(("1 click at a time", single, acks, updates))
 
         cards = await make_cards(rig, concurrent)
-        requests = [signed_click(rig, c) for c in cards]
-        timings = await asyncio.gather(*(timed_click(rig, r) for r in requests))
+        requests = [(click_url(rig, c), signed_click(rig, c)) for c in cards]
+        timings = await asyncio.gather(*(timed_click(rig, u, r) for u, r in requests))
         done_at = await outcomes.wait(cards, timeout=120)
         await rig.settle()
         acks = [a - t0 for t0, a in timings]
         updates = [d - t0 for d, (t0, _) in zip(done_at, timings, strict=True)]
         rows.append((f"{concurrent} concurrent clicks", concurrent, acks, updates))
         assert all(not buttons(c.args.get("blocks") or []) for c in rig.standin.of("chat.update"))
+        if isinstance(rig, ServedSlackRig):
+            notes, ok = await rig.report(single + concurrent)
     finally:
         await rig.stop()
-    return rows
+    return rows, notes, ok
 
 
 def table(rows: Rows) -> str:
@@ -203,14 +270,26 @@ def main() -> None:
         default="inprocess",
         help="inprocess (default): the server in this process; process: `chat-approvals serve` as its own process",
     )
+    p.add_argument(
+        "--replicas",
+        type=positive_int,
+        default=1,
+        help="with --server process: this many `chat-approvals serve` processes on one store (default 1)",
+    )
     args = p.parse_args()
+    check_replicas(args.server, args.replicas)
     logging.basicConfig(level=logging.WARNING)
-    rows = asyncio.run(run(args.single, args.concurrent, args.server))
-    print(describe(args.server))
+    rows, notes, ok = asyncio.run(run(args.single, args.concurrent, args.server, args.replicas))
+    print(describe(args.server, args.replicas))
     print()
     print(table(rows))
     print()
     print(ratios(rows))
+    if notes:
+        print()
+        print("\n".join(notes))
+    if not ok:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,9 @@
 exactly as a user starts it (the installed console script, flags and environment only, the
 default objects in the store's SQLite file), a bounded wait for /readyz, SIGTERM at the end.
 
+`--replicas N`: N such processes on N ports, all on the same SQLite file (WAL, shared by the
+processes), as replicas behind a load balancer; the bench's client plays the balancer (Balancer).
+
 The bench process keeps only the client and the platform stand-in (Slack's Web API or Teams' Bot
 Connector), so their CPU is no longer in the server's event loop, as in production where Slack
 and Teams are other machines. The two processes still share this machine's cores.
@@ -18,12 +21,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.serve_process import free_port
 
@@ -45,13 +50,30 @@ def _sum(metrics: str, name: str) -> float:
     return total
 
 
-def describe(mode: str) -> str:
+def positive_int(text: str) -> int:
+    """argparse type for --replicas."""
+    n = int(text)
+    if n < 1:
+        raise ValueError(text)
+    return n
+
+
+def describe(mode: str, replicas: int = 1) -> str:
     if mode == "process":
         return (
             "server: its own OS process (`chat-approvals serve`); this process holds only the client and "
-            "the platform stand-in (both processes share the machine's cores)"
+            "the platform stand-in (both processes share the machine's cores)\n"
+            f"replicas: {replicas} (`chat-approvals serve` processes on one SQLite store; requests spread "
+            "round-robin, each click to a replica other than the one that took its card's message when "
+            "there are several)"
         )
     return "server: in this process (one event loop with the client and the platform stand-in)"
+
+
+def check_replicas(mode: str, replicas: int) -> None:
+    """--replicas N > 1 needs --server process (the in-process server is one app)."""
+    if replicas != 1 and mode != "process":
+        raise SystemExit("--replicas needs --server process")
 
 
 def command() -> list[str]:
@@ -80,30 +102,98 @@ def _die_with_parent() -> None:
 @dataclass(frozen=True)
 class Served:
     base_url: str
-    folder: Path  # the server's working directory: approvals.db and its log are here
+    folder: Path  # the working directory shared by the replicas: approvals.db is here
     pid: int  # e.g. to read its CPU time from /proc
+    log: Path  # this process's stdout and stderr
 
     async def settle(self, http: aiohttp.ClientSession, outside: Callable[[], int], timeout: float = 60) -> None:
-        """Wait (bounded) until the server is idle, seen from outside as a user could: no resume
-        running or queued, and neither its store-call count (/metrics) nor `outside()` (the
-        stand-in's call count) moved over QUIET seconds. The in-process bench drains the front end
-        instead; a process has no such hook, and a click's tail must not overlap the next click."""
-        last: tuple[float, int] | None = None
-        async with asyncio.timeout(timeout):
-            while True:
-                async with http.get(f"{self.base_url}/metrics") as r:
-                    text = await r.text()
-                now = (_sum(text, "chat_approvals_store_seconds_count"), outside())
-                busy = sum(_sum(text, f"chat_approvals_resume_queue_{g}") for g in ("running", "depth"))
-                if now == last and not busy:
-                    return
-                last = now
-                await asyncio.sleep(QUIET)
+        await settle((self,), http, outside, timeout)
 
     def log_tail(self, chars: int = 3000) -> str:
         with contextlib.suppress(OSError):
-            return (self.folder / "serve.log").read_text(errors="replace")[-chars:]
+            return self.log.read_text(errors="replace")[-chars:]
         return ""
+
+
+async def settle(
+    members: Sequence[Served], http: aiohttp.ClientSession, outside: Callable[[], int], timeout: float = 60
+) -> None:
+    """Wait (bounded) until every replica is idle, seen from outside as a user could: no resume
+    running or queued in any of them, and neither their store-call counts (/metrics) nor
+    `outside()` (the stand-in's call count) moved over QUIET seconds. The in-process bench drains
+    the front end instead; a process has no such hook, and a click's tail must not overlap the next
+    click (a click's tail may run on a replica other than the one that took the click)."""
+    last: tuple[float, ...] | None = None
+    async with asyncio.timeout(timeout):
+        while True:
+            texts = [await metrics_text(http, m) for m in members]
+            now = (*(_sum(t, "chat_approvals_store_seconds_count") for t in texts), float(outside()))
+            busy = sum(_sum(t, f"chat_approvals_resume_queue_{g}") for t in texts for g in ("running", "depth"))
+            if now == last and not busy:
+                return
+            last = now
+            await asyncio.sleep(QUIET)
+
+
+async def metrics_text(http: aiohttp.ClientSession, member: Served) -> str:
+    async with http.get(f"{member.base_url}/metrics") as r:
+        return await r.text()
+
+
+class Balancer:
+    """The client's load balancer over the replicas: `next()` round-robin for messages (and clicks
+    racing on one card); `after(i)` for a click on a card whose message replica i took: the next
+    replica round the ring, so with several replicas the click lands on one that did not pause the
+    turn (it resumes from the stored snapshot), the usual case behind a real balancer. A plain
+    shared rotation would instead send every click back to its card's replica whenever the number
+    of messages is a multiple of the replica count."""
+
+    def __init__(self, urls: Sequence[str]) -> None:
+        self.urls = list(urls)
+        self._turn = 0
+
+    def next(self) -> int:
+        i = self._turn % len(self.urls)
+        self._turn += 1
+        return i
+
+    def after(self, i: int) -> int:
+        return (i + 1) % len(self.urls)
+
+
+COUNTED = {  # metric -> label whose values are tallied per replica
+    "chat_approvals_resumes": "outcome",
+    "chat_approvals_claims": "result",
+    "chat_approvals_turns": "status",
+}
+
+
+async def tallies(http: aiohttp.ClientSession, members: Sequence[Served]) -> list[dict[str, Counter[str]]]:
+    """Per replica, from its /metrics: clicks by outcome, claims won/lost, turns by status (what a
+    double resume or a refused click would show)."""
+    out = []
+    for m in members:
+        seen: dict[str, Counter[str]] = {name: Counter() for name in COUNTED}
+        for family in text_string_to_metric_families(await metrics_text(http, m)):
+            if family.name in COUNTED:
+                for sample in family.samples:
+                    if sample.name == family.name + "_total" and sample.value:
+                        seen[family.name][sample.labels[COUNTED[family.name]]] += int(sample.value)
+        out.append(seen)
+    return out
+
+
+def tally_lines(counts: list[dict[str, Counter[str]]]) -> list[str]:
+    def fmt(c: Counter[str]) -> str:
+        return ", ".join(f"{k} {v}" for k, v in sorted(c.items())) or "none"
+
+    total: dict[str, Counter[str]] = {name: sum((c[name] for c in counts), Counter()) for name in COUNTED}
+    rows = [(f"replica {i + 1}", c) for i, c in enumerate(counts)] + [("all replicas", total)]
+    return [
+        f"{who}: resumes {fmt(c['chat_approvals_resumes'])}; claims {fmt(c['chat_approvals_claims'])}; "
+        f"turns {fmt(c['chat_approvals_turns'])}"
+        for who, c in rows
+    ]
 
 
 async def _wait_ready(proc: subprocess.Popen[bytes], url: str, seconds: float) -> None:
@@ -134,30 +224,56 @@ async def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
+def _start(
+    folder: Path, index: int, env: Mapping[str, str], flags: Sequence[str]
+) -> tuple[subprocess.Popen[bytes], Served]:
+    port = free_port()
+    args = [*command(), "serve", "--host", "127.0.0.1", "--port", str(port)]
+    args += ["--store", f"sqlite:///{folder / 'approvals.db'}", *flags]
+    log_path = folder / ("serve.log" if index == 0 else f"serve-{index + 1}.log")
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            args, cwd=folder, env=dict(env), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent if _PRCTL is not None else None,
+        )  # fmt: skip
+    return proc, Served(f"http://127.0.0.1:{port}", folder, proc.pid, log_path)
+
+
+async def _ready(proc: subprocess.Popen[bytes], served: Served) -> None:
+    try:
+        await _wait_ready(proc, f"{served.base_url}/readyz", READY_WAIT)
+    except RuntimeError as e:
+        raise RuntimeError(f"{e}; its log ends:\n{served.log_tail()}") from None
+
+
 @contextlib.asynccontextmanager
-async def serve(env: Mapping[str, str], *flags: str, drop: tuple[str, ...] = ()) -> AsyncIterator[Served]:
-    """Runs `chat-approvals serve --host 127.0.0.1 --port P --store sqlite:///TMP/approvals.db FLAGS`
-    with the inherited environment (less the variables starting with OWN or `drop`) plus `env`, in
-    a temporary working directory (its var/notes), ready on /readyz; always stopped and removed on
-    the way out."""
+async def serve_replicas(
+    replicas: int, env: Mapping[str, str], *flags: str, drop: tuple[str, ...] = ()
+) -> AsyncIterator[list[Served]]:
+    """Runs `replicas` x `chat-approvals serve --host 127.0.0.1 --port P --store
+    sqlite:///TMP/approvals.db FLAGS`, one port each and the same store file, with the inherited
+    environment (less the variables starting with OWN or `drop`) plus `env`, in one temporary
+    working directory (its var/notes), each ready on /readyz; all stopped and removed on the way
+    out. The first is ready before the others start: it creates the file and its tables alone."""
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
         folder = Path(tmp)
-        port = free_port()
         child = {k: v for k, v in os.environ.items() if not k.startswith((*OWN, *drop))}
         child.update(env)
-        args = [*command(), "serve", "--host", "127.0.0.1", "--port", str(port)]
-        args += ["--store", f"sqlite:///{folder / 'approvals.db'}", *flags]
-        with open(folder / "serve.log", "wb") as log:
-            proc = subprocess.Popen(
-                args, cwd=folder, env=child, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent if _PRCTL is not None else None,
-            )  # fmt: skip
-        served = Served(f"http://127.0.0.1:{port}", folder, proc.pid)
+        procs: list[subprocess.Popen[bytes]] = []
+        members: list[Served] = []
         try:
-            try:
-                await _wait_ready(proc, f"{served.base_url}/readyz", READY_WAIT)
-            except RuntimeError as e:
-                raise RuntimeError(f"{e}; its log ends:\n{served.log_tail()}") from None
-            yield served
+            for batch in ([0], range(1, replicas)):
+                started = [_start(folder, i, child, flags) for i in batch]
+                procs += [p for p, _ in started]
+                members += [m for _, m in started]
+                await asyncio.gather(*(_ready(p, m) for p, m in started))
+            yield members
         finally:
-            await _stop(proc)
+            await asyncio.gather(*(_stop(p) for p in procs))
+
+
+@contextlib.asynccontextmanager
+async def serve(env: Mapping[str, str], *flags: str, drop: tuple[str, ...] = ()) -> AsyncIterator[Served]:
+    """One replica (serve_replicas)."""
+    async with serve_replicas(1, env, *flags, drop=drop) as (served,):
+        yield served
