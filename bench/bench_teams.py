@@ -1,13 +1,18 @@
 """Teams invoke-to-response latency on the embedded store (SQLite + files), offline model. By hand:
 
-    .venv/bin/python -m bench.bench_teams [--samples 100] [--rounds 4] [--server inprocess|process]
+    .venv/bin/python -m bench.bench_teams [--samples 100] [--rounds 4] [--server inprocess|process] [--replicas N]
 
 The real server (Teams mounted at /api/messages) on 127.0.0.1, a mock Bot Connector as serviceUrl.
 `--server inprocess` (the default, as the figures recorded before 2026-12-03): the server runs in this
 process. `--server process`: it is `chat-approvals serve` in its own OS process (bench/server_process.py),
 with no Microsoft App id (so /api/messages is the unauthenticated, loopback-only endpoint the
 Playground uses) and CHAT_APPROVALS_TEAMS_INVOKE_BUDGET=10 as the in-process server's budget; this
-process keeps the client and the connector.
+process keeps the client and the connector. `--replicas N` (with `--server process`): N such processes
+on one SQLite store; the client sends the messages that make cards round-robin over them, each click
+on its own card to the replica after the one that took the card's message (so it resumes from the
+stored snapshot), and the clicks racing on one card round-robin (the race spans the replicas). Below
+the table: each replica's clicks by outcome, claims and turns (its /metrics), and a check that every
+clicked card was resumed exactly once.
 Each click is an `adaptiveCard/action` invoke POSTed the way the Playground sends it; the time is
 from sending it to reading the invoke response (the card that replaces the clicked one), which
 includes the claim, the resumed agent turn and the reply posted to the connector.
@@ -27,7 +32,9 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -40,7 +47,18 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from bench.server_process import MODES, describe, serve
+from bench.server_process import (
+    MODES,
+    Balancer,
+    Served,
+    check_replicas,
+    describe,
+    positive_int,
+    serve_replicas,
+    settle,
+    tallies,
+    tally_lines,
+)
 from bots.config import ServerConfig
 from bots.server import build_app
 from bots.teams_bot import TEAMS, TeamsConfig
@@ -88,8 +106,14 @@ def pct(values: list[float], q: float) -> float:
 
 
 class Rig:
-    def __init__(self, http: aiohttp.ClientSession, bot_url: str, service_url: str, connector: Connector) -> None:
-        self.http, self.bot_url, self.service_url, self.connector = http, bot_url, service_url, connector
+    """The client, and the load balancer over the server's /api/messages URLs (one per replica)."""
+
+    def __init__(
+        self, http: aiohttp.ClientSession, bot_urls: list[str], service_url: str, connector: Connector
+    ) -> None:
+        self.http, self.bot_urls, self.service_url, self.connector = http, bot_urls, service_url, connector
+        self.balancer = Balancer(bot_urls)
+        self.home: dict[str, int] = {}  # conversation -> the replica that took its message
 
     def activity(self, name: str, conversation: str, **over: Any) -> dict[str, Any]:
         act = fixture(name)
@@ -100,7 +124,8 @@ class Rig:
     async def card(self) -> tuple[str, dict[str, Any]]:
         conv = f"bench-{uuid.uuid4().hex[:12]}"
         act = self.activity("playground-message-text.json", conv, text="please fetch https://data.example.org/t.csv")
-        async with self.http.post(self.bot_url, json=act) as resp:
+        self.home[conv] = i = self.balancer.next()
+        async with self.http.post(self.bot_urls[i], json=act) as resp:
             assert resp.status == 201, resp.status
         card = self.connector.cards[conv]
         data = next(a["data"] for a in card["actions"] if a["verb"] == "approve")
@@ -112,12 +137,20 @@ class Rig:
         act["value"] = {"action": {"type": "Action.Execute", "verb": "approve", "title": "Approve", "data": data}}
         return json.dumps(act).encode()
 
-    async def click(self, conv: str, data: dict[str, Any]) -> tuple[float, str]:
-        return await self.send(self.invoke(conv, data))
+    def click_url(self, conv: str) -> str:
+        """A click on the card of `conv`: the replica after the one that took its message."""
+        return self.bot_urls[self.balancer.after(self.home[conv])]
 
-    async def send(self, invoke: bytes) -> tuple[float, str]:
+    def race_url(self) -> str:
+        """One of many clicks racing on one card: round-robin."""
+        return self.bot_urls[self.balancer.next()]
+
+    async def click(self, conv: str, data: dict[str, Any]) -> tuple[float, str]:
+        return await self.send(self.click_url(conv), self.invoke(conv, data))
+
+    async def send(self, url: str, invoke: bytes) -> tuple[float, str]:
         t0 = time.perf_counter()
-        async with self.http.post(self.bot_url, data=invoke, headers={"Content-Type": "application/json"}) as resp:
+        async with self.http.post(url, data=invoke, headers={"Content-Type": "application/json"}) as resp:
             body = await resp.json()
         ms = (time.perf_counter() - t0) * 1000
         title = body["value"]["body"][0]["text"] if resp.status == 200 else f"HTTP {resp.status}"
@@ -128,8 +161,8 @@ INVOKE_BUDGET = 10.0  # seconds a click waits for its outcome (default 2): the b
 
 
 @contextlib.asynccontextmanager
-async def in_process() -> AsyncIterator[str]:
-    """The server in this process, on the server's default store: its /api/messages URL."""
+async def in_process() -> AsyncIterator[list[Served]]:
+    """The server in this process, on the server's default store: one member, its URL only."""
     with tempfile.TemporaryDirectory(prefix="bench-teams-") as tmp:
         clock = SystemClock()
         db = f"sqlite:///{Path(tmp) / 'rows.db'}"  # objects in the same file: the server's default
@@ -140,7 +173,7 @@ async def in_process() -> AsyncIterator[str]:
         server = TestServer(app, host="127.0.0.1")
         await server.start_server()
         try:
-            yield str(server.make_url("/api/messages"))
+            yield [Served(str(server.make_url("")).rstrip("/"), Path(tmp), os.getpid(), Path(os.devnull))]
         finally:
             await app[TEAMS].bot.drain()
             await server.close()
@@ -148,26 +181,33 @@ async def in_process() -> AsyncIterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def as_process() -> AsyncIterator[str]:
-    """`chat-approvals serve` in its own process, Teams configured only by its environment."""
+async def as_process(replicas: int) -> AsyncIterator[list[Served]]:
+    """`chat-approvals serve` in its own process(es), Teams configured only by its environment."""
     env = {"CHAT_APPROVALS_TEAMS_INVOKE_BUDGET": str(INVOKE_BUDGET)}
-    async with serve(env, drop=("CHAT_APPROVALS_TEAMS_",)) as served:
-        yield f"{served.base_url}/api/messages"
+    async with serve_replicas(replicas, env, drop=("CHAT_APPROVALS_TEAMS_",)) as members:
+        yield members
 
 
-async def run(samples: int, rounds: int, server: str = "inprocess") -> list[tuple[str, int, list[float], Counter[str]]]:
+Rows = list[tuple[str, int, list[float], Counter[str]]]
+
+
+async def run(samples: int, rounds: int, server: str = "inprocess", replicas: int = 1) -> tuple[Rows, list[str], bool]:
+    """The rows; with `--server process`, each replica's tallies and the exactly-once check."""
     connector = Connector()
     capp = web.Application()
     capp.router.add_route("*", "/_connector/{tail:.*}", connector.handle)
     cserver = TestServer(capp, host="127.0.0.1")
     await cserver.start_server()
-    rows: list[tuple[str, int, list[float], Counter[str]]] = []
+    rows: Rows = []
+    notes: list[str] = []
+    ok = True
     try:
         async with (
-            in_process() if server == "inprocess" else as_process() as bot_url,
+            in_process() if server == "inprocess" else as_process(replicas) as members,
             aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200)) as http,
         ):
-            rig = Rig(http, bot_url, str(cserver.make_url("/_connector")), connector)
+            bot_urls = [f"{m.base_url}/api/messages" for m in members]
+            rig = Rig(http, bot_urls, str(cserver.make_url("/_connector")), connector)
             await rig.click(*await rig.card())  # warm-up
             lat: list[float] = []
             seen: Counter[str] = Counter()
@@ -179,8 +219,9 @@ async def run(samples: int, rounds: int, server: str = "inprocess") -> list[tupl
 
             lat, seen = [], Counter()
             for _ in range(rounds):
-                invokes = [rig.invoke(*await rig.card()) for _ in range(50)]
-                for ms, what in await asyncio.gather(*(rig.send(i) for i in invokes)):
+                cards = [await rig.card() for _ in range(50)]
+                invokes = [(rig.click_url(conv), rig.invoke(conv, data)) for conv, data in cards]
+                for ms, what in await asyncio.gather(*(rig.send(u, i) for u, i in invokes)):
                     lat.append(ms)
                     seen[what] += 1
             rows.append(("50 concurrent, 50 cards", 50 * rounds, lat, seen))
@@ -188,14 +229,26 @@ async def run(samples: int, rounds: int, server: str = "inprocess") -> list[tupl
             lat, seen = [], Counter()
             for _ in range(rounds):
                 conv, data = await rig.card()
-                invokes = [rig.invoke(conv, data) for _ in range(50)]
-                for ms, what in await asyncio.gather(*(rig.send(i) for i in invokes)):
+                invokes = [(rig.race_url(), rig.invoke(conv, data)) for _ in range(50)]
+                for ms, what in await asyncio.gather(*(rig.send(u, i) for u, i in invokes)):
                     lat.append(ms)
                     seen[what] += 1
             rows.append(("50 concurrent, 1 card", 50 * rounds, lat, seen))
+            if server == "process":
+                await settle(members, http, lambda: connector.n)  # the last turns' tails, on any replica
+                notes, ok = exactly_once(await tallies(http, members), 1 + samples + 51 * rounds)
     finally:
         await cserver.close()  # after the server: it posts to the connector until it has stopped
-    return rows
+    return rows, notes, ok
+
+
+def exactly_once(counts: list[dict[str, Counter[str]]], cards: int) -> tuple[list[str], bool]:
+    """Every clicked card (warm-up, one at a time, 50 cards per round, 1 raced card per round)
+    resumed once: the racing clicks' other outcomes are expected and shown in the table."""
+    resumed = sum(c["chat_approvals_resumes"]["resumed"] for c in counts)
+    ok = resumed == cards
+    check = f"exactly once: {resumed} resumed for {cards} cards clicked: {'ok' if ok else 'NOT exactly once'}"
+    return [*tally_lines(counts), check], ok
 
 
 def main() -> None:
@@ -208,9 +261,16 @@ def main() -> None:
         default="inprocess",
         help="inprocess (default): the server in this process; process: `chat-approvals serve` as its own process",
     )
+    ap.add_argument(
+        "--replicas",
+        type=positive_int,
+        default=1,
+        help="with --server process: this many `chat-approvals serve` processes on one store (default 1)",
+    )
     args = ap.parse_args()
-    rows = asyncio.run(run(args.samples, args.rounds, args.server))
-    print(describe(args.server))
+    check_replicas(args.server, args.replicas)
+    rows, notes, ok = asyncio.run(run(args.samples, args.rounds, args.server, args.replicas))
+    print(describe(args.server, args.replicas))
     print("Teams invoke -> response (embedded SQLite + files, scripted model, 127.0.0.1)")
     print(f"{'scenario':<26} {'clicks':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  outcomes")
     for name, n, lat, seen in rows:
@@ -219,6 +279,11 @@ def main() -> None:
     ratio = pct(rows[1][2], 50) / pct(rows[0][2], 50)
     verdict = "met" if ratio <= 15 else "not met"
     print(f"\np50, 50 concurrent on 50 cards / 1 at a time: {ratio:.1f}x (target <= 15x: {verdict})")
+    if notes:
+        print()
+        print("\n".join(notes))
+    if not ok:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """The Slack and Teams load benches (issue 12) still run: each as a real process with tiny counts,
-with the server in the bench's process (the default) and as its own `chat-approvals serve` process.
+with the server in the bench's process (the default), as its own `chat-approvals serve` process, and
+as two such processes (replicas) on one SQLite store, the clicks sent to the replica that did not
+take the card's message (R10: each card resumes exactly once across the replicas).
 
 Nothing here asserts a timing (the targets are ratios a person reads in bench/'s output): only that
 each bench finishes, every click was acknowledged and resumed, and the ratio lines are printed.
@@ -8,24 +10,47 @@ each bench finishes, every click was acknowledged and resumed, and the ratio lin
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
-from tests.test_bench_smoke import run_bench, table_rows
+from tests.test_bench_smoke import ROOT, run_bench, table_rows
 
 MS = re.compile(r"^\d+(\.\d+)? ms$")
 MODE_LINE = {
     "inprocess": "server: in this process",
     "process": "server: its own OS process (`chat-approvals serve`)",
 }
-MODES = [[], ["--server", "process"]]
+MODES = [[], ["--server", "process"], ["--server", "process", "--replicas", "2"]]
 
 
 def mode_of(args: list[str]) -> str:
-    return args[-1] if args else "inprocess"
+    return args[1] if args else "inprocess"
 
 
-@pytest.mark.parametrize("server", MODES, ids=mode_of)
+def replicas_of(args: list[str]) -> int:
+    return int(args[3]) if len(args) > 3 else 1
+
+
+def case_id(args: list[str]) -> str:
+    return f"{mode_of(args)}-{replicas_of(args)}" if args else "inprocess"
+
+
+def assert_replica_lines(out: str, server: list[str]) -> None:
+    """With --server process: the replica count above the table; each replica's tallies and the
+    exactly-once check (the bench exits non-zero when it fails) below it (R10)."""
+    if not server:
+        assert "replicas:" not in out and "exactly once" not in out, out
+        return
+    n = replicas_of(server)
+    assert out.find(f"replicas: {n} ") in range(out.find("scenario")), out
+    for i in range(1, n + 1):
+        assert re.search(rf"^replica {i}: resumes .*resumed \d+", out, re.M), out
+    assert re.search(r"^exactly once: (\d+) resumed.* for \1 cards clicked.*: ok$", out, re.M), out
+
+
+@pytest.mark.parametrize("server", MODES, ids=case_id)
 def test_bench_slack_prints_both_rows_and_the_ratios(server: list[str]) -> None:
     out = run_bench("bench.bench_slack", "--single", "3", "--concurrent", "5", *server)
     assert out.find(MODE_LINE[mode_of(server)]) in range(out.find("| scenario")), out  # said above the table
@@ -34,9 +59,10 @@ def test_bench_slack_prints_both_rows_and_the_ratios(server: list[str]) -> None:
     assert all(MS.match(cell) for r in rows for cell in r[2:]), rows
     assert re.search(r"click->card updated p50, 5 concurrent clicks / 1 at a time: \d+\.\dx", out), out
     assert re.search(r"click->ack p99, 5 concurrent clicks / ack p50 1 at a time: \d+\.\dx", out), out
+    assert_replica_lines(out, server)
 
 
-@pytest.mark.parametrize("server", MODES, ids=mode_of)
+@pytest.mark.parametrize("server", MODES, ids=case_id)
 def test_bench_teams_prints_every_row_all_approved_and_the_ratio(server: list[str]) -> None:
     out = run_bench("bench.bench_teams", "--samples", "3", "--rounds", "1", *server)
     assert out.find(MODE_LINE[mode_of(server)]) in range(out.find("scenario")), out  # said above the table
@@ -45,3 +71,18 @@ def test_bench_teams_prints_every_row_all_approved_and_the_ratio(server: list[st
     assert "Approved: 50" in lines["50 concurrent, 50 cards"]
     assert re.search(r"Approved: 1(,|$)", lines["50 concurrent, 1 card"])  # one of 50 racing clicks resumes (R10)
     assert re.search(r"p50, 50 concurrent on 50 cards / 1 at a time: \d+\.\dx", out), out
+    assert_replica_lines(out, server)
+
+
+@pytest.mark.parametrize("module", ["bench.bench_slack", "bench.bench_teams"])
+@pytest.mark.parametrize("replicas", ["2", "0"])
+def test_bench_refuses_replicas_without_a_process_server_or_below_one(module: str, replicas: str) -> None:
+    """--replicas 2 without --server process (the in-process server is one app), or --replicas 0:
+    refused before anything starts."""
+    server = ["--server", "process"] if replicas == "0" else []
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--replicas", replicas, *server],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0 and done.stdout == "", done
+    assert ("--replicas needs --server process" if replicas == "2" else "invalid positive_int value") in done.stderr
