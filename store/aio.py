@@ -59,8 +59,10 @@ class StoreIO:
         return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
 
     async def read(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """A rows read: on the loop itself when the backend's reads are local and never wait on
-        a writer (`RowStore.local_reads`, SQLite), else one hop like `run` (a network call)."""
+        """A small rows read (one row, or a user's grants, a turn's refusals): on the loop itself
+        when the backend's reads are local and never wait on a writer (`RowStore.local_reads`,
+        SQLite), else one hop like `run` (a network call). Listings that grow without bound (a
+        chat's audit) use `run`."""
         if self._local_reads:
             return fn(*args, **kwargs)
         return await self.run(fn, *args, **kwargs)
@@ -162,10 +164,10 @@ class Rows:
         await self._io.run(self._b.append_audit, event, ttl)
 
     async def audit(self, *, chat: str) -> list[AuditEvent]:
-        return await self._io.read(self._b.list_audit, chat)
+        return await self._io.run(self._b.list_audit, chat)
 
     async def audit_since(self, *, since: float) -> list[AuditEvent]:
-        return await self._io.read(self._b.list_audit_since, since)
+        return await self._io.run(self._b.list_audit_since, since)
 
     async def put_session(self, *, chat: str, key: str, seq: float, ttl: float) -> bool:
         return await self._io.run(self._b.put_session, chat, key, seq, ttl)

@@ -1,6 +1,7 @@
-"""Issue 12: on a backend whose reads are local (SQLite in WAL mode) the async ports read on the
-event loop, without a thread hop; writes, and every call on a backend whose reads go over the
-network, still run in the store's executor (an fsync or a network wait never blocks the loop)."""
+"""Issue 12: on a backend whose reads are local (SQLite in WAL mode) the async ports make their
+small reads on the event loop, without a thread hop; writes, unbounded listings (a chat's audit),
+and every call on a backend whose reads go over the network still run in the store's executor
+(an fsync, a long listing or a network wait never blocks the loop)."""
 
 from __future__ import annotations
 
@@ -55,10 +56,12 @@ async def test_reads_run_on_the_loop_only_when_the_backend_says_they_are_local(t
         assert (await rows.pointer_by_card(p.card_id)) is not None
         assert await rows.refusals(chat="http:a", turn_id="t") == []
         assert await rows.grants(user="u", chat="http:a", now=T0) == []
+        await rows.audit(chat="http:a")  # a listing without a bound
     finally:
         io.close()
     loop_thread = threading.current_thread().name
     assert spy.ran_on["put_pointer"].startswith("store")  # a write always hops (its fsync)
+    assert spy.ran_on["list_audit"].startswith("store")  # so does a chat's whole audit
     for read in ("get_pointer", "get_pointer_by_card", "list_refusals", "list_grants"):
         assert (spy.ran_on[read] == loop_thread) is local, (read, spy.ran_on[read])
 
