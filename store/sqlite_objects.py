@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from core.models import Clock, ObjectRef, SystemClock
 from store.base import CorruptObject, ObjectExists, ObjectStore, StoreError
+from store.sqlite_writes import connect, write_gate
 
 if TYPE_CHECKING:
     from store.sqlite_rows import SqliteRows
@@ -45,25 +46,42 @@ class SqliteObjects(ObjectStore):
         self.clock = clock or SystemClock()
         self.rows = rows
         self._local = threading.local()
-        self._conn().executescript(SCHEMA)
+        self._gate = write_gate(self.path)  # the row store's on the same file
+        self._gate.attempt(self._create_schema)
+
+    def _create_schema(self) -> None:
+        try:
+            self._conn().executescript(SCHEMA)  # idempotent: tried again while the lock is taken
+        finally:
+            self._gate.ended()
 
     def _conn(self) -> sqlite3.Connection:
         if self.rows is not None:
             return self.rows._conn()
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")  # put returns only once its commit is on disk
+            conn = connect(self.path)
             self._local.conn = conn
         return conn
+
+    def _write(self, sql: str, args: tuple[object, ...]) -> int:
+        """One write, committed when this returns; inside the row store's `atomic`, part of
+        its transaction. Waits for the lock on the file's WriteGate (store/sqlite_writes.py)."""
+        if self.rows is not None:
+            with self.rows._tx() as conn:
+                return conn.execute(sql, args).rowcount
+        conn = self._conn()
+        try:
+            return self._gate.attempt(lambda: conn.execute(sql, args).rowcount)
+        finally:
+            self._gate.ended()
 
     def put(self, key: str, data: bytes) -> ObjectRef:
         if not key or key.startswith("/"):
             raise ValueError(f"bad object key: {key!r}")
         digest = hashlib.sha256(data).hexdigest()
         try:
-            self._conn().execute(
+            self._write(
                 "INSERT INTO objects (key, data, sha256, written_at) VALUES (?, ?, ?, ?)",
                 (key, data, digest, self.clock.now()),
             )
@@ -75,7 +93,10 @@ class SqliteObjects(ObjectStore):
 
     def _read(self, key: str, expected: str | None) -> bytes | None:
         try:
-            row = self._conn().execute("SELECT data, sha256 FROM objects WHERE key = ?", (key,)).fetchone()
+            conn = self._conn()
+            row = self._gate.attempt(
+                lambda: conn.execute("SELECT data, sha256 FROM objects WHERE key = ?", (key,)).fetchone()
+            )
         except sqlite3.OperationalError as e:
             raise StoreError(f"sqlite objects: {e}") from e
         if row is None:
@@ -99,14 +120,14 @@ class SqliteObjects(ObjectStore):
         removed = 0
         while True:
             try:
-                cur = self._conn().execute(
+                count = self._write(
                     "DELETE FROM objects WHERE rowid IN (SELECT rowid FROM objects WHERE written_at < ? LIMIT ?)",
                     (older_than, _SWEEP_BATCH),
                 )
             except sqlite3.OperationalError as e:
                 raise StoreError(f"sqlite objects: {e}") from e
-            removed += cur.rowcount
-            if cur.rowcount < _SWEEP_BATCH:
+            removed += count
+            if count < _SWEEP_BATCH:
                 return removed
 
     def close(self) -> None:

@@ -1,9 +1,12 @@
 """The embedded default row store: SQLite in WAL mode with synchronous=FULL (every commit is
 fsync'd before it returns), one statement per state change.
 
-Each thread gets its own connection in autocommit mode (isolation_level=None): a deferred
-BEGIN followed by a write fails at once under contention (SQLITE_BUSY_SNAPSHOT), while a single
-conditional UPDATE/INSERT waits on busy_timeout and then applies or matches nothing.
+Each thread gets its own connection in autocommit mode (isolation_level=None). A compound step
+is one transaction begun with BEGIN IMMEDIATE (a deferred BEGIN followed by a write would fail at
+once under contention, SQLITE_BUSY_SNAPSHOT); a single conditional UPDATE/INSERT is its own
+implicit transaction. Either waits for SQLite's lock on the file's WriteGate, which wakes it as
+soon as another write of this process ends (store/sqlite_writes.py), and then applies or
+matches nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +37,7 @@ from core.models import (
     Vote,
 )
 from store.base import RowStore, StoreError
+from store.sqlite_writes import connect, write_gate
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS pointers (
@@ -96,6 +101,27 @@ _HOLDING = "chat = ? AND card_id = ? AND state = 'claimed' AND worker = ? AND cl
 _SWEEP_BATCH = 500
 
 
+_WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A write's result, read inside its transaction (a RETURNING row included)."""
+
+    rowcount: int
+    rows: list[Any]
+
+    def fetchone(self) -> Any:
+        return self.rows[0] if self.rows else None
+
+    def fetchall(self) -> list[Any]:
+        return self.rows
+
+
+def _ran(cur: sqlite3.Cursor) -> Ran:
+    return Ran(cur.rowcount, cur.fetchall())
+
+
 def _held(f: Fence) -> tuple[str, str, str, int]:
     """The parameters of _HOLDING, in its order."""
     return (f.chat, f.card_id, f.worker, f.token)
@@ -109,28 +135,45 @@ class SqliteRows(RowStore):
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        with self._conn() as c:  # `with` on a connection is a no-op in autocommit mode
+        self._gate = write_gate(self.path)
+        self._gate.attempt(self._create_schema)
+
+    def _create_schema(self) -> None:
+        """Idempotent, so it is simply tried again if another process holds the lock."""
+        c = self._conn()
+        try:
             c.executescript(SCHEMA)
             for table, columns in _ADDED.items():
                 have = {r["name"] for r in c.execute(f"PRAGMA table_info({table})")}
                 for name, kind in columns.items():
                     if name not in have:
                         c.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+        finally:
+            self._gate.ended()
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
+            conn = connect(self.path)
             conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")  # every commit fsyncs the WAL before it returns
             self._local.conn = conn
         return conn
 
-    def _exec(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+    def _exec(self, sql: str, args: tuple[Any, ...] = ()) -> Ran | sqlite3.Cursor:
+        """One statement. Inside a transaction (which holds the lock) as is; on its own it waits
+        for the lock on the file's WriteGate (store/sqlite_writes.py), and a write's result is
+        read to its end, so it has committed when this returns."""
+        conn = self._conn()
         try:
-            return self._conn().execute(sql, args)
-        except sqlite3.OperationalError as e:  # "database is locked" past busy_timeout
+            if getattr(self._local, "depth", 0) > 0:
+                return conn.execute(sql, args)
+            if not sql.lstrip()[:7].upper().startswith(_WRITES):
+                return self._gate.attempt(lambda: conn.execute(sql, args))
+            try:
+                return self._gate.attempt(lambda: _ran(conn.execute(sql, args)))
+            finally:
+                self._gate.ended()
+        except sqlite3.OperationalError as e:  # "database is locked" past LOCK_WAIT
             raise StoreError(f"sqlite: {e}") from e
 
     @contextlib.contextmanager
@@ -142,13 +185,14 @@ class SqliteRows(RowStore):
         alone and the outer transaction decides about the rest."""
         conn = self._conn()
         depth = getattr(self._local, "depth", 0)
-        begin, undo, done = (
-            ("BEGIN IMMEDIATE", "ROLLBACK", "COMMIT")
-            if depth == 0
-            else (f"SAVEPOINT s{depth}", f"ROLLBACK TO s{depth}; RELEASE s{depth}", f"RELEASE s{depth}")
+        undo, done = (
+            ("ROLLBACK", "COMMIT") if depth == 0 else (f"ROLLBACK TO s{depth}; RELEASE s{depth}", f"RELEASE s{depth}")
         )
         try:
-            conn.execute(begin)
+            if depth == 0:  # the lock, waited for on the file's WriteGate
+                self._gate.attempt(lambda: conn.execute("BEGIN IMMEDIATE"))
+            else:
+                conn.execute(f"SAVEPOINT s{depth}")
         except sqlite3.OperationalError as e:
             raise StoreError(f"sqlite: {e}") from e
         self._local.depth = depth + 1
@@ -164,6 +208,8 @@ class SqliteRows(RowStore):
             raise
         finally:
             self._local.depth = depth
+            if depth == 0:
+                self._gate.ended()  # this process's waiting writers try again now
 
     def atomic(self) -> contextlib.AbstractContextManager[object]:
         """Everything this thread writes inside, on this store and on objects kept in its file

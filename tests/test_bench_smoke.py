@@ -107,3 +107,17 @@ def test_bench_memory_prints_both_readings_and_the_difference() -> None:
     rss = [float(r[3]) for r in rows[:3]]
     assert all(v > 0 for v in rss)
     assert abs(float(rows[3][3]) - (rss[2] - rss[1])) < 0.11  # the difference is the two readings' difference
+
+
+def test_bench_sqlite_writers_prints_both_ways_for_both_kinds_of_write() -> None:
+    out = run_bench("bench.bench_sqlite_writers", "--threads", "2", "--writes", "4", "--rounds", "2")
+    rows = table_rows(out, "way")
+    assert [(r[0], r[1]) for r in rows] == [
+        ("gate", "single statement"),
+        ("gate", "compound step"),
+        ("busy handler", "single statement"),
+        ("busy handler", "compound step"),
+    ]
+    for way, kind, n, p50, p99, top in rows:
+        assert n == "8", (way, kind)  # 2 threads x 4 writes x 2 rounds, half of them of each kind
+        assert float(p50) <= float(p99) <= float(top), (way, kind)  # percentiles of the same samples
