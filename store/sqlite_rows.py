@@ -119,7 +119,8 @@ class Ran:
 
 
 def _ran(cur: sqlite3.Cursor) -> Ran:
-    return Ran(cur.rowcount, cur.fetchall())
+    rows = cur.fetchall()  # first: with RETURNING, rowcount is known once the rows are read
+    return Ran(cur.rowcount, rows)
 
 
 def _held(f: Fence) -> tuple[str, str, str, int]:
