@@ -58,6 +58,7 @@ from bench.facade import TEXT, CycleFailed, FacadeCycle
 from core.agent_factory import SYSTEM_PROMPT
 from core.batch_rule import APPROVAL_TOOL
 from core.scripted_model import ScriptedModel
+from store.sqlite_writes import connect
 
 APPROVED = {"approved": True}
 
@@ -166,13 +167,10 @@ def strands_snapshot(folder: Path) -> Cycle:
 # --- the durability budget: one fsync'd commit, timed in the same blocks ------------------
 
 
-def durable_commit(db: Path) -> Cycle:
-    """One commit as the embedded store makes it (WAL, synchronous=FULL, BEGIN IMMEDIATE) of a
-    2 KB row, the size of (d)'s snapshot: what each of a cycle's durable writes costs at least."""
-    conn = sqlite3.connect(db, isolation_level=None)
-    _OPEN.append(conn)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
+def durable_commit(conn: sqlite3.Connection) -> Cycle:
+    """One commit on a connection the embedded store opens (WAL, synchronous=FULL), BEGIN
+    IMMEDIATE, of a 2 KB row, the size of (d)'s snapshot: what each of a cycle's durable
+    writes costs at least."""
     conn.execute("CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, v BLOB)")
 
     async def cycle(i: int) -> None:
@@ -182,8 +180,6 @@ def durable_commit(db: Path) -> Cycle:
 
     return cycle
 
-
-_OPEN: list[sqlite3.Connection] = []
 
 # The protocol's durable commits per cycle, each fsync'd before the step that relies on it:
 # the pointer before the card is posted (R7), the claim before the resumed run (R10), the
@@ -316,7 +312,9 @@ async def main_async(cycles: int, block: int, warmup: int) -> None:
         ]
         closers.append(cold.close)
         closers.append(folder.close)
-        commit = Variant("f", "one fsync'd SQLite commit", durable_commit(root / "commits.db"))
+        commits = connect(str(root / "commits.db"))
+        closers.append(commits.close)
+        commit = Variant("f", "one fsync'd SQLite commit", durable_commit(commits))
         try:
             await run_blocks([*variants, commit], 0, block, warmup)
             facade.tally.clear()  # count the measured cycles only
@@ -327,8 +325,6 @@ async def main_async(cycles: int, block: int, warmup: int) -> None:
             facade.close()
             for close in closers:
                 close()
-            for conn in _OPEN:
-                conn.close()
     print(f"\nOne approval cycle, {cycles} per variant, interleaved in blocks of {block} (warm-up {warmup})\n")
     print("\n".join(table(variants)))
     print()

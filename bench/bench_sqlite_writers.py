@@ -31,7 +31,7 @@ from unittest import mock
 import store.sqlite_rows as sqlite_rows
 from core.models import AuditEvent
 from store.sqlite_rows import SqliteRows
-from store.sqlite_writes import WriteGate
+from store.sqlite_writes import WriteGate, connect
 from tests.store_conformance import T0, make_pointer
 
 KINDS = ("single statement", "compound step")
@@ -45,9 +45,8 @@ def pct(values: list[float], q: float) -> float:
 
 def busy_handler_connect(path: str) -> sqlite3.Connection:
     """A connection as the store made them before the gate: SQLite's busy handler does the waiting."""
-    conn = sqlite3.connect(path, isolation_level=None, timeout=10.0)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
+    conn = connect(path)
+    conn.execute("PRAGMA busy_timeout = 10000")
     return conn
 
 

@@ -1004,38 +1004,41 @@ class DynamoRows(RowStore):
 
     def sweep_objects(self, older_than: float) -> int:
         """Delete object items written before `older_than` (a filtered Scan, as sweep)."""
-        removed = 0
-        start: dict[str, Any] | None = None
-        filt = "begins_with(#pk, :object) AND #written_at < :t"
         values = {":object": _s('["object",'), ":t": _n(older_than)}
+        scan = "begins_with(#pk, :object) AND #written_at < :t"
+        return sum(1 for _ in self._delete_scanned(scan, "#written_at < :t", values, "object sweep"))
+
+    def _delete_scanned(self, scan: str, still: str, values: dict[str, Any], what: str) -> Iterator[Item]:
+        """Scan for the items `scan` matches and delete each that `still` matches when it is
+        deleted (a row re-put since the scan is kept); yields the items deleted."""
+        start: dict[str, Any] | None = None
         while True:
             page = self._call(
                 "scan",
                 ConsistentRead=True,
-                FilterExpression=filt,
+                FilterExpression=scan,
                 ProjectionExpression="#pk, #sk",
-                ExpressionAttributeNames=_names(filt, "#pk #sk"),
+                ExpressionAttributeNames=_names(scan, "#pk #sk"),
                 ExpressionAttributeValues=values,
                 **({"ExclusiveStartKey": start} if start else {}),
             )
             for item in page.get("Items", []):
-                cond = "#written_at < :t"
                 try:
                     self._call(
                         "delete_item",
                         Key={"pk": item["pk"], "sk": item["sk"]},
-                        ConditionExpression=cond,
-                        ExpressionAttributeNames=_names(cond),
-                        ExpressionAttributeValues={":t": values[":t"]},
+                        ConditionExpression=still,
+                        ExpressionAttributeNames=_names(still),
+                        ExpressionAttributeValues={k: v for k, v in values.items() if k in still},
                     )
                 except ClientError as e:
                     if error_code(e) != "ConditionalCheckFailedException":
-                        raise StoreError(f"dynamodb object sweep on {self.table}: {e}") from e
+                        raise StoreError(f"dynamodb {what} on {self.table}: {e}") from e
                     continue
-                removed += 1
+                yield item
             start = page.get("LastEvaluatedKey")
             if not start:
-                return removed
+                return
 
     def _batch_get(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Item]:
         """Strongly consistent reads in one BatchGetItem (keys left unprocessed are asked again)."""
@@ -1151,37 +1154,9 @@ class DynamoRows(RowStore):
         """What DynamoDB's TTL does eventually, done now: delete items whose ttl has passed.
         Each delete re-checks the ttl, so a row re-put since the scan is kept. Card index
         items are deleted but not counted (they are part of their pointer)."""
-        removed = 0
-        start: dict[str, Any] | None = None
         filt = "#ttl_at < :now"
-        while True:
-            page = self._call(
-                "scan",
-                ConsistentRead=True,
-                FilterExpression=filt,
-                ProjectionExpression="#pk, #sk",
-                ExpressionAttributeNames=_names(filt, "#pk #sk"),
-                ExpressionAttributeValues={":now": _n(now)},
-                **({"ExclusiveStartKey": start} if start else {}),
-            )
-            for item in page.get("Items", []):
-                try:
-                    self._call(
-                        "delete_item",
-                        Key={"pk": item["pk"], "sk": item["sk"]},
-                        ConditionExpression=filt,
-                        ExpressionAttributeNames=_names(filt),
-                        ExpressionAttributeValues={":now": _n(now)},
-                    )
-                except ClientError as e:
-                    if error_code(e) != "ConditionalCheckFailedException":
-                        raise StoreError(f"dynamodb sweep on {self.table}: {e}") from e
-                    continue
-                if _get_s(item, "sk") != CARD_SK:
-                    removed += 1
-            start = page.get("LastEvaluatedKey")
-            if not start:
-                return removed
+        deleted = self._delete_scanned(filt, filt, {":now": _n(now)}, "sweep")
+        return sum(1 for item in deleted if _get_s(item, "sk") != CARD_SK)
 
     def close(self) -> None:
         self.client.close()

@@ -70,6 +70,27 @@ def policy_factory(policy: Policy, counter: Counter | None = None, tools: list[A
     return make
 
 
+def held_resume_factory(step: Callable[[], object], url: str) -> AgentFactory:
+    """Asks to download `url`; once approved, its resumed turn calls `slow_step`, which runs
+    `step` (a test blocks there to hold the resumed turn), then it answers "finished"."""
+
+    @tool
+    def slow_step() -> str:
+        """Wait until the test lets the resumed turn go on."""
+        step()
+        return "stepped"
+
+    def policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+        results = results_of(messages)
+        if not results:
+            return "", [{"name": "request_approval", "input": {"reason": "data", "urls": [url]}}]
+        if len(results) == 1:
+            return "", [{"name": "slow_step", "input": {}}]
+        return "finished", []
+
+    return policy_factory(policy, tools=[slow_step])
+
+
 def scripted_factory(counter: Counter) -> AgentFactory:
     def make() -> Agent:
         model = ScriptedModel()

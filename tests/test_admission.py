@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from strands import tool
 
 from core import wording
 from core.clock import ManualClock
-from tests.agents import policy_factory, results_of
+from tests.agents import held_resume_factory
 from tests.slack_rig import OWNER, SlackRig, buttons, open_approvals
 from tests.slack_standin import Call
 
@@ -52,21 +51,7 @@ class Hold:
 
 
 def held_factory(hold: Hold) -> Any:
-    @tool
-    def slow_step() -> str:
-        """Wait until the test lets the resumed turn go on."""
-        hold.step()
-        return "stepped"
-
-    def policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-        results = results_of(messages)
-        if not results:
-            return "", [{"name": "request_approval", "input": {"reason": "data", "urls": [URL]}}]
-        if len(results) == 1:
-            return "", [{"name": "slow_step", "input": {}}]
-        return "finished", []
-
-    return policy_factory(policy, tools=[slow_step])
+    return held_resume_factory(hold.step, URL)
 
 
 @pytest.fixture

@@ -11,12 +11,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from strands import tool
 
 from cards import slack_blocks as sb
 from cards.slack_chat import chat_key
 from tests import slack_payloads as P
-from tests.agents import policy_factory, results_of
+from tests.agents import held_resume_factory, policy_factory, results_of
 from tests.slack_rig import DM, OTHER, OWNER, OWNER_KEY, SlackRig, assert_valid_blocks, buttons
 from tests.slack_standin import Call
 
@@ -463,22 +462,7 @@ async def test_ticking_a_package_checkbox_is_acked_and_changes_nothing(rig: Slac
 async def test_click_is_acked_before_the_resumed_agent_finishes() -> None:
     """The ack does not wait for the agent: the agent is held mid-resume while the click is answered."""
     gate = threading.Event()
-
-    @tool
-    def slow_step() -> str:
-        """Wait until the test lets the resumed turn go on."""
-        gate.wait(timeout=30)
-        return "stepped"
-
-    def policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-        results = results_of(messages)
-        if not results:
-            return "", [{"name": "request_approval", "input": {"reason": "data", "urls": [URL]}}]
-        if len(results) == 1:
-            return "", [{"name": "slow_step", "input": {}}]
-        return "finished", []
-
-    rig = await SlackRig(factory=policy_factory(policy, tools=[slow_step])).start()
+    rig = await SlackRig(factory=held_resume_factory(lambda: gate.wait(timeout=30), URL)).start()
     try:
         card = await card_for(rig, "go")
         assert await rig.click(rig.click_payload(card)) == (200, "")
