@@ -21,7 +21,7 @@ Rows: 1 click at a time; 50 concurrent clicks on 50 cards (50 chats); 50 concurr
 on ONE card (one resumes, the rest hear "in progress"/"answered"). Prints a table. Each invoke is
 built before its timing starts; with `--server inprocess` the client, the connector and the server
 share one process, one loop and the cores (say so next to the figures). The server queues resume
-work (bots/admission.py, CHAT_APPROVALS_RESUME_WORKERS at once, default 4). Not a test: the
+work (bots/admission.py, CHAT_APPROVALS_RESUME_WORKERS at once, default 2). Not a test: the
 machine is shared and noisy; compare the ratios within one run, not absolute numbers across runs.
 """
 

@@ -205,9 +205,9 @@ async def _wait_ready(proc: subprocess.Popen[bytes], url: str, seconds: float) -
                     if r.status == 200:
                         return
             if proc.poll() is not None:
-                raise RuntimeError(f"chat-approvals serve exited with {proc.returncode} before it was ready")
+                raise RuntimeError(f"the server process exited with {proc.returncode} before it was ready")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"chat-approvals serve was not ready within {seconds:g} s")
+                raise RuntimeError(f"the server process was not ready within {seconds:g} s")
             await asyncio.sleep(0.1)
 
 
@@ -224,17 +224,26 @@ async def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
-def _start(
-    folder: Path, index: int, env: Mapping[str, str], flags: Sequence[str]
-) -> tuple[subprocess.Popen[bytes], Served]:
+Argv = Callable[[Path, int], list[str]]  # (the shared working directory, its port) -> the command
+
+
+def serve_argv(*flags: str) -> Argv:
+    """`chat-approvals serve` on 127.0.0.1:PORT with the store in the working directory, plus `flags`."""
+
+    def argv(folder: Path, port: int) -> list[str]:
+        store = f"sqlite:///{folder / 'approvals.db'}"
+        return [*command(), "serve", "--host", "127.0.0.1", "--port", str(port), "--store", store, *flags]
+
+    return argv
+
+
+def _start(folder: Path, index: int, env: Mapping[str, str], argv: Argv) -> tuple[subprocess.Popen[bytes], Served]:
     port = free_port()
-    args = [*command(), "serve", "--host", "127.0.0.1", "--port", str(port)]
-    args += ["--store", f"sqlite:///{folder / 'approvals.db'}", *flags]
     log_path = folder / ("serve.log" if index == 0 else f"serve-{index + 1}.log")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            args, cwd=folder, env=dict(env), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent if _PRCTL is not None else None,
+            argv(folder, port), cwd=folder, env=dict(env), stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT, preexec_fn=_die_with_parent if _PRCTL is not None else None,
         )  # fmt: skip
     return proc, Served(f"http://127.0.0.1:{port}", folder, proc.pid, log_path)
 
@@ -246,15 +255,22 @@ async def _ready(proc: subprocess.Popen[bytes], served: Served) -> None:
         raise RuntimeError(f"{e}; its log ends:\n{served.log_tail()}") from None
 
 
-@contextlib.asynccontextmanager
-async def serve_replicas(
+def serve_replicas(
     replicas: int, env: Mapping[str, str], *flags: str, drop: tuple[str, ...] = ()
-) -> AsyncIterator[list[Served]]:
+) -> contextlib.AbstractAsyncContextManager[list[Served]]:
     """Runs `replicas` x `chat-approvals serve --host 127.0.0.1 --port P --store
-    sqlite:///TMP/approvals.db FLAGS`, one port each and the same store file, with the inherited
-    environment (less the variables starting with OWN or `drop`) plus `env`, in one temporary
-    working directory (its var/notes), each ready on /readyz; all stopped and removed on the way
-    out. The first is ready before the others start: it creates the file and its tables alone."""
+    sqlite:///TMP/approvals.db FLAGS`, one port each and the same store file (run_replicas)."""
+    return run_replicas(replicas, env, serve_argv(*flags), drop=drop)
+
+
+@contextlib.asynccontextmanager
+async def run_replicas(
+    replicas: int, env: Mapping[str, str], argv: Argv, *, drop: tuple[str, ...] = ()
+) -> AsyncIterator[list[Served]]:
+    """Runs `replicas` x `argv(TMP, P)`, one free port P each, with the inherited environment (less
+    the variables starting with OWN or `drop`) plus `env`, in one temporary working directory TMP
+    (its var/notes), each ready on /readyz; all stopped and removed on the way out. The first is
+    ready before the others start: it creates the store's file and its tables alone."""
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
         folder = Path(tmp)
         child = {k: v for k, v in os.environ.items() if not k.startswith((*OWN, *drop))}
@@ -263,7 +279,7 @@ async def serve_replicas(
         members: list[Served] = []
         try:
             for batch in ([0], range(1, replicas)):
-                started = [_start(folder, i, child, flags) for i in batch]
+                started = [_start(folder, i, child, argv) for i in batch]
                 procs += [p for p, _ in started]
                 members += [m for _, m in started]
                 await asyncio.gather(*(_ready(p, m) for p, m in started))

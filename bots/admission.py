@@ -34,7 +34,10 @@ log = logging.getLogger("chat_approvals.admission")
 T = TypeVar("T")
 Job = tuple[Callable[[], Awaitable[Any]], "asyncio.Future[Any]"]
 
-DEFAULT_WORKERS = 4
+# Two: one resume's store waits (fsync, executor hops) overlap another's CPU. More only interleaves
+# CPU-bound resumes on the one loop, so each finishes later: with 4, a 50-click Teams burst's p50 was
+# 15-20% slower than with 2 (bench.bench_teams, every mode, 2026-12-03); 1 measured the same as 2.
+DEFAULT_WORKERS = 2
 DEFAULT_CAPACITY = 1000
 DEFAULT_PATIENCE = 0.5  # seconds: a CPU-bound resume is done in milliseconds; a model call takes longer
 DEFAULT_MAX_RUNNING = 256

@@ -245,7 +245,7 @@ class SlackFrontEnd:
         raw = await request.read()
         if not self.cfg.signing_secret:  # Socket Mode only: nothing here can be verified
             return _plain(404, "Slack is not served over HTTP here")
-        refused = _unsigned(self.cfg.signing_secret, raw, request.headers)
+        refused = refuse_unsigned(self.cfg.signing_secret, raw, request.headers)
         if refused is not None:
             return refused
         click = _card_click(raw)
@@ -606,7 +606,7 @@ def _signature(secret: str, timestamp: str, raw: bytes) -> str:
     return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
 
 
-def _unsigned(secret: str, raw: bytes, headers: Mapping[str, str]) -> web.Response | None:
+def refuse_unsigned(secret: str, raw: bytes, headers: Mapping[str, str]) -> web.Response | None:
     """Bolt parses a body, and reads ids out of it, before it checks the signature, and fails with a
     500 on what it cannot read (a non-numeric timestamp, a body that is not UTF-8, a JSON array,
     `payload=` that is not JSON, `{"team": 5}`). So the signature is checked here first, on the raw

@@ -14,7 +14,10 @@ import subprocess
 import sys
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
+from bench.ack_floor import floor_app
+from tests import slack_payloads as P
 from tests.test_bench_smoke import ROOT, run_bench, table_rows
 
 MS = re.compile(r"^\d+(\.\d+)? ms$")
@@ -55,10 +58,18 @@ def test_bench_slack_prints_both_rows_and_the_ratios(server: list[str]) -> None:
     out = run_bench("bench.bench_slack", "--single", "3", "--concurrent", "5", *server)
     assert out.find(MODE_LINE[mode_of(server)]) in range(out.find("| scenario")), out  # said above the table
     rows = table_rows(out, "scenario")
-    assert [(r[0], r[1]) for r in rows] == [("1 click at a time", "3"), ("5 concurrent clicks", "5")]
-    assert all(MS.match(cell) for r in rows for cell in r[2:]), rows
+    assert [(r[0], r[1]) for r in rows] == [
+        ("1 click at a time", "3"),
+        ("5 concurrent clicks", "5"),
+        ("ack floor, 1 at a time", "3"),  # bench/ack_floor.py: the same clicks, signature check and 200 only
+        ("ack floor, 5 concurrent", "5"),
+    ]
+    assert all(MS.match(cell) for r in rows[:2] for cell in r[2:]), rows
+    assert all(MS.match(cell) for r in rows[2:] for cell in r[2:4]) and {c for r in rows[2:] for c in r[4:]} == {"-"}
     assert re.search(r"click->card updated p50, 5 concurrent clicks / 1 at a time: \d+\.\dx", out), out
     assert re.search(r"click->ack p99, 5 concurrent clicks / ack p50 1 at a time: \d+\.\dx", out), out
+    assert re.search(r"ack floor: click->ack p99, 5 concurrent clicks / its own ack p50 1 at a time: \d+\.\dx", out)
+    assert re.search(r"ack floor: its click->ack p99, .* / this server's ack p50 1 at a time: \d+\.\dx", out), out
     assert_replica_lines(out, server)
 
 
@@ -86,3 +97,14 @@ def test_bench_refuses_replicas_without_a_process_server_or_below_one(module: st
     )  # fmt: skip
     assert done.returncode != 0 and done.stdout == "", done
     assert ("--replicas needs --server process" if replicas == "2" else "invalid positive_int value") in done.stderr
+
+
+async def test_the_ack_floor_checks_the_signature_as_the_server_does() -> None:
+    """The floor (bench/ack_floor.py) must do the one thing every ack must: a click whose signature
+    does not verify gets the server's own 401, a signed one its 200 (else the floor is too cheap)."""
+    body, ctype = P.interactive_body({"type": "block_actions", "actions": [{"action_id": "approvals.approve"}]})
+    async with TestClient(TestServer(floor_app())) as client:
+        signed = await client.post("/slack/events", data=body, headers=P.signed_headers(body, ctype))
+        forged = await client.post("/slack/events", data=body, headers=P.signed_headers(body, ctype, secret="wrong"))
+        unsigned = await client.post("/slack/events", data=body, headers={"Content-Type": ctype})
+        assert (signed.status, forged.status, unsigned.status) == (200, 401, 401)

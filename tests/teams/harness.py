@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from bots.admission import DEFAULT_CAPACITY, DEFAULT_PATIENCE, DEFAULT_WORKERS
 from bots.approvers import ApproverDirectory
 from bots.config import ServerConfig
 from bots.server import build_app
@@ -103,9 +104,9 @@ class Bot:
         message_budget: float = 5.0,
         agent_factory: AgentFactory | None = None,
         policy: str | None = None,
-        resume_workers: int = 4,
-        resume_queue: int = 1000,
-        resume_patience: float | None = 0.5,
+        resume_workers: int = DEFAULT_WORKERS,
+        resume_queue: int = DEFAULT_CAPACITY,
+        resume_patience: float | None = DEFAULT_PATIENCE,
     ) -> None:
         self.agent_factory = agent_factory
         self.resume_workers, self.resume_queue = resume_workers, resume_queue  # bots/admission.py
