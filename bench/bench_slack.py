@@ -58,6 +58,7 @@ from bench.server_process import (
     tallies,
     tally_lines,
 )
+from bots.server import freeze_heap
 from tests import slack_payloads as P
 from tests.slack_rig import SlackRig, buttons
 from tests.slack_standin import Call, SlackStandIn
@@ -221,6 +222,8 @@ async def run(
 ) -> tuple[Rows, list[str], bool]:
     """The rows; with `--server process`, each replica's tallies and the exactly-once check."""
     rig = await (ServedSlackRig(replicas) if server == "process" else SlackRig()).start()
+    if server == "inprocess":
+        freeze_heap()  # as `chat-approvals serve` does once started (bots/server.py)
     outcomes = Outcomes(rig.standin)
     rows = []
     notes: list[str] = []

@@ -60,7 +60,7 @@ from bench.server_process import (
     tally_lines,
 )
 from bots.config import ServerConfig
-from bots.server import build_app
+from bots.server import build_app, freeze_heap
 from bots.teams_bot import TEAMS, TeamsConfig
 from core.approvals import Approvals
 from core.clock import SystemClock
@@ -172,6 +172,7 @@ async def in_process() -> AsyncIterator[list[Served]]:
         app = build_app(approvals, ServerConfig(host="127.0.0.1"), sweep=False, teams=teams)
         server = TestServer(app, host="127.0.0.1")
         await server.start_server()
+        freeze_heap()  # as `chat-approvals serve` does once started (bots/server.py)
         try:
             yield [Served(str(server.make_url("")).rstrip("/"), Path(tmp), os.getpid(), Path(os.devnull))]
         finally:

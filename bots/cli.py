@@ -21,7 +21,7 @@ from bots import teams_package
 from bots.config import ServerConfig
 from bots.gate import build_gate, confinement_line, gate_config
 from bots.logs import setup_logging
-from bots.server import build_app, build_approvals
+from bots.server import build_app, build_approvals, freeze_heap_at_startup
 from bots.slack_app import SlackConfig
 from cards.http_json import grant_body, resume_body, turn_body
 from core import tracing
@@ -262,6 +262,7 @@ def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
     gate = build_gate(cfg)
     approvals = build_approvals(cfg, gate=gate)
     app = build_app(approvals, cfg, gate=gate)
+    freeze_heap_at_startup(app)
     front = "on" if cfg.tokens() else "off (set CHAT_APPROVALS_API_TOKEN or --api-token)"
     print(f"chat-approvals serving on http://{cfg.host}:{cfg.port} — store {cfg.store}, model {cfg.model}", flush=True)
     print(f"  HTTP front end /v1: {front}", flush=True)

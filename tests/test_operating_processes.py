@@ -81,6 +81,10 @@ async def test_json_log_of_a_full_cycle_parses_and_holds_no_secret_or_bearer_tok
     resumed = [d for d in docs if d.get("outcome") == "resumed"]
     assert resumed and resumed[0]["chat"] == "chat-1" and resumed[0]["card_id"] == card["card_id"]
     assert resumed[0]["platform"] == "http"
+    # bots/server.py: serve froze its start-up heap before it listened (issue 12: no full collection
+    # walks the imports' objects in the middle of a burst)
+    frozen = [d for d in docs if d["message"].startswith("heap frozen at start-up")]
+    assert len(frozen) == 1 and int(frozen[0]["message"].split(": ")[1].split()[0]) > 10_000, frozen
     # R19: neither the card secret nor the bearer token is anywhere in the log
     assert card["secret"] not in text and TOKEN not in text
 
