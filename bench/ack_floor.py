@@ -5,9 +5,10 @@ A server that reads the request, checks its signature with the server's own chec
 200 and does nothing else: no payload read, no queue, no resume, no access log. bench_slack sends it
 the same signed clicks, from the same kind of client, in the same run and the same arrangement (in
 its process, or as N processes) as the real server. The real server does all of this and more for
-each click, so its ack p99 in the burst cannot be below the floor's: its ratio cannot be below the
-floor's p99 over its own 1-at-a-time ack p50. That is the client's, the kernel's and aiohttp's cost
-on this machine, which no change to the server removes. By hand:
+each click, so its ack p99 in the burst cannot be below the floor's (up to the noise between two
+bursts): its ratio cannot be below the floor's p99 over its own 1-at-a-time ack p50. That is the
+client's, the kernel's and aiohttp's cost on this machine, which no change to the server removes. By
+hand:
 
     .venv/bin/python -m bench.ack_floor --port 8123 [--secret S]
 """
