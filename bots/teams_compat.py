@@ -25,15 +25,22 @@ SDK. Keeping each workaround here means a move to it touches this file and no ot
    `ClientRetryPolicy`, whose constructor scans a 500-item list 999 times (`i not in safe_codes`):
    about 4 ms of CPU per client, two clients per click, on the event loop. `apply()` makes
    `safe_codes` a frozenset: the same codes, the same retry list, in microseconds.
+8. Each of those clients (a ConnectorClient for the replies, a UserTokenClient that is never used
+   here) holds its own HTTP sessions (msrest's requests sender, one per thread), so every activity
+   built two clients (about 0.64 ms of CPU) and its replies opened new connections (against Teams,
+   a new TLS handshake per reply turn). `_ClientPool` keeps one client per app id, scope, service
+   URL and audience, reused by every turn: at most POOL_SIZE, the least recently used dropped (a
+   caller choosing service URLs cannot grow it).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 import botbuilder.integration.aiohttp.cloud_adapter as _cloud_adapter_module
@@ -43,14 +50,17 @@ from botbuilder.core import serializer_helper as _original_serializer_helper
 from botbuilder.integration.aiohttp import CloudAdapter, ConfigurationBotFrameworkAuthentication
 from botbuilder.schema import Activity, CallerIdConstants, ConversationReference
 from botbuilder.schema.teams import TeamsChannelData
+from botframework.connector.aio import ConnectorClient
 from botframework.connector.auth import (
     AuthenticationConstants,
     CertificateServiceClientCredentialsFactory,
     ClaimsIdentity,
+    ConnectorFactory,
     PasswordServiceClientCredentialFactory,
     ServiceClientCredentialsFactory,
 )
 from botframework.connector.auth.authenticate_request_result import AuthenticateRequestResult
+from botframework.connector.auth.user_token_client import UserTokenClient
 from msrest.universal_http.requests import ClientRetryPolicy as _ClientRetryPolicy
 from pydantic import BaseModel, ConfigDict
 
@@ -68,7 +78,7 @@ def _tolerant_serializer_helper(obj: Any) -> Any:
 
 
 def apply() -> None:
-    """Workarounds 1 and 7. Idempotent; called when the adapter is built."""
+    """Workarounds 1 and 7 (8 is in `make_adapter`'s authentication). Idempotent; called when the adapter is built."""
     _cloud_adapter_module.serializer_helper = _tolerant_serializer_helper
     _ClientRetryPolicy.safe_codes = frozenset(_ClientRetryPolicy.safe_codes)  # type: ignore[assignment]  # only `in`
 
@@ -129,17 +139,62 @@ def credentials_factory(auth: TeamsAuth) -> ServiceClientCredentialsFactory:
     return PasswordServiceClientCredentialFactory(auth.app_id, auth.app_password, tenant)
 
 
+POOL_SIZE = 64  # clients kept (workaround 8): Teams uses a handful of service URLs
+C = TypeVar("C")
+
+
+class _ClientPool:
+    """Workaround 8: one client per key, reused. A dropped client is not closed (a turn may still be
+    using it): it goes where every client went before, to the garbage collector."""
+
+    def __init__(self, size: int = POOL_SIZE) -> None:
+        self.size = size
+        self._clients: OrderedDict[Hashable, Any] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._clients)
+
+    async def get(self, key: Hashable, make: Callable[[], Awaitable[C]]) -> C:
+        if key in self._clients:
+            self._clients.move_to_end(key)
+            client: C = self._clients[key]
+            return client
+        client = await make()  # two turns making the same key at once: the later one is kept
+        self._clients[key] = client
+        while len(self._clients) > self.size:
+            self._clients.popitem(last=False)
+        return client
+
+
+class _PooledConnectorFactory(ConnectorFactory):
+    """Workaround 8: botbuilder's connector factory, its clients taken from the pool."""
+
+    def __init__(self, inner: ConnectorFactory, pool: _ClientPool) -> None:
+        self._inner, self._pool = inner, pool
+        # botbuilder's factory builds its clients for this app id and scope (both from the claims)
+        self._identity = (getattr(inner, "_app_id", None), getattr(inner, "_to_channel_from_bot_oauth_scope", None))
+
+    async def create(self, service_url: str, audience: str | None = None) -> ConnectorClient:
+        key = ("connector", *self._identity, service_url, audience)
+        client: ConnectorClient = await self._pool.get(key, lambda: self._inner.create(service_url, audience))
+        return client
+
+
 class _ValidatedAuthentication(ConfigurationBotFrameworkAuthentication):
-    """Workaround 6: botbuilder's configuration, with inbound tokens checked by our validator."""
+    """Workaround 6: botbuilder's configuration, with inbound tokens checked by our validator.
+    Workaround 8: its connector and user-token clients come from one pool."""
 
     def __init__(self, auth: TeamsAuth, validator: TokenValidator | None) -> None:
         self._credentials = credentials_factory(auth)
         super().__init__(_Config(auth), credentials_factory=self._credentials)
         self._validator = validator
+        self.clients = _ClientPool()
 
     async def authenticate_request(self, activity: Activity, auth_header: str) -> AuthenticateRequestResult:
         if self._validator is None:  # no app id: botbuilder's anonymous identity (process() refused any header)
             result: AuthenticateRequestResult = await super().authenticate_request(activity, auth_header)
+            if result.connector_factory is not None:
+                result.connector_factory = _PooledConnectorFactory(result.connector_factory, self.clients)
             return result
         claims = await self._validator.validate(
             auth_header, channel_id=activity.channel_id, service_url=activity.service_url
@@ -151,6 +206,17 @@ class _ValidatedAuthentication(ConfigurationBotFrameworkAuthentication):
         result.caller_id = str(CallerIdConstants.public_azure_channel.value)
         result.connector_factory = self.create_connector_factory(identity)
         return result
+
+    def create_connector_factory(self, claims_identity: ClaimsIdentity) -> ConnectorFactory:
+        return _PooledConnectorFactory(super().create_connector_factory(claims_identity), self.clients)
+
+    async def create_user_token_client(self, claims_identity: ClaimsIdentity) -> UserTokenClient:
+        make = super().create_user_token_client
+        app_id = claims_identity.get_claim_value(AuthenticationConstants.AUDIENCE_CLAIM) or (
+            claims_identity.get_claim_value(AuthenticationConstants.APP_ID_CLAIM)
+        )  # the app id botbuilder builds the client for
+        client: UserTokenClient = await self.clients.get(("user-token", app_id), lambda: make(claims_identity))
+        return client
 
     async def authenticate_streaming_request(self, auth_header: str, channel_id: str) -> AuthenticateRequestResult:
         raise TokenRejected("streaming connections are not served")

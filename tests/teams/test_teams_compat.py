@@ -18,6 +18,7 @@ from botbuilder.core.teams import TeamsActivityHandler
 from botbuilder.schema import Activity, AdaptiveCardInvokeResponse, AdaptiveCardInvokeValue
 from botframework.connector.auth import (
     CertificateServiceClientCredentialsFactory,
+    ClaimsIdentity,
     PasswordServiceClientCredentialFactory,
 )
 
@@ -266,3 +267,41 @@ def test_workaround_7_the_retry_policy_is_unchanged_with_safe_codes_as_a_set() -
     msrest_list = [i for i in range(500) if i != 408] + [501, 505]  # msrest 0.7.1's class attribute
     assert isinstance(ClientRetryPolicy.safe_codes, frozenset) and ClientRetryPolicy.safe_codes == set(msrest_list)
     assert ClientRetryPolicy().policy.status_forcelist == [i for i in range(999) if i not in msrest_list]
+
+
+SERVICE = "http://127.0.0.1:9/_connector"
+
+
+async def test_workaround_8_every_turn_reuses_one_connector_and_one_user_token_client() -> None:
+    """Issue 12: botbuilder builds both clients anew for each activity (the bug, shown first); here
+    every inbound turn and every proactive one get the same pooled client per service URL."""
+    auth = teams_compat.make_adapter(TeamsAuth()).bot_framework_authentication
+    activity = Activity(type="message", channel_id="msteams", service_url=SERVICE)
+    first, second = [await auth.authenticate_request(activity, "") for _ in range(2)]
+
+    botbuilder_own = teams_compat.ConfigurationBotFrameworkAuthentication.create_connector_factory
+    unpooled = [await botbuilder_own(auth, first.claims_identity).create(SERVICE, first.audience) for _ in range(2)]
+    assert unpooled[0] is not unpooled[1]
+
+    a = await first.connector_factory.create(SERVICE, first.audience)
+    b = await second.connector_factory.create(SERVICE, second.audience)
+    proactive = await auth.create_connector_factory(first.claims_identity).create(SERVICE, first.audience)
+    elsewhere = await first.connector_factory.create("http://127.0.0.1:9/other", first.audience)
+    assert a is b is proactive and elsewhere is not a
+    tokens = [await auth.create_user_token_client(r.claims_identity) for r in (first, second)]
+    assert tokens[0] is tokens[1]
+
+
+async def test_workaround_8_the_pool_is_bounded_whatever_service_urls_arrive() -> None:
+    """A caller that picks service URLs (a local client of the unauthenticated endpoint) cannot grow
+    the pool: past POOL_SIZE the least recently used client is dropped."""
+    auth = teams_compat.make_adapter(TeamsAuth()).bot_framework_authentication
+    factory = auth.create_connector_factory(ClaimsIdentity({}, True))
+    kept = await factory.create(f"{SERVICE}/0", None)
+    dropped = await factory.create(f"{SERVICE}/1", None)
+    for i in range(2, teams_compat.POOL_SIZE + 5):
+        assert await factory.create(f"{SERVICE}/0", None) is kept  # used again: the most recent
+        await factory.create(f"{SERVICE}/{i}", None)
+    assert len(auth.clients) == teams_compat.POOL_SIZE
+    assert await factory.create(f"{SERVICE}/0", None) is kept
+    assert await factory.create(f"{SERVICE}/1", None) is not dropped
