@@ -271,7 +271,10 @@ async def floor_servers(server: str, replicas: int) -> AsyncIterator[list[str]]:
         finally:
             await test_server.close()
         return
-    argv = lambda _folder, port: [sys.executable, "-m", "bench.ack_floor", "--port", str(port)]  # noqa: E731
+
+    def argv(_folder: Path, port: int) -> list[str]:
+        return [sys.executable, "-m", "bench.ack_floor", "--port", str(port)]
+
     root = str(Path(__file__).resolve().parents[1])  # the processes run in a temporary directory
     async with run_replicas(replicas, {"PYTHONPATH": root}, argv) as members:
         yield [f"{m.base_url}/slack/events" for m in members]
@@ -316,15 +319,10 @@ def ratios(rows: Rows) -> str:
     # neither can its ratio be below `least`.
     least = pct(floor_n, 0.99) / pct(acks1, 0.5)
 
-    def verdict(x: float) -> str:
+    def verdict(x: float, met: str = "met", unmet: str = "not met") -> str:
         if n != 100:
             return "set for 100 concurrent clicks"
-        return "met" if x <= 15 else "not met"
-
-    def reachable(x: float, n: int) -> str:
-        if n != 100:
-            return "the target is set for 100 concurrent clicks"
-        return "the ack target is within reach" if x <= 15 else "the ack target is out of reach on this machine"
+        return met if x <= 15 else unmet
 
     return "\n".join(
         [
@@ -333,7 +331,8 @@ def ratios(rows: Rows) -> str:
             f"{FLOOR}: click->ack p99, {name} / its own ack p50 1 at a time: "
             f"{pct(floor_n, 0.99) / pct(floor1, 0.5):.1f}x",
             f"{FLOOR}: its click->ack p99, {name} / this server's ack p50 1 at a time: {least:.1f}x "
-            f"(the least this server's ack ratio can be here, up to run-to-run noise: {reachable(least, n)})",
+            f"(the least this server's ack ratio can be here, up to run-to-run noise: the ack target is "
+            f"{verdict(least, 'within reach', 'out of reach on this machine')})",
         ]
     )
 
