@@ -19,7 +19,10 @@ and a check that every clicked card was resumed exactly once. Measured per click
 on its own card. The server queues resume work (bots/admission.py: CHAT_APPROVALS_RESUME_WORKERS at
 once, default 2). Then the same clicks, signed again, go the same way to the ack floor
 (bench/ack_floor.py: the signature check and a 200, nothing else), in the same arrangement: the least
-ack p99 any server could show here, and so the least ratio this server could. Each click's signed body
+ack p99 any server could show here, and so the least ratio this server could. Under the ratios, the
+CPU the burst used per click (servers' event loops, all processes; read from /proc) and the earliest
+its median card can be updated on this machine's cores (bench/cpu_bound.py): about the least card
+updated ratio this arrangement can show here. Each click's signed body
 is built before the timing starts, and the stand-in's calls are read incrementally, so the client's own
 work in this process stays small (it still shares the process, the loop and the cores with the server:
 say so next to the figures). Not a test: the machine is shared; compare the ratios within one run, not
@@ -33,6 +36,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
 import sys
 import time
@@ -45,6 +49,7 @@ import aiohttp
 from aiohttp.test_utils import TestServer
 
 from bench.ack_floor import floor_app
+from bench.cpu_bound import Bound, CpuMeter, bound_lines, least_median
 from bench.server_process import (
     MODES,
     Balancer,
@@ -219,9 +224,11 @@ FLOOR = "ack floor"  # bench/ack_floor.py: the signature check and a 200, nothin
 
 async def run(
     single: int, concurrent: int, server: str = "inprocess", replicas: int = 1
-) -> tuple[Rows, list[str], bool]:
-    """The rows; with `--server process`, each replica's tallies and the exactly-once check."""
+) -> tuple[Rows, Bound, list[str], bool]:
+    """The rows, the CPU bound of the burst (bench/cpu_bound.py); with `--server process`, each
+    replica's tallies and the exactly-once check."""
     rig = await (ServedSlackRig(replicas) if server == "process" else SlackRig()).start()
+    meter = CpuMeter([m.pid for m in rig.members] if isinstance(rig, ServedSlackRig) else [os.getpid()])
     if server == "inprocess":
         freeze_heap()  # as `chat-approvals serve` does once started (bots/server.py)
     outcomes = Outcomes(rig.standin)
@@ -245,8 +252,9 @@ async def run(
         cards = await make_cards(rig, concurrent)
         requests = [(click_url(rig, c), signed_click(rig, c)) for c in cards]
         burst = [r for _, r in requests]
-        timings = await asyncio.gather(*(timed_click(rig, u, r) for u, r in requests))
-        done_at = await outcomes.wait(cards, timeout=120)
+        with meter.burst(concurrent):  # until the last card is updated
+            timings = await asyncio.gather(*(timed_click(rig, u, r) for u, r in requests))
+            done_at = await outcomes.wait(cards, timeout=120)
         await rig.settle()
         acks = [a - t0 for t0, a in timings]
         updates = [d - t0 for d, (t0, _) in zip(done_at, timings, strict=True)]
@@ -257,7 +265,7 @@ async def run(
     finally:
         await rig.stop()
     rows += await floor(sent, burst, server, replicas)
-    return rows, notes, ok
+    return rows, least_median(meter, concurrent), notes, ok
 
 
 @contextlib.asynccontextmanager
@@ -309,8 +317,9 @@ def table(rows: Rows) -> str:
     return "\n".join(lines)
 
 
-def ratios(rows: Rows) -> str:
-    """Issue 12's targets, as ratios within this run (absolute times swing from run to run)."""
+def ratios(rows: Rows, bound: Bound) -> str:
+    """Issue 12's targets, as ratios within this run (absolute times swing from run to run), and
+    the least each could be here: the ack floor's, and the CPU bound's for the card updated."""
     (_, _, acks1, updates1), (name, n, acks_n, updates_n), (_, _, floor1, _), (_, _, floor_n, _) = rows
     update = pct(updates_n, 0.5) / pct(updates1, 0.5)
     ack = pct(acks_n, 0.99) / pct(acks1, 0.5)
@@ -333,6 +342,12 @@ def ratios(rows: Rows) -> str:
             f"{FLOOR}: its click->ack p99, {name} / this server's ack p50 1 at a time: {least:.1f}x "
             f"(the least this server's ack ratio can be here, up to run-to-run noise: the ack target is "
             f"{verdict(least, 'within reach', 'out of reach on this machine')})",
+            *bound_lines(
+                bound,
+                pct(updates1, 0.5),
+                f"click->card updated p50, {name}",
+                lambda x: verdict(x, "within reach here", "out of reach in this arrangement on this machine"),
+            ),
         ]
     )
 
@@ -356,12 +371,12 @@ def main() -> None:
     args = p.parse_args()
     check_replicas(args.server, args.replicas)
     logging.basicConfig(level=logging.WARNING)
-    rows, notes, ok = asyncio.run(run(args.single, args.concurrent, args.server, args.replicas))
+    rows, bound, notes, ok = asyncio.run(run(args.single, args.concurrent, args.server, args.replicas))
     print(describe(args.server, args.replicas))
     print()
     print(table(rows))
     print()
-    print(ratios(rows))
+    print(ratios(rows, bound))
     if notes:
         print()
         print("\n".join(notes))

@@ -18,7 +18,10 @@ from sending it to reading the invoke response (the card that replaces the click
 includes the claim, the resumed agent turn and the reply posted to the connector.
 
 Rows: 1 click at a time; 50 concurrent clicks on 50 cards (50 chats); 50 concurrent clicks racing
-on ONE card (one resumes, the rest hear "in progress"/"answered"). Prints a table. Each invoke is
+on ONE card (one resumes, the rest hear "in progress"/"answered"). Prints a table, the ratio, and
+under it the CPU the burst on 50 cards used per click (servers' event loops, all processes; read from
+/proc) and the earliest its median click can be done on this machine's cores (bench/cpu_bound.py):
+about the least ratio this arrangement can show here. Each invoke is
 built before its timing starts; with `--server inprocess` the client, the connector and the server
 share one process, one loop and the cores (say so next to the figures). The server queues resume
 work (bots/admission.py, CHAT_APPROVALS_RESUME_WORKERS at once, default 2). Not a test: the
@@ -47,6 +50,7 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from bench.cpu_bound import Bound, CpuMeter, bound_lines, least_median
 from bench.server_process import (
     MODES,
     Balancer,
@@ -192,8 +196,11 @@ async def as_process(replicas: int) -> AsyncIterator[list[Served]]:
 Rows = list[tuple[str, int, list[float], Counter[str]]]
 
 
-async def run(samples: int, rounds: int, server: str = "inprocess", replicas: int = 1) -> tuple[Rows, list[str], bool]:
-    """The rows; with `--server process`, each replica's tallies and the exactly-once check."""
+async def run(
+    samples: int, rounds: int, server: str = "inprocess", replicas: int = 1
+) -> tuple[Rows, Bound, list[str], bool]:
+    """The rows, the CPU bound of the burst on 50 cards (bench/cpu_bound.py); with `--server
+    process`, each replica's tallies and the exactly-once check."""
     connector = Connector()
     capp = web.Application()
     capp.router.add_route("*", "/_connector/{tail:.*}", connector.handle)
@@ -209,6 +216,7 @@ async def run(samples: int, rounds: int, server: str = "inprocess", replicas: in
         ):
             bot_urls = [f"{m.base_url}/api/messages" for m in members]
             rig = Rig(http, bot_urls, str(cserver.make_url("/_connector")), connector)
+            meter = CpuMeter([m.pid for m in members])
             await rig.click(*await rig.card())  # warm-up
             lat: list[float] = []
             seen: Counter[str] = Counter()
@@ -222,7 +230,9 @@ async def run(samples: int, rounds: int, server: str = "inprocess", replicas: in
             for _ in range(rounds):
                 cards = [await rig.card() for _ in range(50)]
                 invokes = [(rig.click_url(conv), rig.invoke(conv, data)) for conv, data in cards]
-                for ms, what in await asyncio.gather(*(rig.send(u, i) for u, i in invokes)):
+                with meter.burst(len(invokes)):
+                    answers = await asyncio.gather(*(rig.send(u, i) for u, i in invokes))
+                for ms, what in answers:
                     lat.append(ms)
                     seen[what] += 1
             rows.append(("50 concurrent, 50 cards", 50 * rounds, lat, seen))
@@ -240,7 +250,7 @@ async def run(samples: int, rounds: int, server: str = "inprocess", replicas: in
                 notes, ok = exactly_once(await tallies(http, members), 1 + samples + 51 * rounds)
     finally:
         await cserver.close()  # after the server: it posts to the connector until it has stopped
-    return rows, notes, ok
+    return rows, least_median(meter, 50), notes, ok
 
 
 def exactly_once(counts: list[dict[str, Counter[str]]], cards: int) -> tuple[list[str], bool]:
@@ -250,6 +260,10 @@ def exactly_once(counts: list[dict[str, Counter[str]]], cards: int) -> tuple[lis
     ok = resumed == cards
     check = f"exactly once: {resumed} resumed for {cards} cards clicked: {'ok' if ok else 'NOT exactly once'}"
     return [*tally_lines(counts), check], ok
+
+
+def reach(least: float) -> str:
+    return "within reach here" if least <= 15 else "out of reach in this arrangement on this machine"
 
 
 def main() -> None:
@@ -270,16 +284,18 @@ def main() -> None:
     )
     args = ap.parse_args()
     check_replicas(args.server, args.replicas)
-    rows, notes, ok = asyncio.run(run(args.samples, args.rounds, args.server, args.replicas))
+    rows, bound, notes, ok = asyncio.run(run(args.samples, args.rounds, args.server, args.replicas))
     print(describe(args.server, args.replicas))
     print("Teams invoke -> response (embedded SQLite + files, scripted model, 127.0.0.1)")
     print(f"{'scenario':<26} {'clicks':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  outcomes")
     for name, n, lat, seen in rows:
         outcomes = ", ".join(f"{k}: {v}" for k, v in seen.most_common())
         print(f"{name:<26} {n:>6} {pct(lat, 50):>8.1f} {pct(lat, 99):>8.1f} {max(lat):>8.1f}  {outcomes}")
-    ratio = pct(rows[1][2], 50) / pct(rows[0][2], 50)
+    single = pct(rows[0][2], 50)
+    ratio = pct(rows[1][2], 50) / single
     verdict = "met" if ratio <= 15 else "not met"
     print(f"\np50, 50 concurrent on 50 cards / 1 at a time: {ratio:.1f}x (target <= 15x: {verdict})")
+    print("\n".join(bound_lines(bound, single / 1000, "p50, 50 concurrent on 50 cards", reach)))
     if notes:
         print()
         print("\n".join(notes))

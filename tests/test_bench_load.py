@@ -9,6 +9,7 @@ each bench finishes, every click was acknowledged and resumed, and the ratio lin
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -53,6 +54,18 @@ def assert_replica_lines(out: str, server: list[str]) -> None:
     assert re.search(r"^exactly once: (\d+) resumed.* for \1 cards clicked.*: ok$", out, re.M), out
 
 
+def assert_cpu_bound(out: str, what: str, verdict: str) -> None:
+    """The burst's CPU per click and the least ratio it allows (bench/cpu_bound.py), read from /proc."""
+    cores = len(os.sched_getaffinity(0))
+    per_click = (
+        r"CPU per click in the burst: \d+\.\d ms on a server's event loop, "
+        rf"\d+\.\d ms in all processes \({cores} cores\)"
+    )
+    assert re.search(rf"^{per_click}$", out, re.M), out
+    least = rf"at the earliest: {re.escape(what)} / 1 at a time at least about \d+\.\dx \(the target is {verdict}\)$"
+    assert re.search(least, out, re.M), out
+
+
 @pytest.mark.parametrize("server", MODES, ids=case_id)
 def test_bench_slack_prints_both_rows_and_the_ratios(server: list[str]) -> None:
     out = run_bench("bench.bench_slack", "--single", "3", "--concurrent", "5", *server)
@@ -70,6 +83,7 @@ def test_bench_slack_prints_both_rows_and_the_ratios(server: list[str]) -> None:
     assert re.search(r"click->ack p99, 5 concurrent clicks / ack p50 1 at a time: \d+\.\dx", out), out
     assert re.search(r"ack floor: click->ack p99, 5 concurrent clicks / its own ack p50 1 at a time: \d+\.\dx", out)
     assert re.search(r"ack floor: its click->ack p99, .* / this server's ack p50 1 at a time: \d+\.\dx", out), out
+    assert_cpu_bound(out, "click->card updated p50, 5 concurrent clicks", "set for 100 concurrent clicks")
     assert_replica_lines(out, server)
 
 
@@ -82,6 +96,7 @@ def test_bench_teams_prints_every_row_all_approved_and_the_ratio(server: list[st
     assert "Approved: 50" in lines["50 concurrent, 50 cards"]
     assert re.search(r"Approved: 1(,|$)", lines["50 concurrent, 1 card"])  # one of 50 racing clicks resumes (R10)
     assert re.search(r"p50, 50 concurrent on 50 cards / 1 at a time: \d+\.\dx", out), out
+    assert_cpu_bound(out, "p50, 50 concurrent on 50 cards", "(within reach here|out of reach in this arrangement.*)")
     assert_replica_lines(out, server)
 
 
