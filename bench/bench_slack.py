@@ -49,7 +49,7 @@ import aiohttp
 from aiohttp.test_utils import TestServer
 
 from bench.ack_floor import floor_app
-from bench.cpu_bound import Bound, CpuMeter, bound_lines, least_median
+from bench.cpu_bound import OUT, WITHIN, Bound, CpuMeter, bound_lines, least_median
 from bench.server_process import (
     MODES,
     Balancer,
@@ -346,7 +346,7 @@ def ratios(rows: Rows, bound: Bound) -> str:
                 bound,
                 pct(updates1, 0.5),
                 f"click->card updated p50, {name}",
-                lambda x: verdict(x, "within reach here", "out of reach in this arrangement on this machine"),
+                lambda x: verdict(x, WITHIN, OUT),
             ),
         ]
     )

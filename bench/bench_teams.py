@@ -50,7 +50,7 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from bench.cpu_bound import Bound, CpuMeter, bound_lines, least_median
+from bench.cpu_bound import Bound, CpuMeter, bound_lines, least_median, reach
 from bench.server_process import (
     MODES,
     Balancer,
@@ -260,10 +260,6 @@ def exactly_once(counts: list[dict[str, Counter[str]]], cards: int) -> tuple[lis
     ok = resumed == cards
     check = f"exactly once: {resumed} resumed for {cards} cards clicked: {'ok' if ok else 'NOT exactly once'}"
     return [*tally_lines(counts), check], ok
-
-
-def reach(least: float) -> str:
-    return "within reach here" if least <= 15 else "out of reach in this arrangement on this machine"
 
 
 def main() -> None:

@@ -100,6 +100,14 @@ def least_median(meter: CpuMeter, burst: int, cores: int | None = None) -> Bound
     return Bound(loop, every, max(burst / (2 * r) * loop, burst / 2 * every / k), k)
 
 
+WITHIN, OUT = "within reach here", "out of reach in this arrangement on this machine"  # the verdict's words
+
+
+def reach(least: float, target: float = 15.0) -> str:
+    """The verdict on a target of at most `target` times, given the least ratio the bound allows."""
+    return WITHIN if least <= target else OUT
+
+
 def bound_lines(bound: Bound, single_p50: float, what: str, verdict: Callable[[float], str]) -> list[str]:
     """The two lines the benches print under their ratios."""
     ratio = bound.ratio(single_p50)

@@ -119,6 +119,7 @@ def _get_f(item: Item, name: str) -> float | None:
 
 
 _NAME = re.compile(r"#(\w+)")
+_VALUE = re.compile(r":\w+")  # a value placeholder in an expression
 
 
 def _names(*expressions: str) -> dict[str, str]:
@@ -1029,7 +1030,7 @@ class DynamoRows(RowStore):
                         Key={"pk": item["pk"], "sk": item["sk"]},
                         ConditionExpression=still,
                         ExpressionAttributeNames=_names(still),
-                        ExpressionAttributeValues={k: v for k, v in values.items() if k in still},
+                        ExpressionAttributeValues={k: values[k] for k in set(_VALUE.findall(still))},
                     )
                 except ClientError as e:
                     if error_code(e) != "ConditionalCheckFailedException":
