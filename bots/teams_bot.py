@@ -553,8 +553,12 @@ def mount_teams(
     async def drain(_app: web.Application) -> None:
         await bot.drain()
 
+    async def close_clients(_app: web.Application) -> None:
+        await teams_compat.close_clients(adapter)  # on cleanup: after drain, so no turn still posts
+
     app.router.add_post(ROUTE, messages)
     app.on_shutdown.append(drain)
+    app.on_cleanup.append(close_clients)
     if auth.enabled and validator is not None:
         keys = validator
 

@@ -3,6 +3,7 @@ and shown working (with it); the auth configuration refuses half-set identities.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,14 +26,14 @@ from botframework.connector.auth import (
 from bots import teams_compat
 from bots.config import ServerConfig
 from bots.server import build_app
-from bots.teams_bot import TeamsConfig, _is_loopback, chat_key, parse_command, user_of
+from bots.teams_bot import TEAMS, TeamsConfig, _is_loopback, chat_key, parse_command, user_of
 from bots.teams_compat import TeamsAuth
 from core.approvals import Approvals
 from core.clock import ManualClock
 from store.aio import StoreIO
 from store.file_objects import FileObjects
 from store.sqlite_rows import SqliteRows
-from tests.teams.harness import OWNER_AAD, TENANT, fixture
+from tests.teams.harness import OWNER_AAD, TENANT, Bot, MockConnector, fixture
 from tests.teams.token_issuer import LocalIssuer, NoOutsideNames
 
 APP_ID = "11111111-2222-3333-4444-555555555555"
@@ -305,3 +306,27 @@ async def test_workaround_8_the_pool_is_bounded_whatever_service_urls_arrive() -
     assert len(auth.clients) == teams_compat.POOL_SIZE
     assert await factory.create(f"{SERVICE}/0", None) is kept
     assert await factory.create(f"{SERVICE}/1", None) is not dropped
+
+
+async def test_workaround_8_the_server_closes_its_pooled_clients_when_it_stops(tmp_path: Path) -> None:
+    """The pooled connector client keeps its connection to the connector open between turns (that is
+    the point of the pool); when the server stops it closes the client, so no connection outlives
+    the app, and the pool is empty (a later turn would build a new client, not use a closed one)."""
+    mock = MockConnector()
+    connector = TestServer(mock.app(), host="127.0.0.1")
+    await connector.start_server()
+    try:
+        async with Bot(tmp_path, ManualClock(), str(connector.make_url("/_connector"))) as bot:
+            status, _ = await bot.say("help")
+            assert status == 201 and mock.posts()  # the help card went through the pooled client
+            pool = bot.app[TEAMS].adapter.bot_framework_authentication.clients
+            assert len(pool) == 2  # the connector client and botbuilder's (unused) user-token client
+            runner = connector.runner
+            assert runner is not None and runner.server is not None
+            assert runner.server.connections  # kept alive by the pooled client's session
+        assert len(pool) == 0
+        async with asyncio.timeout(5):  # the connector notices the close; bounded
+            while runner.server.connections:
+                await asyncio.sleep(0.01)
+    finally:
+        await connector.close()
