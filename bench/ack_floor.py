@@ -16,9 +16,11 @@ hand:
 from __future__ import annotations
 
 import argparse
+import os
 
 from aiohttp import web
 
+from bots.cpus import pin_process
 from bots.slack_app import refuse_unsigned
 from tests.slack_payloads import SIGNING_SECRET
 
@@ -43,6 +45,7 @@ def main() -> None:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--secret", default=SIGNING_SECRET, help="Slack signing secret (default: the tests')")
     args = p.parse_args()
+    pin_process(os.environ.get("CHAT_APPROVALS_CPUS", ""))  # as the server it stands for (bench_slack --pin)
     web.run_app(floor_app(args.secret), host=args.host, port=args.port, access_log=None, print=None)
 
 

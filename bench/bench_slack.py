@@ -1,7 +1,7 @@
 """Slack click latency on the embedded store (SQLite + files) with the offline scripted model. By hand:
 
     .venv/bin/python -m bench.bench_slack [--single 50] [--concurrent 100] [--server inprocess|process]
-                                          [--replicas N]
+                                          [--replicas N] [--pin]
 
 `--server inprocess` (the default, as the figures recorded before 2026-12-03): everything runs in one
 process on 127.0.0.1: the server with the Slack front end, a signed-request client, and the Web API
@@ -12,7 +12,10 @@ which play Slack. `--replicas N` (with `--server process`): N such processes on 
 client spreads the messages that make cards round-robin over them and sends each click to the replica
 after the one that took its card's message (so it resumes from the stored snapshot), as a balancer
 would usually do; below the table each replica's clicks by outcome, claims and turns (its /metrics),
-and a check that every clicked card was resumed exactly once. Measured per click:
+and a check that every clicked card was resumed exactly once. `--pin` (with `--server process`):
+replica i, and the ack floor's replica i, are pinned to core i round the machine's
+(CHAT_APPROVALS_CPUS, as `serve --cpus` reads it); below the table, the CPUs each replica ran on,
+read from /proc. Measured per click:
   click -> ack           the signed block_actions POST until its HTTP 200 (what Slack's 3 s is about)
   click -> card updated  until the stand-in records the chat.update that shows the outcome
 "1 click" sends clicks one at a time, each on its own card; "N concurrent" sends N clicks at once, each
@@ -51,12 +54,12 @@ from aiohttp.test_utils import TestServer
 from bench.ack_floor import floor_app
 from bench.cpu_bound import OUT, WITHIN, Bound, CpuMeter, bound_lines, least_median
 from bench.server_process import (
-    MODES,
     Balancer,
     Served,
+    add_server_args,
     check_replicas,
+    cpu_lines,
     describe,
-    positive_int,
     run_replicas,
     serve_replicas,
     settle,
@@ -76,9 +79,10 @@ class ServedSlackRig(SlackRig):
     own process, or as N replicas on one store (bench/server_process.py), instead of an app in this
     process. Every request SlackRig sends takes `url`, the balancer's next replica."""
 
-    def __init__(self, replicas: int = 1) -> None:
+    def __init__(self, replicas: int = 1, pin: bool = False) -> None:
         super().__init__()
         self.replicas = replicas
+        self.pin = pin
         self.members: list[Served] = []
         self.balancer = Balancer([])
         self.took = 0  # the replica that took the last request
@@ -95,7 +99,7 @@ class ServedSlackRig(SlackRig):
             "CHAT_APPROVALS_SLACK_API_URL": self.standin.api_url,
         }
         try:
-            self.members = await self._stack.enter_async_context(serve_replicas(self.replicas, env))
+            self.members = await self._stack.enter_async_context(serve_replicas(self.replicas, env, pin=self.pin))
         except BaseException:
             await self._stack.aclose()
             raise
@@ -142,7 +146,7 @@ class ServedSlackRig(SlackRig):
         check = (
             f"exactly once: {resumed} resumed, {other} other outcomes, for {clicked} cards clicked once each: {verdict}"
         )
-        return [*tally_lines(counts), check], ok
+        return [*cpu_lines(self.members), *tally_lines(counts), check], ok
 
 
 def pct(values: list[float], q: float) -> float:
@@ -223,11 +227,11 @@ FLOOR = "ack floor"  # bench/ack_floor.py: the signature check and a 200, nothin
 
 
 async def run(
-    single: int, concurrent: int, server: str = "inprocess", replicas: int = 1
+    single: int, concurrent: int, server: str = "inprocess", replicas: int = 1, pin: bool = False
 ) -> tuple[Rows, Bound, list[str], bool]:
     """The rows, the CPU bound of the burst (bench/cpu_bound.py); with `--server process`, each
     replica's tallies and the exactly-once check."""
-    rig = await (ServedSlackRig(replicas) if server == "process" else SlackRig()).start()
+    rig = await (ServedSlackRig(replicas, pin) if server == "process" else SlackRig()).start()
     meter = CpuMeter([m.pid for m in rig.members] if isinstance(rig, ServedSlackRig) else [os.getpid()])
     if server == "inprocess":
         freeze_heap()  # as `chat-approvals serve` does once started (bots/server.py)
@@ -264,13 +268,14 @@ async def run(
             notes, ok = await rig.report(single + concurrent)
     finally:
         await rig.stop()
-    rows += await floor(sent, burst, server, replicas)
+    rows += await floor(sent, burst, server, replicas, pin)
     return rows, least_median(meter, concurrent), notes, ok
 
 
 @contextlib.asynccontextmanager
-async def floor_servers(server: str, replicas: int) -> AsyncIterator[list[str]]:
-    """bench/ack_floor.py's server, arranged as the real one was: in this process, or N processes."""
+async def floor_servers(server: str, replicas: int, pin: bool = False) -> AsyncIterator[list[str]]:
+    """bench/ack_floor.py's server, arranged as the real one was: in this process, or N processes
+    (pinned as they were)."""
     if server == "inprocess":
         test_server = TestServer(floor_app(), host="127.0.0.1")
         await test_server.start_server()
@@ -284,14 +289,14 @@ async def floor_servers(server: str, replicas: int) -> AsyncIterator[list[str]]:
         return [sys.executable, "-m", "bench.ack_floor", "--port", str(port)]
 
     root = str(Path(__file__).resolve().parents[1])  # the processes run in a temporary directory
-    async with run_replicas(replicas, {"PYTHONPATH": root}, argv) as members:
+    async with run_replicas(replicas, {"PYTHONPATH": root}, argv, pin=pin) as members:
         yield [f"{m.base_url}/slack/events" for m in members]
 
 
-async def floor(single: list[Request], burst: list[Request], server: str, replicas: int) -> Rows:
+async def floor(single: list[Request], burst: list[Request], server: str, replicas: int, pin: bool = False) -> Rows:
     """The same clicks, re-signed, from a new client of the same kind, against the ack floor: one
     at a time, then all at once (new connections, as in the real burst). Its two rows."""
-    async with floor_servers(server, replicas) as urls, aiohttp.ClientSession() as session:
+    async with floor_servers(server, replicas, pin) as urls, aiohttp.ClientSession() as session:
         balancer = Balancer(urls)
         acks = []
         for request in single:
@@ -356,23 +361,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--single", type=int, default=50, help="clicks sent one at a time (default 50)")
     p.add_argument("--concurrent", type=int, default=100, help="clicks sent at once (default 100)")
-    p.add_argument(
-        "--server",
-        choices=MODES,
-        default="inprocess",
-        help="inprocess (default): the server in this process; process: `chat-approvals serve` as its own process",
-    )
-    p.add_argument(
-        "--replicas",
-        type=positive_int,
-        default=1,
-        help="with --server process: this many `chat-approvals serve` processes on one store (default 1)",
-    )
+    add_server_args(p)
     args = p.parse_args()
-    check_replicas(args.server, args.replicas)
+    check_replicas(args.server, args.replicas, args.pin)
     logging.basicConfig(level=logging.WARNING)
-    rows, bound, notes, ok = asyncio.run(run(args.single, args.concurrent, args.server, args.replicas))
-    print(describe(args.server, args.replicas))
+    rows, bound, notes, ok = asyncio.run(run(args.single, args.concurrent, args.server, args.replicas, args.pin))
+    print(describe(args.server, args.replicas, args.pin))
     print()
     print(table(rows))
     print()

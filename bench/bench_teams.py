@@ -1,6 +1,7 @@
 """Teams invoke-to-response latency on the embedded store (SQLite + files), offline model. By hand:
 
-    .venv/bin/python -m bench.bench_teams [--samples 100] [--rounds 4] [--server inprocess|process] [--replicas N]
+    .venv/bin/python -m bench.bench_teams [--samples 100] [--rounds 4] [--server inprocess|process]
+                                          [--replicas N] [--pin]
 
 The real server (Teams mounted at /api/messages) on 127.0.0.1, a mock Bot Connector as serviceUrl.
 `--server inprocess` (the default, as the figures recorded before 2026-12-03): the server runs in this
@@ -12,7 +13,9 @@ on one SQLite store; the client sends the messages that make cards round-robin o
 on its own card to the replica after the one that took the card's message (so it resumes from the
 stored snapshot), and the clicks racing on one card round-robin (the race spans the replicas). Below
 the table: each replica's clicks by outcome, claims and turns (its /metrics), and a check that every
-clicked card was resumed exactly once.
+clicked card was resumed exactly once. `--pin` (with `--server process`): replica i runs with `serve
+--cpus` on core i round the machine's (one replica per core, docs/operating.md); below the table,
+the CPUs each replica ran on, read from /proc.
 Each click is an `adaptiveCard/action` invoke POSTed the way the Playground sends it; the time is
 from sending it to reading the invoke response (the card that replaces the clicked one), which
 includes the claim, the resumed agent turn and the reply posted to the connector.
@@ -52,12 +55,12 @@ from aiohttp.test_utils import TestServer
 
 from bench.cpu_bound import Bound, CpuMeter, bound_lines, least_median, reach
 from bench.server_process import (
-    MODES,
     Balancer,
     Served,
+    add_server_args,
     check_replicas,
+    cpu_lines,
     describe,
-    positive_int,
     serve_replicas,
     settle,
     tallies,
@@ -186,10 +189,10 @@ async def in_process() -> AsyncIterator[list[Served]]:
 
 
 @contextlib.asynccontextmanager
-async def as_process(replicas: int) -> AsyncIterator[list[Served]]:
+async def as_process(replicas: int, pin: bool = False) -> AsyncIterator[list[Served]]:
     """`chat-approvals serve` in its own process(es), Teams configured only by its environment."""
     env = {"CHAT_APPROVALS_TEAMS_INVOKE_BUDGET": str(INVOKE_BUDGET)}
-    async with serve_replicas(replicas, env, drop=("CHAT_APPROVALS_TEAMS_",)) as members:
+    async with serve_replicas(replicas, env, drop=("CHAT_APPROVALS_TEAMS_",), pin=pin) as members:
         yield members
 
 
@@ -197,7 +200,7 @@ Rows = list[tuple[str, int, list[float], Counter[str]]]
 
 
 async def run(
-    samples: int, rounds: int, server: str = "inprocess", replicas: int = 1
+    samples: int, rounds: int, server: str = "inprocess", replicas: int = 1, pin: bool = False
 ) -> tuple[Rows, Bound, list[str], bool]:
     """The rows, the CPU bound of the burst on 50 cards (bench/cpu_bound.py); with `--server
     process`, each replica's tallies and the exactly-once check."""
@@ -211,7 +214,7 @@ async def run(
     ok = True
     try:
         async with (
-            in_process() if server == "inprocess" else as_process(replicas) as members,
+            in_process() if server == "inprocess" else as_process(replicas, pin) as members,
             aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200)) as http,
         ):
             bot_urls = [f"{m.base_url}/api/messages" for m in members]
@@ -248,6 +251,7 @@ async def run(
             if server == "process":
                 await settle(members, http, lambda: connector.n)  # the last turns' tails, on any replica
                 notes, ok = exactly_once(await tallies(http, members), 1 + samples + 51 * rounds)
+                notes = [*cpu_lines(members), *notes]
     finally:
         await cserver.close()  # after the server: it posts to the connector until it has stopped
     return rows, least_median(meter, 50), notes, ok
@@ -266,22 +270,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--samples", type=int, default=100, help="clicks for the one-at-a-time row")
     ap.add_argument("--rounds", type=int, default=4, help="rounds of 50 for the concurrent rows")
-    ap.add_argument(
-        "--server",
-        choices=MODES,
-        default="inprocess",
-        help="inprocess (default): the server in this process; process: `chat-approvals serve` as its own process",
-    )
-    ap.add_argument(
-        "--replicas",
-        type=positive_int,
-        default=1,
-        help="with --server process: this many `chat-approvals serve` processes on one store (default 1)",
-    )
+    add_server_args(ap)
     args = ap.parse_args()
-    check_replicas(args.server, args.replicas)
-    rows, bound, notes, ok = asyncio.run(run(args.samples, args.rounds, args.server, args.replicas))
-    print(describe(args.server, args.replicas))
+    check_replicas(args.server, args.replicas, args.pin)
+    rows, bound, notes, ok = asyncio.run(run(args.samples, args.rounds, args.server, args.replicas, args.pin))
+    print(describe(args.server, args.replicas, args.pin))
     print("Teams invoke -> response (embedded SQLite + files, scripted model, 127.0.0.1)")
     print(f"{'scenario':<26} {'clicks':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  outcomes")
     for name, n, lat, seen in rows:

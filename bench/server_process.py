@@ -12,6 +12,7 @@ and Teams are other machines. The two processes still share this machine's cores
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import ctypes
@@ -38,7 +39,10 @@ QUIET = 0.05  # seconds without server activity that count as idle (Served.settl
 STOP_WAIT = 20.0  # seconds for it to exit after SIGTERM before it is killed
 # The bench passes these itself (the rest of the environment is inherited, as the in-process
 # server reads it too): no objects URL, so the default holds (the store's own SQLite file).
-OWN = ("SLACK_", "CHAT_APPROVALS_OBJECTS", "CHAT_APPROVALS_STORE", "CHAT_APPROVALS_HOST", "CHAT_APPROVALS_PORT")
+OWN = (
+    "SLACK_", "CHAT_APPROVALS_OBJECTS", "CHAT_APPROVALS_STORE", "CHAT_APPROVALS_HOST", "CHAT_APPROVALS_PORT",
+    "CHAT_APPROVALS_CPUS",
+)  # fmt: skip
 
 
 def _sum(metrics: str, name: str) -> float:
@@ -58,22 +62,53 @@ def positive_int(text: str) -> int:
     return n
 
 
-def describe(mode: str, replicas: int = 1) -> str:
+def add_server_args(p: argparse.ArgumentParser) -> None:
+    """--server, --replicas and --pin, as both load benches take them (check_replicas)."""
+    p.add_argument(
+        "--server",
+        choices=MODES,
+        default="inprocess",
+        help="inprocess (default): the server in this process; process: `chat-approvals serve` as its own process",
+    )
+    p.add_argument(
+        "--replicas",
+        type=positive_int,
+        default=1,
+        help="with --server process: this many `chat-approvals serve` processes on one store (default 1)",
+    )
+    p.add_argument(
+        "--pin",
+        action="store_true",
+        help="with --server process: each replica pinned to one core, round the machine's (serve --cpus)",
+    )
+
+
+def pinned_cpus(index: int) -> str:
+    """`--pin`: replica `index`'s core (`serve --cpus`), round the cores this process may use."""
+    cores = sorted(os.sched_getaffinity(0))
+    return str(cores[index % len(cores)])
+
+
+def describe(mode: str, replicas: int = 1, pin: bool = False) -> str:
     if mode == "process":
+        cores = "each pinned to one core, round the machine's (`serve --cpus`)" if pin else "not pinned (without --pin)"
         return (
             "server: its own OS process (`chat-approvals serve`); this process holds only the client and "
             "the platform stand-in (both processes share the machine's cores)\n"
             f"replicas: {replicas} (`chat-approvals serve` processes on one SQLite store; requests spread "
             "round-robin, each click to a replica other than the one that took its card's message when "
-            "there are several)"
+            f"there are several); {cores}"
         )
     return "server: in this process (one event loop with the client and the platform stand-in)"
 
 
-def check_replicas(mode: str, replicas: int) -> None:
-    """--replicas N > 1 needs --server process (the in-process server is one app)."""
+def check_replicas(mode: str, replicas: int, pin: bool = False) -> None:
+    """--replicas N > 1 and --pin need --server process (the in-process server is one app, and
+    pinning it would pin the bench's client too)."""
     if replicas != 1 and mode != "process":
         raise SystemExit("--replicas needs --server process")
+    if pin and mode != "process":
+        raise SystemExit("--pin needs --server process")
 
 
 def command() -> list[str]:
@@ -108,6 +143,13 @@ class Served:
 
     async def settle(self, http: aiohttp.ClientSession, outside: Callable[[], int], timeout: float = 60) -> None:
         await settle((self,), http, outside, timeout)
+
+    def cpus(self) -> str:
+        """The CPUs the process may run on, as /proc lists them (`0`, `0-1`)."""
+        status = Path(f"/proc/{self.pid}/status").read_text()
+        return next(
+            line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("Cpus_allowed_list:")
+        )
 
     def log_tail(self, chars: int = 3000) -> str:
         with contextlib.suppress(OSError):
@@ -183,6 +225,11 @@ async def tallies(http: aiohttp.ClientSession, members: Sequence[Served]) -> lis
     return out
 
 
+def cpu_lines(members: Sequence[Served]) -> list[str]:
+    """Where each replica runs, read from /proc (--pin or not)."""
+    return [f"replica {i + 1} runs on CPUs {m.cpus()}" for i, m in enumerate(members)]
+
+
 def tally_lines(counts: list[dict[str, Counter[str]]]) -> list[str]:
     def fmt(c: Counter[str]) -> str:
         return ", ".join(f"{k} {v}" for k, v in sorted(c.items())) or "none"
@@ -237,6 +284,18 @@ def serve_argv(*flags: str) -> Argv:
     return argv
 
 
+def _pinned(env: Mapping[str, str], index: int) -> dict[str, str]:
+    return {**env, "CHAT_APPROVALS_CPUS": pinned_cpus(index)}
+
+
+def _check_pinned(members: Sequence[Served]) -> None:
+    """--pin: each replica runs on the core it was given, or the figures would describe another
+    arrangement than the one printed."""
+    for i, m in enumerate(members):
+        if m.cpus() != pinned_cpus(i):
+            raise RuntimeError(f"replica {i + 1} runs on CPUs {m.cpus()}, not {pinned_cpus(i)}: {m.log_tail()}")
+
+
 def _start(folder: Path, index: int, env: Mapping[str, str], argv: Argv) -> tuple[subprocess.Popen[bytes], Served]:
     port = free_port()
     log_path = folder / ("serve.log" if index == 0 else f"serve-{index + 1}.log")
@@ -256,21 +315,22 @@ async def _ready(proc: subprocess.Popen[bytes], served: Served) -> None:
 
 
 def serve_replicas(
-    replicas: int, env: Mapping[str, str], *flags: str, drop: tuple[str, ...] = ()
+    replicas: int, env: Mapping[str, str], *flags: str, drop: tuple[str, ...] = (), pin: bool = False
 ) -> contextlib.AbstractAsyncContextManager[list[Served]]:
     """Runs `replicas` x `chat-approvals serve --host 127.0.0.1 --port P --store
     sqlite:///TMP/approvals.db FLAGS`, one port each and the same store file (run_replicas)."""
-    return run_replicas(replicas, env, serve_argv(*flags), drop=drop)
+    return run_replicas(replicas, env, serve_argv(*flags), drop=drop, pin=pin)
 
 
 @contextlib.asynccontextmanager
 async def run_replicas(
-    replicas: int, env: Mapping[str, str], argv: Argv, *, drop: tuple[str, ...] = ()
+    replicas: int, env: Mapping[str, str], argv: Argv, *, drop: tuple[str, ...] = (), pin: bool = False
 ) -> AsyncIterator[list[Served]]:
     """Runs `replicas` x `argv(TMP, P)`, one free port P each, with the inherited environment (less
     the variables starting with OWN or `drop`) plus `env`, in one temporary working directory TMP
     (its var/notes), each ready on /readyz; all stopped and removed on the way out. The first is
-    ready before the others start: it creates the store's file and its tables alone."""
+    ready before the others start: it creates the store's file and its tables alone. `pin`: replica
+    i runs on one core (CHAT_APPROVALS_CPUS, pinned_cpus)."""
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
         folder = Path(tmp)
         child = {k: v for k, v in os.environ.items() if not k.startswith((*OWN, *drop))}
@@ -279,10 +339,12 @@ async def run_replicas(
         members: list[Served] = []
         try:
             for batch in ([0], range(1, replicas)):
-                started = [_start(folder, i, child, argv) for i in batch]
+                started = [_start(folder, i, _pinned(child, i) if pin else child, argv) for i in batch]
                 procs += [p for p, _ in started]
                 members += [m for _, m in started]
                 await asyncio.gather(*(_ready(p, m) for p, m in started))
+            if pin:
+                _check_pinned(members)
             yield members
         finally:
             await asyncio.gather(*(_stop(p) for p in procs))

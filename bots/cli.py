@@ -19,6 +19,7 @@ from strands.sandbox.errors import SandboxTimeoutError
 
 from bots import teams_package
 from bots.config import ServerConfig
+from bots.cpus import pin_process
 from bots.gate import build_gate, confinement_line, gate_config
 from bots.logs import setup_logging
 from bots.server import build_app, build_approvals, freeze_heap_at_startup
@@ -67,6 +68,7 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--audit-webhook-secret", help="HMAC-SHA256 key for the X-Chat-Approvals-Signature header")
     serve.add_argument("--audit-webhook-backoff-cap", type=float, help="longest wait between retries, s (default 60)")
     serve.add_argument("--readyz-timeout", type=float, help="seconds the store's read may take for /readyz (default 2)")
+    serve.add_argument("--cpus", help="pin the server to these cores (Linux CPU list: 0, 0-3, 0,2); one per replica")
     _sandbox_flags(serve)
 
     run = sub.add_parser("run", help="one turn from a shell")
@@ -258,6 +260,7 @@ def cmd_audit(args: argparse.Namespace, cfg: ServerConfig) -> int:
 
 
 def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
+    cpus = pin_process(cfg.cpus)  # first: the threads started below inherit it
     exporting = tracing.setup_export()
     gate = build_gate(cfg)
     approvals = build_approvals(cfg, gate=gate)
@@ -266,6 +269,7 @@ def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
     front = "on" if cfg.tokens() else "off (set CHAT_APPROVALS_API_TOKEN or --api-token)"
     print(f"chat-approvals serving on http://{cfg.host}:{cfg.port} — store {cfg.store}, model {cfg.model}", flush=True)
     print(f"  HTTP front end /v1: {front}", flush=True)
+    print(f"  CPUs: {cpus}", flush=True)
     print(f"  Slack: {SlackConfig.from_env().describe()}", flush=True)
     print(f"  sandbox (run_script + egress gate): {confinement_line(cfg)}", flush=True)
     print(f"  approval policy: {policy_line(approvals)}", flush=True)

@@ -40,6 +40,7 @@ class ServerConfig(BaseSettings):
     metrics: bool = True  # GET /metrics (--no-metrics turns it off)
     log_format: str = "text"  # or "json": one object per line
     readyz_timeout: float = Field(default=2.0, gt=0)  # the store's cheap read must answer within this
+    cpus: str = ""  # serve: pin the process to these cores, a CPU list (bots/cpus.py); empty: all
     # bots/admission.py: clicks resumed at once (the rest wait in arrival order), how many may wait, and
     # after how many seconds a running resume (waiting on its model) stops counting as one of the workers
     resume_workers: int = Field(default=DEFAULT_WORKERS, ge=1)

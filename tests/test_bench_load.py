@@ -51,6 +51,7 @@ def assert_replica_lines(out: str, server: list[str]) -> None:
     assert out.find(f"replicas: {n} ") in range(out.find("scenario")), out
     for i in range(1, n + 1):
         assert re.search(rf"^replica {i}: resumes .*resumed \d+", out, re.M), out
+        assert re.search(rf"^replica {i} runs on CPUs [0-9,-]+$", out, re.M), out
     assert re.search(r"^exactly once: (\d+) resumed.* for \1 cards clicked.*: ok$", out, re.M), out
 
 
@@ -112,6 +113,29 @@ def test_bench_refuses_replicas_without_a_process_server_or_below_one(module: st
     )  # fmt: skip
     assert done.returncode != 0 and done.stdout == "", done
     assert ("--replicas needs --server process" if replicas == "2" else "invalid positive_int value") in done.stderr
+
+
+@pytest.mark.parametrize("module", ["bench.bench_slack", "bench.bench_teams"])
+def test_bench_refuses_pin_without_a_process_server(module: str) -> None:
+    """--pin without --server process would pin the bench's own client with the server: refused."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--pin"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode != 0 and done.stdout == "", done
+    assert "--pin needs --server process" in done.stderr
+
+
+def test_bench_teams_pins_each_replica_to_its_own_core() -> None:
+    """--pin: replica i is served with --cpus on core i (round the cores); the bench checks each
+    replica's /proc before it measures (bench/server_process.py) and says so above the table."""
+    server = ["--server", "process", "--replicas", "2"]
+    out = run_bench("bench.bench_teams", "--samples", "3", "--rounds", "1", *server, "--pin")
+    assert out.find("each pinned to one core") in range(out.find("scenario")), out
+    cores = sorted(os.sched_getaffinity(0))
+    for i in range(2):
+        assert re.search(rf"^replica {i + 1} runs on CPUs {cores[i % len(cores)]}$", out, re.M), out
+    assert "Approved: 50" in out
+    assert_replica_lines(out, server)
 
 
 async def test_the_ack_floor_checks_the_signature_as_the_server_does() -> None:
