@@ -31,6 +31,7 @@ from typing import Any
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from bots.cpus import format_cpu_list
 from tests.serve_process import free_port
 
 MODES = ("inprocess", "process")
@@ -145,11 +146,8 @@ class Served:
         await settle((self,), http, outside, timeout)
 
     def cpus(self) -> str:
-        """The CPUs the process may run on, as /proc lists them (`0`, `0-1`)."""
-        status = Path(f"/proc/{self.pid}/status").read_text()
-        return next(
-            line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("Cpus_allowed_list:")
-        )
+        """The CPUs its main thread may run on, as a CPU list (`0`, `0-1`)."""
+        return format_cpu_list(frozenset(os.sched_getaffinity(self.pid)))
 
     def log_tail(self, chars: int = 3000) -> str:
         with contextlib.suppress(OSError):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+MAX_CPUS = 8192  # Linux's largest NR_CPUS: a higher number is a typo, refused before a range is expanded
+
 
 def parse_cpu_list(text: str) -> frozenset[int]:
     """Linux's CPU list syntax, as taskset -c and /sys use it: `0`, `0-3`, `0,2-3`. Empty: none."""
@@ -19,13 +21,19 @@ def parse_cpu_list(text: str) -> frozenset[int]:
         if not part:
             continue
         low, dash, high = part.partition("-")
-        if not (low.isdigit() and (not dash or high.isdigit())):
+        if not (_number(low) and (not dash or _number(high))):
             raise ValueError(f"--cpus {text!r}: expected a CPU list such as 0, 0-3 or 0,2-3")
         first, last = int(low), int(high) if dash else int(low)
         if last < first:
             raise ValueError(f"--cpus {text!r}: the range {part} runs backwards")
+        if last >= MAX_CPUS:
+            raise ValueError(f"--cpus {text!r}: CPU {last} is past Linux's largest ({MAX_CPUS - 1})")
         cpus.update(range(first, last + 1))
     return frozenset(cpus)
+
+
+def _number(text: str) -> bool:
+    return text.isascii() and text.isdigit()  # not "²", which isdigit() accepts and int() refuses
 
 
 def format_cpu_list(cpus: frozenset[int]) -> str:
