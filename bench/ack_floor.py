@@ -20,8 +20,8 @@ import os
 
 from aiohttp import web
 
-from bots.cpus import pin_process
-from bots.slack_app import refuse_unsigned
+from chat_approvals.bots.cpus import pin_process
+from chat_approvals.bots.slack_app import refuse_unsigned
 from tests.slack_payloads import SIGNING_SECRET
 
 

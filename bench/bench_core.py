@@ -18,18 +18,18 @@ from typing import Any
 import aiohttp
 from aiohttp.test_utils import TestServer
 
-from bots.config import ServerConfig
-from bots.server import build_app
-from core.agent_factory import prepare
-from core.approval_tool import request_approval
-from core.approvals import Approvals
-from core.metrics import Metrics
-from core.models import Answer, Grant
-from core.observed import ObservedObjects, ObservedRows
-from core.scripted_model import ScriptedModel
-from store.aio import StoreIO
-from store.file_objects import FileObjects
-from store.sqlite_rows import SqliteRows
+from chat_approvals.bots.config import ServerConfig
+from chat_approvals.bots.server import build_app
+from chat_approvals.core.agent_factory import prepare
+from chat_approvals.core.approval_tool import request_approval
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.metrics import Metrics
+from chat_approvals.core.models import Answer, Grant
+from chat_approvals.core.observed import ObservedObjects, ObservedRows
+from chat_approvals.core.scripted_model import ScriptedModel
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.file_objects import FileObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
 
 TEXT = "please fetch https://data.example.org/table.csv"
 TOKEN = "bench"

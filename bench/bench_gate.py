@@ -82,16 +82,16 @@ class AllowAll:
 
 
 async def gate_role(http_port: int, echo_port: int, backend_kind: str) -> None:
-    from core.clock import SystemClock
-    from core.egress import Gate, GateConfig
+    from chat_approvals.core.clock import SystemClock
+    from chat_approvals.core.egress import Gate, GateConfig
 
     backend: Any = AllowAll()
     if backend_kind == "sqlite":
-        from core.approvals import Approvals
-        from core.models import Grant
-        from store.aio import StoreIO
-        from store.file_objects import FileObjects
-        from store.sqlite_rows import SqliteRows
+        from chat_approvals.core.approvals import Approvals
+        from chat_approvals.core.models import Grant
+        from chat_approvals.store.aio import StoreIO
+        from chat_approvals.store.file_objects import FileObjects
+        from chat_approvals.store.sqlite_rows import SqliteRows
 
         d = tempfile.mkdtemp(prefix="bench-gate-")
         clock = SystemClock()

@@ -55,10 +55,10 @@ from strands.types.interrupt import InterruptResponseContent
 from strands.types.session import decode_bytes_values, encode_bytes_values
 
 from bench.facade import TEXT, CycleFailed, FacadeCycle
-from core.agent_factory import SYSTEM_PROMPT
-from core.batch_rule import APPROVAL_TOOL
-from core.scripted_model import ScriptedModel
-from store.sqlite_writes import connect
+from chat_approvals.core.agent_factory import SYSTEM_PROMPT
+from chat_approvals.core.batch_rule import APPROVAL_TOOL
+from chat_approvals.core.scripted_model import ScriptedModel
+from chat_approvals.store.sqlite_writes import connect
 
 APPROVED = {"approved": True}
 

@@ -66,7 +66,7 @@ from bench.server_process import (
     tallies,
     tally_lines,
 )
-from bots.server import freeze_heap
+from chat_approvals.bots.server import freeze_heap
 from tests import slack_payloads as P
 from tests.slack_rig import SlackRig, buttons
 from tests.slack_standin import Call, SlackStandIn

@@ -28,10 +28,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
-import store.sqlite_rows as sqlite_rows
-from core.models import AuditEvent
-from store.sqlite_rows import SqliteRows
-from store.sqlite_writes import WriteGate, connect
+import chat_approvals.store.sqlite_rows as sqlite_rows
+from chat_approvals.core.models import AuditEvent
+from chat_approvals.store.sqlite_rows import SqliteRows
+from chat_approvals.store.sqlite_writes import WriteGate, connect
 from tests.store_conformance import T0, make_pointer
 
 KINDS = ("single statement", "compound step")

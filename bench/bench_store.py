@@ -32,11 +32,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.agent_factory import default_factory
-from core.approvals import Approvals
-from core.clock import SystemClock
-from core.models import Answer
-from store.aio import StoreIO
+from chat_approvals.core.agent_factory import default_factory
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import SystemClock
+from chat_approvals.core.models import Answer
+from chat_approvals.store.aio import StoreIO
 
 PROTOCOL_MINIMUM = 8
 TEXT = "fetch https://data.example/x.csv"
@@ -71,16 +71,16 @@ def _backends() -> list[tuple[str, Callable[[], tuple[Any, Any, list[Any], Calla
     out = []
 
     def embedded() -> tuple[Any, Any, list[Any], Callable[[], None]]:
-        from store.file_objects import FileObjects
-        from store.sqlite_rows import SqliteRows
+        from chat_approvals.store.file_objects import FileObjects
+        from chat_approvals.store.sqlite_rows import SqliteRows
 
         tmp = tempfile.TemporaryDirectory()
         rows = SqliteRows(Path(tmp.name) / "a.db")
         return rows, FileObjects(Path(tmp.name) / "objects"), [], tmp.cleanup
 
     def embedded_one_file() -> tuple[Any, Any, list[Any], Callable[[], None]]:
-        from store.sqlite_objects import SqliteObjects
-        from store.sqlite_rows import SqliteRows
+        from chat_approvals.store.sqlite_objects import SqliteObjects
+        from chat_approvals.store.sqlite_rows import SqliteRows
 
         tmp = tempfile.TemporaryDirectory()
         rows = SqliteRows(Path(tmp.name) / "a.db")
@@ -104,9 +104,9 @@ def _aws(ddb: str, s3: str, *, table: bool) -> Callable[[], tuple[Any, Any, list
     opens it (store/open.py: the objects share the row store's instance)."""
 
     def make() -> tuple[Any, Any, list[Any], Callable[[], None]]:
-        from store.dynamodb_rows import create_table, delete_table
-        from store.open import open_objects, open_rows
-        from store.s3_objects import create_bucket
+        from chat_approvals.store.dynamodb_rows import create_table, delete_table
+        from chat_approvals.store.open import open_objects, open_rows
+        from chat_approvals.store.s3_objects import create_bucket
 
         name = f"bench{secrets.token_hex(4)}"
         rows_url = f"dynamodb://{name}?region=us-east-1&endpoint_url={ddb}"

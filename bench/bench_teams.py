@@ -66,13 +66,13 @@ from bench.server_process import (
     tallies,
     tally_lines,
 )
-from bots.config import ServerConfig
-from bots.server import build_app, freeze_heap
-from bots.teams_bot import TEAMS, TeamsConfig
-from core.approvals import Approvals
-from core.clock import SystemClock
-from store.aio import StoreIO
-from store.open import open_objects, open_rows
+from chat_approvals.bots.config import ServerConfig
+from chat_approvals.bots.server import build_app, freeze_heap
+from chat_approvals.bots.teams_bot import TEAMS, TeamsConfig
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import SystemClock
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.open import open_objects, open_rows
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "data" / "teams"
 

@@ -16,13 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, cast
 
-from core.agent_factory import default_factory
-from core.approvals import Approvals
-from core.clock import SystemClock
-from core.models import Answer
-from store.aio import StoreIO
-from store.base import ObjectStore, RowStore
-from store.open import open_objects, open_rows
+from chat_approvals.core.agent_factory import default_factory
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import SystemClock
+from chat_approvals.core.models import Answer
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.base import ObjectStore, RowStore
+from chat_approvals.store.open import open_objects, open_rows
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -31,7 +31,7 @@ from typing import Any
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from bots.cpus import format_cpu_list
+from chat_approvals.bots.cpus import format_cpu_list
 from tests.serve_process import free_port
 
 MODES = ("inprocess", "process")
@@ -113,9 +113,9 @@ def check_replicas(mode: str, replicas: int, pin: bool = False) -> None:
 
 
 def command() -> list[str]:
-    """The console script a user runs; `python -m bots.cli` where it is not installed."""
+    """The console script a user runs; `python -m chat_approvals` where it is not installed."""
     script = Path(sys.executable).with_name("chat-approvals")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "bots.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "chat_approvals"]
 
 
 def _libc_prctl() -> Any:

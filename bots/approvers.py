@@ -12,9 +12,9 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from cards.approvers import ApproverLists, is_listed
-from core.models import Clock
-from core.policy import Policy
+from chat_approvals.cards.approvers import ApproverLists, is_listed
+from chat_approvals.core.models import Clock
+from chat_approvals.core.policy import Policy
 
 log = logging.getLogger("chat_approvals.approvers")
 

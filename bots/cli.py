@@ -17,20 +17,20 @@ from aiohttp import web
 from strands.sandbox import ExecutionResult
 from strands.sandbox.errors import SandboxTimeoutError
 
-from bots import teams_package
-from bots.config import ServerConfig
-from bots.cpus import pin_process
-from bots.gate import build_gate, confinement_line, gate_config
-from bots.logs import setup_logging
-from bots.server import build_app, build_approvals, freeze_heap_at_startup
-from bots.slack_app import SlackConfig
-from cards.http_json import grant_body, resume_body, turn_body
-from core import tracing
-from core.approvals import Approvals
-from core.egress import Gate
-from core.models import ONCE, InvalidAnswer, read_answer
-from core.sandbox import LIMIT_MARK, GatedLocalSandbox, detect_confinement
-from core.tools_sandbox import NotConfined
+from chat_approvals.bots import teams_package
+from chat_approvals.bots.config import ServerConfig
+from chat_approvals.bots.cpus import pin_process
+from chat_approvals.bots.gate import build_gate, confinement_line, gate_config
+from chat_approvals.bots.logs import setup_logging
+from chat_approvals.bots.server import build_app, build_approvals, freeze_heap_at_startup
+from chat_approvals.bots.slack_app import SlackConfig
+from chat_approvals.cards.http_json import grant_body, resume_body, turn_body
+from chat_approvals.core import tracing
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.egress import Gate
+from chat_approvals.core.models import ONCE, InvalidAnswer, read_answer
+from chat_approvals.core.sandbox import LIMIT_MARK, GatedLocalSandbox, detect_confinement
+from chat_approvals.core.tools_sandbox import NotConfined
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -346,8 +346,8 @@ def cmd_sandbox(args: argparse.Namespace, cfg: ServerConfig) -> int:
 
 
 def cmd_store(args: argparse.Namespace, cfg: ServerConfig) -> int:
-    from core.settings import retention_days
-    from store.init import init_store
+    from chat_approvals.core.settings import retention_days
+    from chat_approvals.store.init import init_store
 
     print(init_store(cfg.store, cfg.objects_url(), args.create_bucket, retention_days(cfg.protocol())))
     return 0

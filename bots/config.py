@@ -7,9 +7,9 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bots.admission import DEFAULT_CAPACITY, DEFAULT_PATIENCE, DEFAULT_WORKERS
-from core.sandbox import Limits
-from core.settings import Settings
+from chat_approvals.bots.admission import DEFAULT_CAPACITY, DEFAULT_PATIENCE, DEFAULT_WORKERS
+from chat_approvals.core.sandbox import Limits
+from chat_approvals.core.settings import Settings
 
 LEGACY_OBJECTS = "var/objects"  # the objects default before 2026-12-03, and for non-SQLite stores
 

@@ -11,12 +11,12 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
-from bots.config import ServerConfig
-from core.approvals import Approvals
-from core.clock import Clock
-from core.egress import Gate, GateConfig
-from core.sandbox import detect_confinement
-from core.tools_sandbox import NotConfined, make_run_script
+from chat_approvals.bots.config import ServerConfig
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import Clock
+from chat_approvals.core.egress import Gate, GateConfig
+from chat_approvals.core.sandbox import detect_confinement
+from chat_approvals.core.tools_sandbox import NotConfined, make_run_script
 
 log = logging.getLogger("chat_approvals.gate")
 

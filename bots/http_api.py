@@ -11,12 +11,20 @@ from typing import Any
 
 from aiohttp import web
 
-from cards.http_json import HTTP_STATUS, BadRequest, grant_body, parse_resume, parse_turn, resume_body, turn_body
-from cards.identity import stated_http_user
-from core.approvals import Approvals
-from core.ids import is_card_id
-from core.models import ResumeResult
-from core.resume import UNKNOWN
+from chat_approvals.cards.http_json import (
+    HTTP_STATUS,
+    BadRequest,
+    grant_body,
+    parse_resume,
+    parse_turn,
+    resume_body,
+    turn_body,
+)
+from chat_approvals.cards.identity import stated_http_user
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.ids import is_card_id
+from chat_approvals.core.models import ResumeResult
+from chat_approvals.core.resume import UNKNOWN
 
 APPROVALS: web.AppKey[Approvals] = web.AppKey("approvals", Approvals)
 TOKENS: web.AppKey[list[str]] = web.AppKey("tokens", list)

@@ -13,26 +13,26 @@ from typing import Any
 
 from aiohttp import web
 
-from bots.admission import Admission
-from bots.approvers import ApproverDirectory
-from bots.config import ServerConfig
-from bots.gate import mount_gate, sandbox_tools
-from bots.http_api import mount_http_api
-from bots.slack_app import mount_slack
-from bots.teams_auth import TokenValidator
-from bots.teams_bot import ROUTE as TEAMS_ROUTE
-from bots.teams_bot import TeamsConfig, mount_teams
-from bots.webhooks import Backoff, Deliverer, mount_webhooks, sink_id
-from core.agent_factory import AgentFactory, default_factory, gated_factory, user_factory
-from core.approvals import Approvals
-from core.clock import Clock, SystemClock
-from core.egress import Gate
-from core.metrics import Metrics
-from core.models import StoreUnavailable
-from core.observed import ObservedObjects, ObservedRows
-from core.policy import load_policy
-from store.aio import StoreIO
-from store.open import open_objects, open_rows
+from chat_approvals.bots.admission import Admission
+from chat_approvals.bots.approvers import ApproverDirectory
+from chat_approvals.bots.config import ServerConfig
+from chat_approvals.bots.gate import mount_gate, sandbox_tools
+from chat_approvals.bots.http_api import mount_http_api
+from chat_approvals.bots.slack_app import mount_slack
+from chat_approvals.bots.teams_auth import TokenValidator
+from chat_approvals.bots.teams_bot import ROUTE as TEAMS_ROUTE
+from chat_approvals.bots.teams_bot import TeamsConfig, mount_teams
+from chat_approvals.bots.webhooks import Backoff, Deliverer, mount_webhooks, sink_id
+from chat_approvals.core.agent_factory import AgentFactory, default_factory, gated_factory, user_factory
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import Clock, SystemClock
+from chat_approvals.core.egress import Gate
+from chat_approvals.core.metrics import Metrics
+from chat_approvals.core.models import StoreUnavailable
+from chat_approvals.core.observed import ObservedObjects, ObservedRows
+from chat_approvals.core.policy import load_policy
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.open import open_objects, open_rows
 
 log = logging.getLogger("chat_approvals")
 

@@ -38,10 +38,10 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bots.admission import Admission
-from bots.approvers import ApproverDirectory, SlackGroups
-from cards import slack_blocks as sb
-from cards.slack_answer import (
+from chat_approvals.bots.admission import Admission
+from chat_approvals.bots.approvers import ApproverDirectory, SlackGroups
+from chat_approvals.cards import slack_blocks as sb
+from chat_approvals.cards.slack_answer import (
     SlackClick,
     SlackPayloadError,
     command_actor,
@@ -52,10 +52,10 @@ from cards.slack_answer import (
     parse_revoke_click,
     read_block_actions,
 )
-from cards.slack_chat import SlackCardLocation, chat_key, in_workspace, parse_chat_key
-from core import wording
-from core.approvals import Approvals
-from core.models import ApprovalCard, CardOffer, Grant, ResumeResult, StoreUnavailable, TurnResult
+from chat_approvals.cards.slack_chat import SlackCardLocation, chat_key, in_workspace, parse_chat_key
+from chat_approvals.core import wording
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.models import ApprovalCard, CardOffer, Grant, ResumeResult, StoreUnavailable, TurnResult
 
 log = logging.getLogger("chat_approvals.slack")
 

@@ -29,15 +29,15 @@ from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import Activity, ActivityTypes, Attachment, ResourceResponse
 from pydantic import BaseModel, ConfigDict
 
-from bots import teams_compat
-from bots.admission import Admission
-from bots.teams_auth import TokenValidator
-from bots.teams_compat import TeamsAuth, TeamsCardLocation
-from cards import adaptive
-from cards.identity import TeamsUser, parse_teams_user, unverified
-from core import wording
-from core.approvals import Approvals
-from core.models import ApprovalCard, ResumeResult, StoreUnavailable, TurnResult
+from chat_approvals.bots import teams_compat
+from chat_approvals.bots.admission import Admission
+from chat_approvals.bots.teams_auth import TokenValidator
+from chat_approvals.bots.teams_compat import TeamsAuth, TeamsCardLocation
+from chat_approvals.cards import adaptive
+from chat_approvals.cards.identity import TeamsUser, parse_teams_user, unverified
+from chat_approvals.core import wording
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.models import ApprovalCard, ResumeResult, StoreUnavailable, TurnResult
 
 log = logging.getLogger(__name__)
 

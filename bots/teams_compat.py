@@ -65,7 +65,7 @@ from botframework.connector.auth.user_token_client import UserTokenClient
 from msrest.universal_http.requests import ClientRetryPolicy as _ClientRetryPolicy
 from pydantic import BaseModel, ConfigDict
 
-from bots.teams_auth import TokenRejected, TokenValidator
+from chat_approvals.bots.teams_auth import TokenRejected, TokenValidator
 
 log = logging.getLogger(__name__)
 

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import aiohttp
 from aiohttp import web
 
-from core.clock import Clock
-from core.metrics import Metrics
-from core.models import OutboxItem
-from store.base import RowStore
+from chat_approvals.core.clock import Clock
+from chat_approvals.core.metrics import Metrics
+from chat_approvals.core.models import OutboxItem
+from chat_approvals.store.base import RowStore
 
 log = logging.getLogger("chat_approvals.webhooks")
 

@@ -15,8 +15,8 @@ import datetime as _dt
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
 
-from cards.subject_text import question_fields, readable_input, short_fingerprint
-from core.models import (
+from chat_approvals.cards.subject_text import question_fields, readable_input, short_fingerprint
+from chat_approvals.core.models import (
     MAX_REASON,
     ONCE,
     Answer,

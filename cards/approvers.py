@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cards.identity import parse_slack_user, parse_teams_user
+from chat_approvals.cards.identity import parse_slack_user, parse_teams_user
 
 
 @dataclass(frozen=True)

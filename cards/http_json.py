@@ -8,8 +8,17 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from cards.identity import stated_http_user
-from core.models import Answer, ApprovalCard, Grant, InvalidAnswer, ResumeResult, TurnResult, Vote, read_answer
+from chat_approvals.cards.identity import stated_http_user
+from chat_approvals.core.models import (
+    Answer,
+    ApprovalCard,
+    Grant,
+    InvalidAnswer,
+    ResumeResult,
+    TurnResult,
+    Vote,
+    read_answer,
+)
 
 
 class TurnRequest(BaseModel):

@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from cards.identity import SlackUser, unverified
-from cards.slack_blocks import (
+from chat_approvals.cards.identity import SlackUser, unverified
+from chat_approvals.cards.slack_blocks import (
     ACTION_APPROVE,
     ACTION_APPROVE_ONCE,
     ACTION_DENY,
@@ -25,7 +25,7 @@ from cards.slack_blocks import (
     packages_block_id,
     reason_block_id,
 )
-from core.models import ONCE, Answer, InvalidAnswer, is_card_id, read_answer
+from chat_approvals.core.models import ONCE, Answer, InvalidAnswer, is_card_id, read_answer
 
 
 class SlackPayloadError(ValueError):

@@ -31,10 +31,10 @@ from slack_sdk.models.blocks import (
     StaticSelectElement,
 )
 
-from cards.identity import slack_user_id
-from cards.slack_chat import parse_chat_key
-from cards.subject_text import question_fields, readable_input, short_fingerprint, subject_title
-from core.models import MAX_REASON, ONCE, Answer, ApprovalCard, CardPolicy, Grant, Vote, duration_label
+from chat_approvals.cards.identity import slack_user_id
+from chat_approvals.cards.slack_chat import parse_chat_key
+from chat_approvals.cards.subject_text import question_fields, readable_input, short_fingerprint, subject_title
+from chat_approvals.core.models import MAX_REASON, ONCE, Answer, ApprovalCard, CardPolicy, Grant, Vote, duration_label
 
 ACTION_APPROVE = "approvals.approve"
 ACTION_APPROVE_ONCE = "approvals.approve_once"  # a tool card: this call only, no grant

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from core.models import ApprovalCard
+from chat_approvals.core.models import ApprovalCard
 
 MAX_FIELDS = 20  # fields of a question's reason shown on a card
 

@@ -16,11 +16,11 @@ from strands import Agent
 from strands.hooks import BeforeToolCallEvent
 from strands.models.model import Model
 
-from core.approval_tool import request_approval
-from core.batch_rule import APPROVAL_TOOL, enforce_batch_rule
-from core.demo_tools import make_save_note
-from core.scripted_model import ScriptedModel
-from core.tool_gate import attach, parse_names, resolve
+from chat_approvals.core.approval_tool import request_approval
+from chat_approvals.core.batch_rule import APPROVAL_TOOL, enforce_batch_rule
+from chat_approvals.core.demo_tools import make_save_note
+from chat_approvals.core.scripted_model import ScriptedModel
+from chat_approvals.core.tool_gate import attach, parse_names, resolve
 
 AgentFactory = Callable[[], Agent]
 

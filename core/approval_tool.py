@@ -12,11 +12,11 @@ from typing import Any
 
 from strands import ToolContext, tool
 
-from core import wording
-from core.batch_rule import APPROVAL_TOOL
-from core.context import RequestContext, context_of, tool_access_of
-from core.models import ApprovalCard, parse_answer
-from core.subjects import host_of, normalize_package, unique
+from chat_approvals.core import wording
+from chat_approvals.core.batch_rule import APPROVAL_TOOL
+from chat_approvals.core.context import RequestContext, context_of, tool_access_of
+from chat_approvals.core.models import ApprovalCard, parse_answer
+from chat_approvals.core.subjects import host_of, normalize_package, unique
 
 INTERRUPT_NAME = "chat-approvals:approval"
 

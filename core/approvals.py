@@ -8,12 +8,12 @@ from __future__ import annotations
 import logging
 import time
 
-from core import tracing, wording
-from core.agent_factory import AgentFactory, default_factory
-from core.bootstrap import build_services, default_worker_id
-from core.egress.backend import GrantsBackend
-from core.metrics import Metrics
-from core.models import (
+from chat_approvals.core import tracing, wording
+from chat_approvals.core.agent_factory import AgentFactory, default_factory
+from chat_approvals.core.bootstrap import build_services, default_worker_id
+from chat_approvals.core.egress.backend import GrantsBackend
+from chat_approvals.core.metrics import Metrics
+from chat_approvals.core.models import (
     Answer,
     AuditEvent,
     Clock,
@@ -24,10 +24,10 @@ from core.models import (
     SystemClock,
     TurnResult,
 )
-from core.policy import ApproverCheck, Policy
-from core.resume import OnClaimed
-from core.settings import Settings
-from store.aio import StoreIO
+from chat_approvals.core.policy import ApproverCheck, Policy
+from chat_approvals.core.resume import OnClaimed
+from chat_approvals.core.settings import Settings
+from chat_approvals.store.aio import StoreIO
 
 log = logging.getLogger("chat_approvals.approvals")
 

@@ -12,19 +12,19 @@ import socket
 import uuid
 from dataclasses import dataclass
 
-from core.agent_factory import AgentFactory
-from core.context import ScopedAccess, ToolAccess
-from core.grants import GrantBook
-from core.history import History
-from core.lease import LeaseKeeper
-from core.models import Clock
-from core.pause import Pauser
-from core.paused_agents import PausedAgents
-from core.policy import ApproverCheck, Policy
-from core.resume import ResumeService
-from core.settings import Settings
-from core.turns import TurnRunner
-from store.aio import Objects, Rows, Steps, StoreIO
+from chat_approvals.core.agent_factory import AgentFactory
+from chat_approvals.core.context import ScopedAccess, ToolAccess
+from chat_approvals.core.grants import GrantBook
+from chat_approvals.core.history import History
+from chat_approvals.core.lease import LeaseKeeper
+from chat_approvals.core.models import Clock
+from chat_approvals.core.pause import Pauser
+from chat_approvals.core.paused_agents import PausedAgents
+from chat_approvals.core.policy import ApproverCheck, Policy
+from chat_approvals.core.resume import ResumeService
+from chat_approvals.core.settings import Settings
+from chat_approvals.core.turns import TurnRunner
+from chat_approvals.store.aio import Objects, Rows, Steps, StoreIO
 
 
 def default_worker_id() -> str:

@@ -20,9 +20,9 @@ from typing import Any
 
 from strands.interrupt import Interrupt
 
-from core.approval_tool import INTERRUPT_NAME
-from core.models import ONCE, Answer, ApprovalCard, CardKind, Question, ToolCall
-from core.tool_gate import GATE_INTERRUPT, fingerprint, is_gate_reason, tool_call
+from chat_approvals.core.approval_tool import INTERRUPT_NAME
+from chat_approvals.core.models import ONCE, Answer, ApprovalCard, CardKind, Question, ToolCall
+from chat_approvals.core.tool_gate import GATE_INTERRUPT, fingerprint, is_gate_reason, tool_call
 
 
 @dataclass(frozen=True)

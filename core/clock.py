@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from core.models import Clock, SystemClock
+from chat_approvals.core.models import Clock, SystemClock
 
 __all__ = ["Clock", "ManualClock", "SystemClock"]
 

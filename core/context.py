@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from core.models import ApprovalCard, Refusal, SubjectKind
+from chat_approvals.core.models import ApprovalCard, Refusal, SubjectKind
 
 _KEY = "chat_approvals.request"
 _ACCESS = "chat_approvals.tool_access"

@@ -14,8 +14,8 @@ from typing import Any
 
 from strands import ToolContext, tool
 
-from core.context import context_of
-from core.scripted_model import SAVE_NOTE
+from chat_approvals.core.context import context_of
+from chat_approvals.core.scripted_model import SAVE_NOTE
 
 MAX_NOTE = 2000
 

@@ -5,11 +5,21 @@ from __future__ import annotations
 
 import logging
 
-from core.card_kinds import grants_to_write
-from core.models import Answer, AuditEvent, AuditWrite, Clock, Grant, GrantChange, Pointer, Refusal, SubjectKind
-from core.settings import Settings
-from core.subjects import subject_matches
-from store.aio import Rows
+from chat_approvals.core.card_kinds import grants_to_write
+from chat_approvals.core.models import (
+    Answer,
+    AuditEvent,
+    AuditWrite,
+    Clock,
+    Grant,
+    GrantChange,
+    Pointer,
+    Refusal,
+    SubjectKind,
+)
+from chat_approvals.core.settings import Settings
+from chat_approvals.core.subjects import subject_matches
+from chat_approvals.store.aio import Rows
 
 log = logging.getLogger(__name__)
 

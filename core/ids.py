@@ -6,7 +6,7 @@ import hashlib
 import hmac
 import secrets
 
-from core.models import is_card_id
+from chat_approvals.core.models import is_card_id
 
 __all__ = ["hash_secret", "is_card_id", "mint_card_id", "mint_secret", "secret_matches"]
 

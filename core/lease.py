@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from core.models import Clock
+from chat_approvals.core.models import Clock
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from core.metrics import Metrics
-from core.models import (
+from chat_approvals.core.metrics import Metrics
+from chat_approvals.core.models import (
     AuditEvent,
     AuditWrite,
     Claimed,
@@ -34,7 +34,7 @@ from core.models import (
     TurnStart,
     Vote,
 )
-from store.base import ObjectStore, RowStore
+from chat_approvals.store.base import ObjectStore, RowStore
 
 T = TypeVar("T")
 

@@ -14,11 +14,11 @@ from typing import Any
 from strands import Agent
 from strands.agent.agent_result import AgentResult
 
-from core import tracing, wording
-from core.card_kinds import Several, Unreadable, draft_of
-from core.context import RequestContext
-from core.ids import hash_secret, mint_card_id, mint_secret
-from core.models import (
+from chat_approvals.core import tracing, wording
+from chat_approvals.core.card_kinds import Several, Unreadable, draft_of
+from chat_approvals.core.context import RequestContext
+from chat_approvals.core.ids import hash_secret, mint_card_id, mint_secret
+from chat_approvals.core.models import (
     ApprovalCard,
     AuditEvent,
     AuditWrite,
@@ -30,11 +30,11 @@ from core.models import (
     StoreUnavailable,
     TurnResult,
 )
-from core.paused_agents import PausedAgents
-from core.policy import Policy
-from core.settings import Settings
-from core.snapshots import encode
-from store.aio import Rows, Steps
+from chat_approvals.core.paused_agents import PausedAgents
+from chat_approvals.core.policy import Policy
+from chat_approvals.core.settings import Settings
+from chat_approvals.core.snapshots import encode
+from chat_approvals.store.aio import Rows, Steps
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from core.models import APPROVER_MODES, ONCE, ApproverMode, CardPolicy, duration_seconds
+from chat_approvals.core.models import APPROVER_MODES, ONCE, ApproverMode, CardPolicy, duration_seconds
 
 Subject = tuple[str, str]  # (kind, name): ("site", host), ("package", name), ("tool", name)
 KINDS = ("site", "package", "tool")

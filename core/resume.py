@@ -22,15 +22,15 @@ from strands.types import Snapshot
 from strands.types.interrupt import InterruptResponseContent
 from strands.types.session import decode_bytes_values
 
-from core import tracing, wording
-from core.agent_factory import AgentFactory
-from core.card_kinds import answer_problem, binds, interrupt_response
-from core.context import RequestContext, ToolAccess, invocation_state
-from core.grants import GrantBook
-from core.history import History, HistoryWrite
-from core.ids import hash_secret, is_card_id, mint_secret, secret_matches
-from core.lease import Heartbeat, LeaseKeeper
-from core.models import (
+from chat_approvals.core import tracing, wording
+from chat_approvals.core.agent_factory import AgentFactory
+from chat_approvals.core.card_kinds import answer_problem, binds, interrupt_response
+from chat_approvals.core.context import RequestContext, ToolAccess, invocation_state
+from chat_approvals.core.grants import GrantBook
+from chat_approvals.core.history import History, HistoryWrite
+from chat_approvals.core.ids import hash_secret, is_card_id, mint_secret, secret_matches
+from chat_approvals.core.lease import Heartbeat, LeaseKeeper
+from chat_approvals.core.models import (
     Answer,
     AnswerRecord,
     ApprovalCard,
@@ -45,12 +45,12 @@ from core.models import (
     Vote,
     duration_seconds,
 )
-from core.pause import ClaimLost, Pauser, final_text
-from core.paused_agents import PausedAgents
-from core.policy import ApproverCheck, NoApprovers, may_answer
-from core.settings import Settings
-from core.turns import approved_sets, approved_tools, is_answerable
-from store.aio import Loaded, Objects, Rows, Steps
+from chat_approvals.core.pause import ClaimLost, Pauser, final_text
+from chat_approvals.core.paused_agents import PausedAgents
+from chat_approvals.core.policy import ApproverCheck, NoApprovers, may_answer
+from chat_approvals.core.settings import Settings
+from chat_approvals.core.turns import approved_sets, approved_tools, is_answerable
+from chat_approvals.store.aio import Loaded, Objects, Rows, Steps
 
 log = logging.getLogger(__name__)
 

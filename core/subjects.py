@@ -20,7 +20,7 @@ import re
 import socket
 from urllib.parse import urlsplit
 
-from core.models import Grant, SubjectKind
+from chat_approvals.core.models import Grant, SubjectKind
 
 _PACKAGE = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])$")
 _HOST = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")

@@ -32,10 +32,10 @@ from strands.interventions import Deny, InterventionAction, Proceed
 from strands.interventions.registry import InterventionRegistry
 from strands.vended_interventions.hitl import HumanInTheLoop
 
-from core import wording
-from core.batch_rule import APPROVAL_TOOL
-from core.context import context_of
-from core.models import ToolCall, parse_answer
+from chat_approvals.core import wording
+from chat_approvals.core.batch_rule import APPROVAL_TOOL
+from chat_approvals.core.context import context_of
+from chat_approvals.core.models import ToolCall, parse_answer
 
 GATE_INTERRUPT = HumanInTheLoop.name  # "strands:human-in-the-loop": the intervention's own name
 REASON_KIND = "chat-approvals:tool"  # marks the reason our gate writes (a user's own HITL writes a string)

@@ -24,10 +24,10 @@ from strands import ToolContext, tool
 from strands.sandbox import Sandbox
 from strands.sandbox.errors import SandboxTimeoutError
 
-from core.context import context_of, raw_access_of
-from core.egress.backend import GrantsBackend
-from core.egress.gate import Gate
-from core.sandbox import LIMIT_MARK, GatedLocalSandbox, Limits, detect_confinement
+from chat_approvals.core.context import context_of, raw_access_of
+from chat_approvals.core.egress.backend import GrantsBackend
+from chat_approvals.core.egress.gate import Gate
+from chat_approvals.core.sandbox import LIMIT_MARK, GatedLocalSandbox, Limits, detect_confinement
 
 log = logging.getLogger(__name__)
 

@@ -14,16 +14,16 @@ from __future__ import annotations
 import logging
 import uuid
 
-from core import wording
-from core.agent_factory import AgentFactory
-from core.context import RequestContext, ToolAccess, invocation_state
-from core.history import History
-from core.ids import hash_secret, mint_secret
-from core.lease import Heartbeat, LeaseKeeper
-from core.models import AuditEvent, CardOffer, Clock, Grant, Pointer, TurnResult
-from core.pause import Pauser, TurnHold, final_text
-from core.settings import Settings
-from store.aio import Rows, Started, Steps
+from chat_approvals.core import wording
+from chat_approvals.core.agent_factory import AgentFactory
+from chat_approvals.core.context import RequestContext, ToolAccess, invocation_state
+from chat_approvals.core.history import History
+from chat_approvals.core.ids import hash_secret, mint_secret
+from chat_approvals.core.lease import Heartbeat, LeaseKeeper
+from chat_approvals.core.models import AuditEvent, CardOffer, Clock, Grant, Pointer, TurnResult
+from chat_approvals.core.pause import Pauser, TurnHold, final_text
+from chat_approvals.core.settings import Settings
+from chat_approvals.store.aio import Rows, Started, Steps
 
 log = logging.getLogger(__name__)
 

@@ -3,8 +3,8 @@ was blocked and gives the model a legitimate path. Same situation, same text."""
 
 from __future__ import annotations
 
-from core.models import ONCE, duration_label
-from core.subjects import describe
+from chat_approvals.core.models import ONCE, duration_label
+from chat_approvals.core.subjects import describe
 
 NOTHING_NAMED = (
     "Nothing to approve: no URLs or packages were named and the sandbox refused nothing in this turn. "

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
-from core.models import (
+from chat_approvals.core.models import (
     AuditEvent,
     AuditWrite,
     Claimed,
@@ -37,7 +37,7 @@ from core.models import (
     TurnStart,
     Vote,
 )
-from store.base import ObjectStore, RowStore
+from chat_approvals.store.base import ObjectStore, RowStore
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from store.base import StoreError
+from chat_approvals.store.base import StoreError
 
 T = TypeVar("T")
 

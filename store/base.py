@@ -15,7 +15,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from core.models import (
+from chat_approvals.core.models import (
     AuditEvent,
     AuditWrite,
     Claimed,

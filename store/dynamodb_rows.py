@@ -54,7 +54,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from core.models import (
+from chat_approvals.core.models import (
     AuditEvent,
     AuditWrite,
     Claimed,
@@ -70,8 +70,8 @@ from core.models import (
     TurnStart,
     Vote,
 )
-from store.aws import AwsTarget, call_with_retries, error_code, make_client, parse_target
-from store.base import ObjectExists, RowStore, StoreError
+from chat_approvals.store.aws import AwsTarget, call_with_retries, error_code, make_client, parse_target
+from chat_approvals.store.base import ObjectExists, RowStore, StoreError
 
 Item = dict[str, dict[str, Any]]
 log = logging.getLogger(__name__)

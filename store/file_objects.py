@@ -15,8 +15,8 @@ import os
 import secrets
 from pathlib import Path
 
-from core.models import Clock, ObjectRef, SystemClock
-from store.base import CorruptObject, ObjectExists, ObjectStore
+from chat_approvals.core.models import Clock, ObjectRef, SystemClock
+from chat_approvals.store.base import CorruptObject, ObjectExists, ObjectStore
 
 _META = ".meta"
 _TMP = ".tmp"

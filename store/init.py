@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from core.models import SystemClock
+from chat_approvals.core.models import SystemClock
 
 
 def init_store(rows_url: str, objects_url: str, create_bucket: bool, retention_days: int) -> str:
@@ -12,24 +12,24 @@ def init_store(rows_url: str, objects_url: str, create_bucket: bool, retention_d
     `retention_days`: how long the bucket keeps objects (`core.settings.retention_days`)."""
     done: list[str] = []
     if urlsplit(rows_url).scheme == "dynamodb":
-        from store.dynamodb_rows import create_table
+        from chat_approvals.store.dynamodb_rows import create_table
 
         done.append(create_table(rows_url))
     else:
-        from store.open import open_rows
+        from chat_approvals.store.open import open_rows
 
         open_rows(rows_url).close()  # the embedded store creates its schema on open
         done.append(f"rows ready at {rows_url}")
     if urlsplit(objects_url).scheme == "s3":
-        from store.s3_objects import check_bucket
-        from store.s3_objects import create_bucket as make_bucket
+        from chat_approvals.store.s3_objects import check_bucket
+        from chat_approvals.store.s3_objects import create_bucket as make_bucket
 
         if create_bucket:
             done.append(make_bucket(objects_url, retention_days))
         else:
             done.append(check_bucket(objects_url))
     else:
-        from store.open import open_objects
+        from chat_approvals.store.open import open_objects
 
         open_objects(objects_url, SystemClock())  # creates the folder
         done.append(f"objects ready at {objects_url}")

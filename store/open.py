@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from core.models import Clock
-from store.base import ObjectStore, RowStore
+from chat_approvals.core.models import Clock
+from chat_approvals.store.base import ObjectStore, RowStore
 
 # SQLite row stores opened in this process, by file: objects opened on the same file share
 # their connections (one transaction can then hold a snapshot and its pointer).
@@ -29,14 +29,14 @@ def open_rows(url: str) -> RowStore:
     """`sqlite:///relative/path.db`, `sqlite:////absolute/path.db`, or `dynamodb://TABLE?...`."""
     parts = urlsplit(url)
     if parts.scheme == "sqlite":
-        from store.sqlite_rows import SqliteRows
+        from chat_approvals.store.sqlite_rows import SqliteRows
 
         path = _sqlite_path(url)
         rows = SqliteRows(path)
         _SQLITE_ROWS[str(Path(path).resolve())] = rows
         return rows
     if parts.scheme == "dynamodb":
-        from store.dynamodb_rows import open_dynamodb_rows  # type: ignore[import-not-found,unused-ignore]
+        from chat_approvals.store.dynamodb_rows import open_dynamodb_rows  # type: ignore[import-not-found,unused-ignore]
 
         ddb = open_dynamodb_rows(url)
         _DYNAMO_ROWS[ddb.target.name] = ddb
@@ -49,16 +49,16 @@ def open_objects(url: str, clock: Clock) -> ObjectStore:
     may be the row store's), or `s3://BUCKET/prefix?...`."""
     parts = urlsplit(url)
     if parts.scheme == "sqlite":
-        from store.sqlite_objects import SqliteObjects
+        from chat_approvals.store.sqlite_objects import SqliteObjects
 
         path = _sqlite_path(url)
         return SqliteObjects(path, clock=clock, rows=_SQLITE_ROWS.get(str(Path(path).resolve())))
     if parts.scheme in ("", "file"):
-        from store.file_objects import FileObjects
+        from chat_approvals.store.file_objects import FileObjects
 
         return FileObjects(Path(parts.path if parts.scheme == "file" else url), clock=clock)
     if parts.scheme == "s3":
-        from store.s3_objects import open_s3_objects  # type: ignore[import-not-found,unused-ignore]
+        from chat_approvals.store.s3_objects import open_s3_objects  # type: ignore[import-not-found,unused-ignore]
 
         s3 = open_s3_objects(url, clock)
         if s3.target.table is None:
@@ -72,8 +72,8 @@ def _table_objects(s3: Any, clock: Clock) -> ObjectStore:
     this process opened it, so a step's objects ride in its writes), larger ones in S3."""
     from dataclasses import replace
 
-    from store.dynamodb_rows import DynamoRows
-    from store.table_objects import DEFAULT_INLINE_MAX, DEFAULT_RETENTION_DAYS, TableObjects
+    from chat_approvals.store.dynamodb_rows import DynamoRows
+    from chat_approvals.store.table_objects import DEFAULT_INLINE_MAX, DEFAULT_RETENTION_DAYS, TableObjects
 
     t = s3.target
     rows = _DYNAMO_ROWS.get(t.table)

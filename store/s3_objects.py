@@ -21,9 +21,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError, FlexibleChecksumError
 
-from core.models import Clock, ObjectRef, SystemClock
-from store.aws import AwsTarget, call_with_retries, error_code, make_client, parse_target
-from store.base import CorruptObject, ObjectExists, ObjectStore, StoreError
+from chat_approvals.core.models import Clock, ObjectRef, SystemClock
+from chat_approvals.store.aws import AwsTarget, call_with_retries, error_code, make_client, parse_target
+from chat_approvals.store.base import CorruptObject, ObjectExists, ObjectStore, StoreError
 
 DEFAULT_PREFIX = "chat-approvals"
 _MISSING = ("NoSuchKey", "404", "NotFound")

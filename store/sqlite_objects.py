@@ -21,12 +21,12 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.models import Clock, ObjectRef, SystemClock
-from store.base import CorruptObject, ObjectExists, ObjectStore, StoreError
-from store.sqlite_writes import connect, write_gate
+from chat_approvals.core.models import Clock, ObjectRef, SystemClock
+from chat_approvals.store.base import CorruptObject, ObjectExists, ObjectStore, StoreError
+from chat_approvals.store.sqlite_writes import connect, write_gate
 
 if TYPE_CHECKING:
-    from store.sqlite_rows import SqliteRows
+    from chat_approvals.store.sqlite_rows import SqliteRows
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS objects (

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.models import (
+from chat_approvals.core.models import (
     AuditEvent,
     AuditWrite,
     Claimed,
@@ -36,8 +36,8 @@ from core.models import (
     TurnStart,
     Vote,
 )
-from store.base import RowStore, StoreError
-from store.sqlite_writes import connect, write_gate
+from chat_approvals.store.base import RowStore, StoreError
+from chat_approvals.store.sqlite_writes import connect, write_gate
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS pointers (

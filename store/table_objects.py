@@ -23,9 +23,9 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from core.models import Clock, ObjectRef, SystemClock
-from store.base import CorruptObject, ObjectExists, ObjectStore
-from store.dynamodb_rows import DynamoRows
+from chat_approvals.core.models import Clock, ObjectRef, SystemClock
+from chat_approvals.store.base import CorruptObject, ObjectExists, ObjectStore
+from chat_approvals.store.dynamodb_rows import DynamoRows
 
 DEFAULT_INLINE_MAX = 64 * 1024
 DEFAULT_RETENTION_DAYS = 9  # core.settings.retention_days(Settings()): physical clean-up by DynamoDB TTL

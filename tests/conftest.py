@@ -8,16 +8,16 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from bots.config import ServerConfig
-from bots.server import build_app
-from core.agent_factory import AgentFactory
-from core.approvals import Approvals
-from core.clock import ManualClock
-from core.models import Answer, CardOffer, ResumeResult
-from core.settings import Settings
-from store.aio import StoreIO
-from store.file_objects import FileObjects
-from store.sqlite_rows import SqliteRows
+from chat_approvals.bots.config import ServerConfig
+from chat_approvals.bots.server import build_app
+from chat_approvals.core.agent_factory import AgentFactory
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.models import Answer, CardOffer, ResumeResult
+from chat_approvals.core.settings import Settings
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.file_objects import FileObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
 from tests.agents import Counter, scripted_factory
 
 TOKEN = "test-token"

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from core.models import Refusal, SubjectKind
+from chat_approvals.core.models import Refusal, SubjectKind
 
 HOSTS = ("files.test", "other.test", "cdn.test")
 

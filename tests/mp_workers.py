@@ -6,12 +6,12 @@ import asyncio
 import os
 from typing import Any
 
-from core.agent_factory import user_factory
-from core.approvals import Approvals
-from core.models import Answer
-from store.aio import StoreIO
-from store.file_objects import FileObjects
-from store.sqlite_rows import SqliteRows
+from chat_approvals.core.agent_factory import user_factory
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.models import Answer
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.file_objects import FileObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
 
 
 def open_approvals(db: str, objects: str) -> Approvals:
@@ -47,8 +47,8 @@ def vote(
     db: str, objects: str, card_id: str, secret: str, user: str, policy: str, barrier: Any, env: dict[str, str]
 ) -> str:
     """One approver's click on a card that needs a quorum, from its own process (issue 13)."""
-    from bots.approvers import ApproverDirectory
-    from core.policy import parse_policy
+    from chat_approvals.bots.approvers import ApproverDirectory
+    from chat_approvals.core.policy import parse_policy
 
     os.environ.update(env)
     p = parse_policy(policy)

@@ -14,18 +14,18 @@ import aiohttp
 from aiohttp import web
 from slack_sdk.models.blocks import Block
 
-from bots.approvers import ApproverDirectory
-from bots.config import ServerConfig
-from bots.server import build_app
-from bots.slack_app import SLACK, SlackFrontEnd
-from cards import slack_blocks as sb
-from cards.identity import SlackUser
-from core.agent_factory import AgentFactory
-from core.approvals import Approvals
-from core.clock import ManualClock
-from core.policy import parse_policy
-from store.aio import StoreIO
-from store.open import open_objects, open_rows
+from chat_approvals.bots.approvers import ApproverDirectory
+from chat_approvals.bots.config import ServerConfig
+from chat_approvals.bots.server import build_app
+from chat_approvals.bots.slack_app import SLACK, SlackFrontEnd
+from chat_approvals.cards import slack_blocks as sb
+from chat_approvals.cards.identity import SlackUser
+from chat_approvals.core.agent_factory import AgentFactory
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.policy import parse_policy
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.open import open_objects, open_rows
 from tests import slack_payloads as P
 from tests.slack_standin import Call, SlackStandIn
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from core.clock import ManualClock
+from chat_approvals.core.clock import ManualClock
 from tests.store_conformance import T0, StoreBackend
 
 DYNALITE = "CHAT_APPROVALS_TEST_DYNALITE"
@@ -113,8 +113,8 @@ def _table_corrupter(rows: Any, in_s3: Callable[[str], None]) -> Callable[[str],
 def open_backend(name: str, tmp_path: Path) -> Iterator[StoreBackend]:
     clock = ManualClock(T0)
     if name == "sqlite+files":
-        from store.file_objects import FileObjects
-        from store.sqlite_rows import SqliteRows
+        from chat_approvals.store.file_objects import FileObjects
+        from chat_approvals.store.sqlite_rows import SqliteRows
 
         rows = SqliteRows(tmp_path / "rows.db")
         objects = FileObjects(tmp_path / "objects", clock=clock)
@@ -128,8 +128,8 @@ def open_backend(name: str, tmp_path: Path) -> Iterator[StoreBackend]:
             rows.close()
         return
     if name == "sqlite+sqlite-objects":  # the objects in the row store's own file
-        from store.sqlite_objects import SqliteObjects
-        from store.sqlite_rows import SqliteRows
+        from chat_approvals.store.sqlite_objects import SqliteObjects
+        from chat_approvals.store.sqlite_rows import SqliteRows
 
         rows = SqliteRows(tmp_path / "rows.db")
         in_db = SqliteObjects(tmp_path / "rows.db", clock=clock, rows=rows)  # sharing its connections
@@ -145,8 +145,8 @@ def open_backend(name: str, tmp_path: Path) -> Iterator[StoreBackend]:
         return
 
     env = require_env(DYNALITE, MOTO) if name.startswith("dynalite") else require_env(MOTO)
-    from store.dynamodb_rows import create_table, delete_table, open_dynamodb_rows
-    from store.s3_objects import open_s3_objects
+    from chat_approvals.store.dynamodb_rows import create_table, delete_table, open_dynamodb_rows
+    from chat_approvals.store.s3_objects import open_s3_objects
 
     ddb_endpoint = env[DYNALITE] if name.startswith("dynalite") else env[MOTO]
     s3_endpoint = env[MOTO]
@@ -160,7 +160,7 @@ def open_backend(name: str, tmp_path: Path) -> Iterator[StoreBackend]:
     objects: Any = s3_objects
     corrupt = s3_corrupter(s3_endpoint, BUCKET, s3_objects.prefix)
     if name.endswith("+table-objects"):
-        from store.table_objects import TableObjects
+        from chat_approvals.store.table_objects import TableObjects
 
         objects = TableObjects(ddb_rows, s3_objects, clock)
         corrupt = _table_corrupter(ddb_rows, corrupt)

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from core.clock import ManualClock
-from core.ids import hash_secret, mint_card_id
-from core.models import (
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.ids import hash_secret, mint_card_id
+from chat_approvals.core.models import (
     ApprovalCard,
     AuditEvent,
     AuditWrite,
@@ -35,7 +35,7 @@ from core.models import (
     SubjectKind,
     Vote,
 )
-from store.base import CorruptObject, ObjectExists, ObjectStore, RowStore
+from chat_approvals.store.base import CorruptObject, ObjectExists, ObjectStore, RowStore
 
 T0 = 1_800_000_000.0
 EXPIRY = 1800.0

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from core import wording
-from core.clock import ManualClock
+from chat_approvals.core import wording
+from chat_approvals.core.clock import ManualClock
 from tests.agents import held_resume_factory
 from tests.slack_rig import OWNER, SlackRig, buttons, open_approvals
 from tests.slack_standin import Call

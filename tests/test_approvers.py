@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bots.approvers import ApproverDirectory, SlackGroups
-from cards.approvers import ApproverLists, is_listed
-from cards.identity import SlackUser, TeamsUser
-from core.clock import ManualClock
-from core.policy import may_answer, parse_policy
+from chat_approvals.bots.approvers import ApproverDirectory, SlackGroups
+from chat_approvals.cards.approvers import ApproverLists, is_listed
+from chat_approvals.cards.identity import SlackUser, TeamsUser
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.policy import may_answer, parse_policy
 from tests.slack_standin import TEAM, SlackStandIn
 
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"

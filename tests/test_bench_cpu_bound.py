@@ -85,5 +85,5 @@ def test_the_readings_come_from_proc_and_the_loop_is_the_first_thread() -> None:
         stop.set()
         worker.join()
     spent = proc_cpu(pid) - whole0
-    assert spent >= 0.05
+    assert round(spent, 6) >= 0.05  # tick counts divided by 100: 0.05 can come out as 0.0499999...
     assert main_thread_cpu(pid) - loop0 < spent

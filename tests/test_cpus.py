@@ -13,11 +13,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bots.cpus import format_cpu_list, parse_cpu_list, pin_process
+from chat_approvals.bots.cpus import format_cpu_list, parse_cpu_list, pin_process
 from tests.conftest import TOKEN, Api
 from tests.serve_process import ROOT, free_port, stop, wait_healthy
 
-CLI = [sys.executable, "-m", "bots.cli"]
+CLI = [sys.executable, "-m", "chat_approvals"]
 ALLOWED = sorted(os.sched_getaffinity(0))
 URL_TEXT = "please fetch https://data.example.org/table.csv"
 

@@ -13,7 +13,17 @@ from typing import Any, cast
 import pytest
 import yaml
 
-from core.models import AuditEvent, AuditWrite, ClaimRead, Fence, Grant, GrantChange, OutboxItem, Refusal, SessionWrite
+from chat_approvals.core.models import (
+    AuditEvent,
+    AuditWrite,
+    ClaimRead,
+    Fence,
+    Grant,
+    GrantChange,
+    OutboxItem,
+    Refusal,
+    SessionWrite,
+)
 from tests.store_backends import open_backend
 from tests.store_conformance import LEASE, T0, StoreBackend, claim, make_pointer
 
@@ -64,8 +74,8 @@ def test_cloudformation_template_passes_cfn_lint() -> None:
 
 
 def test_template_table_ttl_and_bucket_lifecycle_match_the_code() -> None:
-    from core.settings import Settings, retention_days
-    from store.dynamodb_rows import TTL_ATTRIBUTE
+    from chat_approvals.core.settings import Settings, retention_days
+    from chat_approvals.store.dynamodb_rows import TTL_ATTRIBUTE
 
     res = _template()["Resources"]
     table = res["Table"]["Properties"]
@@ -186,7 +196,7 @@ def test_service_policy_allows_exactly_the_actions_the_store_uses(moto_store: St
 def test_outputs_are_urls_the_store_opens_and_small_objects_go_to_the_rows_table() -> None:
     """The stack's ObjectsUrl keeps small objects in the rows' table (issue 12: 11 requests per
     cycle, not 14), with the same retention as the bucket's lifecycle rule."""
-    from store.aws import parse_target
+    from chat_approvals.store.aws import parse_target
 
     values = {"Table": "t1", "Bucket": "b1", "ObjectPrefix": "chat-approvals", "AWS::Region": "eu-west-1"}
     values["RetentionDays"] = str(_template()["Parameters"]["RetentionDays"]["Default"])

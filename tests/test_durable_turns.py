@@ -23,14 +23,14 @@ from typing import Any
 import pytest
 from strands import tool
 
-from core import wording
-from core.approvals import Approvals
-from core.clock import ManualClock
-from core.context import context_of
-from core.ids import hash_secret
-from core.models import Answer, ClaimRead
-from store.aio import StoreIO
-from store.file_objects import FileObjects
+from chat_approvals.core import wording
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.context import context_of
+from chat_approvals.core.ids import hash_secret
+from chat_approvals.core.models import Answer, ClaimRead
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.file_objects import FileObjects
 from tests.agents import Counter, policy_factory, results_of, text_of
 from tests.conftest import Api, click, make_approvals
 from tests.test_rules_tool import ask
@@ -320,7 +320,7 @@ def test_sweep_removes_the_temporary_file_of_a_write_killed_midway(tmp_path: Pat
     child = textwrap.dedent(
         f"""
         import os, sys, time
-        from store.file_objects import FileObjects
+        from chat_approvals.store.file_objects import FileObjects
         def stuck(*args):
             print("linking", flush=True)
             time.sleep(60)

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from bots.server import freeze_heap_at_startup
+from chat_approvals.bots.server import freeze_heap_at_startup
 
 
 class Node:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.clock import ManualClock
-from store.aio import StoreIO
-from store.file_objects import FileObjects
-from store.sqlite_rows import SqliteRows
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.file_objects import FileObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
 from tests.agents import policy_factory, results_of
 from tests.conftest import click, make_approvals
 from tests.test_pause_and_lease import FailingPut

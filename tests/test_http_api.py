@@ -7,9 +7,9 @@ from pathlib import Path
 
 import aiohttp
 
-from core.approvals import Approvals
-from core.clock import ManualClock
-from store.aio import StoreIO
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.store.aio import StoreIO
 from tests.agents import Counter
 from tests.conftest import Api, serve
 
@@ -160,7 +160,7 @@ async def test_r14_grants_expire_after_their_ttl(api: Api, clock: ManualClock) -
 
 
 async def test_r14_deny_removes_stored_rows_for_what_it_names(api: Api, store: StoreIO, clock: ManualClock) -> None:
-    from core.models import Grant
+    from chat_approvals.core.models import Grant
 
     card = await _card(api)
     # A row for the card's host written meanwhile (e.g. by another replica's earlier approval).
@@ -261,8 +261,8 @@ async def test_bearer_token_is_required(api: Api) -> None:
 async def test_http_front_end_is_off_without_tokens(approvals: Approvals) -> None:
     from aiohttp.test_utils import TestServer
 
-    from bots.config import ServerConfig
-    from bots.server import build_app
+    from chat_approvals.bots.config import ServerConfig
+    from chat_approvals.bots.server import build_app
 
     server = TestServer(build_app(approvals, ServerConfig(api_token=""), sweep=False), host="127.0.0.1")
     await server.start_server()
@@ -296,8 +296,8 @@ async def test_restarting_the_server_between_card_and_click_loses_nothing(
     store_paths: tuple[Path, Path], clock: ManualClock, counter: Counter
 ) -> None:
     """Two servers, one after the other, each with its own store connections and agents."""
-    from store.file_objects import FileObjects
-    from store.sqlite_rows import SqliteRows
+    from chat_approvals.store.file_objects import FileObjects
+    from chat_approvals.store.sqlite_rows import SqliteRows
     from tests.agents import scripted_factory
     from tests.conftest import make_approvals
 

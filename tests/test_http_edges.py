@@ -10,8 +10,8 @@ import math
 import random
 from typing import Any
 
-from core.approvals import Approvals
-from store.aio import StoreIO
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.store.aio import StoreIO
 from tests.conftest import TOKEN, Api
 from tests.raw_http import raw_request
 

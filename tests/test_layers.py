@@ -3,7 +3,8 @@
 - core/ knows no chat platform and no front end;
 - store/ imports only core.models from the project;
 - cards/ imports only core.models (and other cards);
-- no import cycle among core/ modules.
+- no import cycle among core/ modules;
+- every project import names the installed package, chat_approvals.* (never a bare `core`).
 """
 
 from __future__ import annotations
@@ -15,13 +16,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PLATFORMS = ("bots", "cards", "slack_sdk", "slack_bolt", "botbuilder", "botframework", "msal")
+LAYERS = ("core", "cards", "store", "bots")
+PACKAGE = "chat_approvals"
+CORE_MODELS = (f"{PACKAGE}.core", f"{PACKAGE}.core.models")  # what store/ and cards/ may import
 
 
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    """The installed name of a source file: core/models.py is chat_approvals.core.models."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts if path.is_relative_to(ROOT) else [path.stem])
     if parts[-1] == "__init__":
         parts = parts[:-1]
-    return ".".join(parts)
+    return ".".join([PACKAGE, *parts])
 
 
 def imports_of(path: Path) -> set[str]:
@@ -51,11 +56,13 @@ def project(names: set[str], known: set[str]) -> set[str]:
     return {n for n in names if n in known}
 
 
-ALL = {m for layer in ("core", "cards", "store", "bots") for m in modules(layer)}
+ALL = {m for layer in LAYERS for m in modules(layer)}
 
 
 def top(name: str) -> str:
-    return name.split(".")[0]
+    """The layer of a project module (chat_approvals.core.x -> core), else the top-level name."""
+    parts = name.split(".")
+    return parts[1] if parts[0] == PACKAGE and len(parts) > 1 else parts[0]
 
 
 @pytest.mark.parametrize("module", sorted(modules("core")))
@@ -67,7 +74,7 @@ def test_core_imports_no_platform(module: str) -> None:
 @pytest.mark.parametrize("layer", ["store", "cards"])
 def test_store_and_cards_import_only_core_models(layer: str) -> None:
     bad = {
-        m: sorted(n for n in project(names, ALL) if top(n) != layer and n not in ("core", "core.models"))
+        m: sorted(n for n in project(names, ALL) if top(n) != layer and n not in CORE_MODELS)
         for m, names in modules(layer).items()
     }
     assert {m: b for m, b in bad.items() if b} == {}, f"{layer}/ may import only core.models from the project"
@@ -98,7 +105,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_no_import_cycle_among_core_modules() -> None:
     core = modules("core")
-    known = set(core) - {"core"}  # the package itself imports nothing
+    known = set(core) - {f"{PACKAGE}.core"}  # the package itself imports nothing
     graph = {m: {n for n in project(names, known) if n != m} for m, names in core.items()}
     assert find_cycle(graph) is None, f"import cycle in core/: {' -> '.join(find_cycle(graph) or [])}"
 
@@ -107,3 +114,19 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     # The check above would pass vacuously if the finder were broken.
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+SOURCES = sorted(p for folder in (*LAYERS, PACKAGE, "tests", "bench") for p in (ROOT / folder).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_bare_import_of_a_source_folder(path: Path) -> None:
+    """`import core` would load whichever top-level `core` comes first on sys.path (a user's own, say)."""
+    bare = sorted(n for n in imports_of(path) if n.split(".")[0] in LAYERS)
+    assert bare == [], f"{path.relative_to(ROOT)} imports {bare}: import them as {PACKAGE}.*"
+
+
+def test_the_bare_import_check_sees_one(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from core.models import Grant\n")
+    assert "core.models" in imports_of(probe)

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from core.clock import ManualClock
-from core.metrics import Metrics
-from core.observed import ObservedRows
-from store.aio import Rows, StoreIO
-from store.base import RowStore
-from store.file_objects import FileObjects
-from store.sqlite_rows import SqliteRows
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.metrics import Metrics
+from chat_approvals.core.observed import ObservedRows
+from chat_approvals.store.aio import Rows, StoreIO
+from chat_approvals.store.base import RowStore
+from chat_approvals.store.file_objects import FileObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
 from tests.store_conformance import T0, make_pointer
 
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from core.agent_factory import user_factory
-from core.approvals import Approvals
-from core.clock import ManualClock
-from core.models import Answer
-from store.aio import StoreIO
-from store.file_objects import FileObjects
-from store.sqlite_rows import SqliteRows
+from chat_approvals.core.agent_factory import user_factory
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.models import Answer
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.file_objects import FileObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
 from tests import mp_workers
 from tests.agents import BLOCK_ENV, WORK_LOG_ENV
 

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from bots.config import ServerConfig
-from bots.server import build_app
-from bots.teams_bot import TeamsConfig
-from bots.teams_compat import TeamsAuth
-from core.approvals import Approvals
-from core.clock import ManualClock
-from store.aio import StoreIO
-from store.file_objects import FileObjects
-from store.sqlite_rows import SqliteRows
+from chat_approvals.bots.config import ServerConfig
+from chat_approvals.bots.server import build_app
+from chat_approvals.bots.teams_bot import TeamsConfig
+from chat_approvals.bots.teams_compat import TeamsAuth
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.file_objects import FileObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
 from tests import slack_payloads as P
 from tests.agents import Counter, scripted_factory
 from tests.conftest import TOKEN

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bots.config import LEGACY_OBJECTS, ServerConfig
-from bots.server import build_approvals
-from core.agent_factory import default_factory
-from core.models import Answer
+from chat_approvals.bots.config import LEGACY_OBJECTS, ServerConfig
+from chat_approvals.bots.server import build_approvals
+from chat_approvals.core.agent_factory import default_factory
+from chat_approvals.core.models import Answer
 
 TEXT = "please fetch https://data.example.org/table.csv"
 

@@ -15,21 +15,21 @@ import pytest
 from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from bots.cli import main, parse_time
-from bots.config import ServerConfig
-from bots.logs import REDACTED, RedactingFormatter, RedactingJsonFormatter, Redactor
-from bots.server import build_app
-from core.approvals import Approvals
-from core.clock import ManualClock
-from core.egress import Gate, GateConfig
-from core.metrics import Metrics
-from core.models import AuditEvent, ClaimRead
-from core.observed import ObservedObjects, ObservedRows
-from core.settings import Settings
-from store.aio import StoreIO
-from store.base import StoreError
-from store.file_objects import FileObjects
-from store.sqlite_rows import SqliteRows
+from chat_approvals.bots.cli import main, parse_time
+from chat_approvals.bots.config import ServerConfig
+from chat_approvals.bots.logs import REDACTED, RedactingFormatter, RedactingJsonFormatter, Redactor
+from chat_approvals.bots.server import build_app
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.egress import Gate, GateConfig
+from chat_approvals.core.metrics import Metrics
+from chat_approvals.core.models import AuditEvent, ClaimRead
+from chat_approvals.core.observed import ObservedObjects, ObservedRows
+from chat_approvals.core.settings import Settings
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.base import StoreError
+from chat_approvals.store.file_objects import FileObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
 from tests.agents import Counter, scripted_factory
 from tests.conftest import TOKEN, Api
 
@@ -323,7 +323,7 @@ def test_signature_is_hmac_sha256_of_the_exact_body_and_backoff_is_bounded() -> 
     import hashlib
     import hmac
 
-    from bots.webhooks import Backoff, sign, verify
+    from chat_approvals.bots.webhooks import Backoff, sign, verify
 
     body = b'{"id":"1","kind":"turn"}'
     assert sign("k", body) == "sha256=" + hmac.new(b"k", body, hashlib.sha256).hexdigest()
@@ -339,7 +339,7 @@ async def test_a_hanging_webhook_receiver_never_holds_up_a_click(
 ) -> None:
     from aiohttp import web
 
-    from bots.server import build_approvals
+    from chat_approvals.bots.server import build_approvals
 
     release = asyncio.Event()
     arrived = asyncio.Event()

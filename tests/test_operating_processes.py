@@ -19,13 +19,13 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from bots.webhooks import SIGNATURE_HEADER, verify
-from store.sqlite_rows import SqliteRows
+from chat_approvals.bots.webhooks import SIGNATURE_HEADER, verify
+from chat_approvals.store.sqlite_rows import SqliteRows
 from tests.conftest import TOKEN, Api
 from tests.serve_process import ROOT, free_port, stop, wait_healthy
 
 URL_TEXT = "please fetch https://data.example.org/table.csv"
-CLI = [sys.executable, "-m", "bots.cli"]
+CLI = [sys.executable, "-m", "chat_approvals"]
 
 
 def _run(*args: str) -> None:
@@ -147,7 +147,7 @@ async def test_readyz_is_503_while_dynamodb_is_down_and_200_when_it_is_back(
         if os.environ.get("CI") == "true":
             pytest.fail("dynalite is required in CI (scripts/test.d/20-emulators.sh setup)")
         pytest.skip("dynalite not installed; run scripts/test")
-    from store.dynamodb_rows import create_table
+    from chat_approvals.store.dynamodb_rows import create_table
 
     port, data = free_port(), tmp_path / "dynalite"
     data.mkdir()

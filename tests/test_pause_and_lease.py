@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from strands import tool
 
-from core import wording
-from core.clock import ManualClock
-from core.ids import hash_secret
-from core.lease import Heartbeat
-from core.models import Answer, ClaimRead, ObjectRef, StoreUnavailable
-from core.resume import CAP_REACHED
-from store.aio import StoreIO
-from store.base import ObjectStore, StoreError
+from chat_approvals.core import wording
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.ids import hash_secret
+from chat_approvals.core.lease import Heartbeat
+from chat_approvals.core.models import Answer, ClaimRead, ObjectRef, StoreUnavailable
+from chat_approvals.core.resume import CAP_REACHED
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.base import ObjectStore, StoreError
 from tests.agents import policy_factory, results_of, text_of, work_policy
 from tests.conftest import click, make_approvals
 from tests.test_rules_tool import ask
@@ -247,7 +247,7 @@ async def test_concurrent_clicks_in_one_process_resume_once(
 
 def test_r11_lease_keeper_renews_every_held_lease_and_ends_when_none_is_held(clock: ManualClock) -> None:
     """A real, bounded wait: the keeper's own thread ticks every 0.02 s."""
-    from core.lease import LeaseKeeper
+    from chat_approvals.core.lease import LeaseKeeper
 
     renewed: list[str] = []
     keeper = LeaseKeeper(every=0.02)

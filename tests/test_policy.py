@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from core.models import CardPolicy, duration_seconds
-from core.policy import PolicyError, load_policy, parse_policy, rule_for_subjects
+from chat_approvals.core.models import CardPolicy, duration_seconds
+from chat_approvals.core.policy import PolicyError, load_policy, parse_policy, rule_for_subjects
 
 EXAMPLE = """\
 [defaults]
@@ -164,7 +164,7 @@ def test_load_policy_reads_the_file_and_names_it(tmp_path: Path) -> None:
 
 
 def test_r15_answers_with_a_duration_or_a_reason() -> None:
-    from core.models import InvalidAnswer, parse_answer, read_answer
+    from chat_approvals.core.models import InvalidAnswer, parse_answer, read_answer
 
     assert read_answer("resolved", {"approved": True, "duration": "1h"}).duration == "1h"
     denied = read_answer("resolved", {"approved": False, "reason": "  no,\r\nthanks\u0000\u009b "})

@@ -12,14 +12,14 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bots.approvers import ApproverDirectory
-from core.agent_factory import user_factory
-from core.approvals import Approvals
-from core.clock import ManualClock
-from core.policy import parse_policy
-from store.aio import StoreIO
-from store.file_objects import FileObjects
-from store.sqlite_rows import SqliteRows
+from chat_approvals.bots.approvers import ApproverDirectory
+from chat_approvals.core.agent_factory import user_factory
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.policy import parse_policy
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.file_objects import FileObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
 from tests import mp_workers
 from tests.agents import WORK_LOG_ENV, Counter, scripted_factory
 from tests.conftest import Api, serve

@@ -35,7 +35,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _cmd(tmp: Path, port: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "bots.cli", "serve", "--port", str(port), "--api-token", "t",
+    return [sys.executable, "-m", "chat_approvals", "serve", "--port", str(port), "--api-token", "t",
             "--store", f"sqlite:///{tmp}/rows.db", "--objects", str(tmp / "objects"), *extra]  # fmt: skip
 
 
@@ -114,7 +114,7 @@ async def test_a_good_policy_from_the_environment_is_in_force(tmp_path: Path) ->
 def test_the_cli_takes_the_policy_a_duration_and_a_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from bots.cli import main
+    from chat_approvals.bots.cli import main
 
     f = tmp_path / "approvals.toml"
     f.write_text(GOOD)

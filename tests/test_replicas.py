@@ -26,7 +26,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from store.dynamodb_rows import create_table, delete_table, open_dynamodb_rows
+from chat_approvals.store.dynamodb_rows import create_table, delete_table, open_dynamodb_rows
 from tests.agents import BLOCK_ENV, TURN_BLOCK_ENV, TURN_LOG_ENV, WORK_LOG_ENV
 from tests.store_backends import BUCKET, DYNALITE, MOTO, REGION, ensure_bucket, require_env
 
@@ -79,7 +79,7 @@ class Cluster:
         cmd = [
             sys.executable,
             "-m",
-            "bots.cli",
+            "chat_approvals",
             "serve",
             "--host",
             "127.0.0.1",

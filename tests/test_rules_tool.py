@@ -6,12 +6,12 @@ from typing import Any
 
 from strands import tool
 
-from core import wording
-from core.approval_tool import own_interrupt_answered, request_approval
-from core.batch_rule import ALONE, MERGED, decide_batch
-from core.clock import ManualClock
-from core.models import Grant, Refusal
-from store.aio import StoreIO
+from chat_approvals.core import wording
+from chat_approvals.core.approval_tool import own_interrupt_answered, request_approval
+from chat_approvals.core.batch_rule import ALONE, MERGED, decide_batch
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.models import Grant, Refusal
+from chat_approvals.store.aio import StoreIO
 from tests.agents import Counter, policy_factory, results_of, text_of
 from tests.conftest import click, make_approvals
 
@@ -52,7 +52,7 @@ async def test_r3_merges_hosts_the_sandbox_refused_this_turn(store: StoreIO, clo
     @tool(context=True)
     def blocked_script_ctx(tool_context) -> str:
         """Pretend to run a script the gate refuses."""
-        from core.context import context_of
+        from chat_approvals.core.context import context_of
 
         ctx = context_of(tool_context.invocation_state)
         assert ctx is not None

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from core.clock import ManualClock
-from core.context import invocation_state
-from core.egress import Gate, GateConfig
-from core.sandbox import GatedLocalSandbox, Limits, detect_confinement
-from core.tools_sandbox import make_run_script
-from store.aio import StoreIO
-from store.file_objects import FileObjects
-from store.sqlite_rows import SqliteRows
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.context import invocation_state
+from chat_approvals.core.egress import Gate, GateConfig
+from chat_approvals.core.sandbox import GatedLocalSandbox, Limits, detect_confinement
+from chat_approvals.core.tools_sandbox import make_run_script
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.file_objects import FileObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
 from tests.gate_support import FakeGrants
 from tests.serve_process import ROOT
 from tests.test_sandbox import CHAT, TURN, USER, ToolThenText, agent_turn, ctx
@@ -52,7 +52,7 @@ def sandbox_run(tmp_path: Path, script: str, *extra: str, suffix: str = ".py") -
     """`chat-approvals sandbox run` as an operator would type it, on the store in tmp_path."""
     f = tmp_path / f"attack{suffix}"
     f.write_text(script)
-    cmd = [sys.executable, "-m", "bots.cli", "sandbox", "run", "--chat", "c-attack", "--user", "mallory",
+    cmd = [sys.executable, "-m", "chat_approvals", "sandbox", "run", "--chat", "c-attack", "--user", "mallory",
            "--store", f"sqlite:///{tmp_path}/rows.db", "--objects", str(tmp_path / "objects"),
            *extra, str(f)]  # fmt: skip
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -118,7 +118,7 @@ print(json.dumps(out))
 def test_sandbox_run_passes_arguments_and_exit_code(tmp_path: Path) -> None:
     (tmp_path / "attack.sh").write_text('echo "args: $*"; id -u; exit 3\n')
     p2 = subprocess.run(
-        [sys.executable, "-m", "bots.cli", "sandbox", "run", "--chat", "c", "--user", "u",
+        [sys.executable, "-m", "chat_approvals", "sandbox", "run", "--chat", "c", "--user", "u",
          "--store", f"sqlite:///{tmp_path}/rows.db", "--objects", str(tmp_path / "objects"),
          str(tmp_path / "attack.sh"), "one", "two"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
@@ -479,7 +479,7 @@ async def test_gate_bounds_unauthenticated_connections_and_healthz_stays_fast(tm
     from tests.serve_process import free_port, stop, wait_healthy
 
     port, gate_port = free_port(), free_port()
-    cmd = [sys.executable, "-m", "bots.cli", "serve", "--port", str(port), "--store", f"sqlite:///{tmp_path}/r.db",
+    cmd = [sys.executable, "-m", "chat_approvals", "serve", "--port", str(port), "--store", f"sqlite:///{tmp_path}/r.db",
            "--objects", str(tmp_path / "o"), "--sandbox", "--gate-port", str(gate_port)]  # fmt: skip
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
@@ -518,7 +518,7 @@ def test_serve_sandbox_refuses_without_confinement_unless_unconfined(tmp_path: P
     """No bubblewrap on PATH: `serve --sandbox` refuses to start; with --sandbox-unconfined it
     starts and says exactly what is not confined."""
     env = {**os.environ, "PATH": os.path.dirname(sys.executable)}
-    base = [sys.executable, "-m", "bots.cli", "serve", "--store", f"sqlite:///{tmp_path}/r.db",
+    base = [sys.executable, "-m", "chat_approvals", "serve", "--store", f"sqlite:///{tmp_path}/r.db",
             "--objects", str(tmp_path / "o"), "--sandbox"]  # fmt: skip
     p = subprocess.run(base, cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 2

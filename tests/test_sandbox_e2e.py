@@ -11,15 +11,15 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from bots.config import ServerConfig
-from bots.server import build_app
-from core.agent_factory import default_factory
-from core.approvals import Approvals
-from core.clock import ManualClock
-from core.egress import Gate, GateConfig
-from core.settings import Settings
-from core.tools_sandbox import make_run_script
-from store.aio import StoreIO
+from chat_approvals.bots.config import ServerConfig
+from chat_approvals.bots.server import build_app
+from chat_approvals.core.agent_factory import default_factory
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.egress import Gate, GateConfig
+from chat_approvals.core.settings import Settings
+from chat_approvals.core.tools_sandbox import make_run_script
+from chat_approvals.store.aio import StoreIO
 from tests.conftest import TOKEN, Api
 from tests.gate_support import origin_app, start_site
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import aiohttp
 
-from core.sandbox import detect_confinement
+from chat_approvals.core.sandbox import detect_confinement
 from tests.gate_support import origin_app, start_site
 from tests.serve_process import ROOT, free_port, stop, wait_healthy
 
@@ -21,7 +21,7 @@ async def test_serve_with_sandbox_flags_end_to_end(tmp_path: Path) -> None:
     origin, origin_port = await start_site(origin_app("http"))
     port = free_port()
     log = tmp_path / "serve.log"
-    cmd = [sys.executable, "-m", "bots.cli", "serve", "--port", str(port), "--api-token", TOKEN,
+    cmd = [sys.executable, "-m", "chat_approvals", "serve", "--port", str(port), "--api-token", TOKEN,
            "--store", f"sqlite:///{tmp_path}/rows.db", "--objects", str(tmp_path / "objects"),
            "--sandbox", "--gate-resolve", f"files.test=127.0.0.1:{origin_port}",
            "--gate-deny", "evil.test"]  # fmt: skip
@@ -57,7 +57,7 @@ async def test_serve_with_sandbox_flags_end_to_end(tmp_path: Path) -> None:
 
 def test_serve_rejects_a_bad_gate_flag_plainly(tmp_path: Path) -> None:
     p = subprocess.run(
-        [sys.executable, "-m", "bots.cli", "serve", "--store", f"sqlite:///{tmp_path}/r.db",
+        [sys.executable, "-m", "chat_approvals", "serve", "--store", f"sqlite:///{tmp_path}/r.db",
          "--objects", str(tmp_path / "o"), "--sandbox", "--gate-resolve", "files.test=not-an-ip:80"],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip

@@ -10,10 +10,16 @@ from typing import Any
 import pytest
 from slack_sdk.models.blocks import Block
 
-from cards import slack_blocks as sb
-from cards.slack_answer import SlackPayloadError, message_text, parse_click, parse_command, parse_revoke_click
-from cards.slack_chat import chat_key, in_workspace, parse_chat_key
-from core.models import Answer, ApprovalCard, Grant, SubjectKind
+from chat_approvals.cards import slack_blocks as sb
+from chat_approvals.cards.slack_answer import (
+    SlackPayloadError,
+    message_text,
+    parse_click,
+    parse_command,
+    parse_revoke_click,
+)
+from chat_approvals.cards.slack_chat import chat_key, in_workspace, parse_chat_key
+from chat_approvals.core.models import Answer, ApprovalCard, Grant, SubjectKind
 from tests.slack_payloads import block_actions
 
 NOW = 1_800_000_000.0

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from slack_sdk.models.blocks import Block
 
-from cards import slack_blocks as sb
+from chat_approvals.cards import slack_blocks as sb
 from tests import slack_payloads as P
 from tests.slack_rig import DM, OTHER, OWNER, OWNER_KEY, SlackRig, assert_valid_blocks, buttons
 from tests.slack_standin import Call

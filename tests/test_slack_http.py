@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from cards import slack_blocks as sb
-from cards.slack_chat import chat_key
+from chat_approvals.cards import slack_blocks as sb
+from chat_approvals.cards.slack_chat import chat_key
 from tests import slack_payloads as P
 from tests.agents import held_resume_factory, policy_factory, results_of
 from tests.slack_rig import DM, OTHER, OWNER, OWNER_KEY, SlackRig, assert_valid_blocks, buttons

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bots.slack_app import COMMAND, SlackConfig
+from chat_approvals.bots.slack_app import COMMAND, SlackConfig
 
 ROOT = Path(__file__).resolve().parent.parent / "manifest"
 BOTS = Path(__file__).resolve().parent.parent / "bots"

@@ -30,7 +30,7 @@ async def standin() -> AsyncIterator[SlackStandIn]:
 async def serve(tmp: Path, port: int, slack_env: dict[str, str]) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "CHAT_APPROVALS_"))}
     env.update(slack_env)
-    cmd = [sys.executable, "-m", "bots.cli", "serve", "--port", str(port),
+    cmd = [sys.executable, "-m", "chat_approvals", "serve", "--port", str(port),
            "--store", f"sqlite:///{tmp}/rows.db", "--objects", str(tmp / "objects")]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     await wait_healthy(proc, port)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from core.clock import ManualClock
-from core.models import ObjectRef
-from store.open import open_objects, open_rows
-from store.sqlite_objects import SqliteObjects
-from store.sqlite_rows import SqliteRows
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.models import ObjectRef
+from chat_approvals.store.open import open_objects, open_rows
+from chat_approvals.store.sqlite_objects import SqliteObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
 from tests.store_conformance import T0, _grant, make_pointer
 
 

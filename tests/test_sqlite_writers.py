@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-import store.sqlite_writes as writes
-from core.clock import ManualClock
-from store.base import StoreError
-from store.open import open_objects, open_rows
-from store.sqlite_objects import SqliteObjects
-from store.sqlite_rows import SqliteRows
+import chat_approvals.store.sqlite_writes as writes
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.store.base import StoreError
+from chat_approvals.store.open import open_objects, open_rows
+from chat_approvals.store.sqlite_objects import SqliteObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
 from tests.store_conformance import T0, make_pointer
 
 

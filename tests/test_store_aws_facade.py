@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from core import wording
-from core.approvals import Approvals
-from core.models import Answer
-from core.settings import Settings
-from store.aio import StoreIO
-from store.base import StoreError
-from store.dynamodb_rows import DynamoRows
-from store.s3_objects import S3Objects
+from chat_approvals.core import wording
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.models import Answer
+from chat_approvals.core.settings import Settings
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.base import StoreError
+from chat_approvals.store.dynamodb_rows import DynamoRows
+from chat_approvals.store.s3_objects import S3Objects
 from tests.agents import Counter, scripted_factory
 from tests.aws_faults import Faults
 from tests.store_backends import open_backend

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from core.ids import hash_secret
-from core.models import ClaimRead, Fence
-from store.base import RowStore
+from chat_approvals.core.ids import hash_secret
+from chat_approvals.core.models import ClaimRead, Fence
+from chat_approvals.store.base import RowStore
 from tests.store_backends import open_backend
 from tests.store_conformance import LEASE, T0, StoreBackend, make_pointer
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from core.models import Fence
-from store.base import CorruptObject, ObjectExists, StoreError
+from chat_approvals.core.models import Fence
+from chat_approvals.store.base import CorruptObject, ObjectExists, StoreError
 from tests.aws_faults import Faults
 from tests.store_backends import open_backend
 from tests.store_conformance import (
@@ -88,7 +88,7 @@ def test_r12_lost_finish_and_r13_lost_replace_responses_still_count(aws: StoreBa
 def test_r7_lost_end_turn_response_still_reports_the_pointer_written(aws: StoreBackend) -> None:
     """end_turn's transaction (moto) or its pointer PutItem (dynalite) applied, its response was
     lost; the retry fails its conditions and the pointer's op nonce shows it was ours."""
-    from core.models import AuditEvent, AuditWrite
+    from chat_approvals.core.models import AuditEvent, AuditWrite
 
     assert aws.rows.take_turn("http:t", "h1", T0, T0 + LEASE)
     moto = aws.name.startswith("moto")
@@ -113,7 +113,7 @@ def test_r7_lost_put_pointer_response_still_reports_created(aws: StoreBackend) -
 
 
 def test_lost_dedupe_refusal_and_audit_responses_count_once(aws: StoreBackend) -> None:
-    from core.models import AuditEvent, Refusal
+    from chat_approvals.core.models import AuditEvent, Refusal
 
     faults = Faults(_client(aws.rows), "PutItem").lose(3)
     assert aws.rows.claim_event("slack:Ev1", T0, T0 + 100)
@@ -129,7 +129,7 @@ def test_lost_dedupe_refusal_and_audit_responses_count_once(aws: StoreBackend) -
 
 
 def test_r11_faults_outlasting_the_retries_raise_store_error_and_change_nothing(aws: StoreBackend) -> None:
-    from store.dynamodb_rows import DynamoRows
+    from chat_approvals.store.dynamodb_rows import DynamoRows
 
     p = pending(aws)
     target = dataclasses.replace(aws.rows.target, max_attempts=3)  # type: ignore[attr-defined]
@@ -161,7 +161,7 @@ def test_r7_s3_put_retries_throttling_and_recognises_a_lost_response(aws: StoreB
 
 
 def test_r7_s3_put_fault_outlasting_retries_is_store_error_and_writes_nothing(aws: StoreBackend) -> None:
-    from store.s3_objects import S3Objects
+    from chat_approvals.store.s3_objects import S3Objects
 
     objects = S3Objects(dataclasses.replace(aws.objects.target, max_attempts=2), aws.clock)  # type: ignore[attr-defined]
     faults = Faults(objects.client, "PutObject")

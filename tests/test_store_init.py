@@ -10,8 +10,8 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from bots.cli import main
-from core.settings import Settings, retention_days
+from chat_approvals.bots.cli import main
+from chat_approvals.core.settings import Settings, retention_days
 from tests.store_backends import DYNALITE, MOTO, REGION, require_env
 
 
@@ -76,8 +76,8 @@ def test_store_urls_with_unknown_options_are_a_clear_error(capsys: pytest.Captur
 
 
 def test_a_missing_table_is_a_store_error_that_says_to_run_store_init() -> None:
-    from store.base import StoreError
-    from store.dynamodb_rows import open_dynamodb_rows
+    from chat_approvals.store.base import StoreError
+    from chat_approvals.store.dynamodb_rows import open_dynamodb_rows
 
     moto = require_env(MOTO)[MOTO]
     rows = open_dynamodb_rows(f"dynamodb://absent{secrets.token_hex(4)}?region={REGION}&endpoint_url={moto}")

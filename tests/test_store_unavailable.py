@@ -13,11 +13,11 @@ from typing import Any
 
 from aiohttp.test_utils import TestServer
 
-from core.clock import ManualClock
-from core.models import StoreUnavailable
-from core.wording import STORE_UNAVAILABLE
-from store.aio import StoreIO
-from store.base import RowStore, StoreError
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.models import StoreUnavailable
+from chat_approvals.core.wording import STORE_UNAVAILABLE
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.base import RowStore, StoreError
 from tests.conftest import Api
 from tests.slack_rig import SlackRig
 from tests.teams.harness import Bot, MockConnector, card_data

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from core.clock import ManualClock
-from core.egress import Gate, GateConfig
-from core.egress.policy import Pattern
-from core.models import Grant
-from core.subjects import NeverAllowable, canonical_host, host_of, normalize_host, normalize_package
-from store.aio import StoreIO
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.egress import Gate, GateConfig
+from chat_approvals.core.egress.policy import Pattern
+from chat_approvals.core.models import Grant
+from chat_approvals.core.subjects import NeverAllowable, canonical_host, host_of, normalize_host, normalize_package
+from chat_approvals.store.aio import StoreIO
 from tests.conftest import make_approvals
 from tests.gate_support import FakeGrants
 from tests.test_rules_tool import approvals_for, ask, ask_then_echo

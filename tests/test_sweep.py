@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from core.approvals import Approvals
-from core.clock import ManualClock
-from store.aio import StoreIO
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.store.aio import StoreIO
 from tests.conftest import click
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from core.models import AuditEvent, AuditWrite, Fence, SessionWrite
-from store.table_objects import TableObjects
+from chat_approvals.core.models import AuditEvent, AuditWrite, Fence, SessionWrite
+from chat_approvals.store.table_objects import TableObjects
 from tests.store_backends import BUCKET, DYNALITE, MOTO, REGION, ensure_bucket, open_backend, require_env
 from tests.store_conformance import LEASE, RETENTION, T0, StoreBackend, claimed, make_pointer
 
@@ -142,9 +142,9 @@ def test_the_objects_url_shares_the_row_stores_instance(tmp_path: Path) -> None:
     """`--objects s3://...&table=T` with `--store dynamodb://T`: one DynamoRows, so a step's
     objects ride in its row writes (store/open.py)."""
     env = require_env(DYNALITE, MOTO)
-    from core.clock import ManualClock
-    from store.dynamodb_rows import create_table, delete_table
-    from store.open import open_objects, open_rows
+    from chat_approvals.core.clock import ManualClock
+    from chat_approvals.store.dynamodb_rows import create_table, delete_table
+    from chat_approvals.store.open import open_objects, open_rows
 
     name = "t" + secrets.token_hex(6)
     rows_url = f"dynamodb://{name}?region={REGION}&endpoint_url={env[DYNALITE]}"
@@ -165,7 +165,7 @@ def test_the_objects_url_shares_the_row_stores_instance(tmp_path: Path) -> None:
 
 
 def test_table_options_only_on_the_objects_url() -> None:
-    from store.aws import parse_target
+    from chat_approvals.store.aws import parse_target
 
     assert parse_target("s3://b/p?table=T&inline_max=5&retention_days=3", "s3").table == "T"
     with pytest.raises(ValueError, match="unknown option"):

@@ -16,13 +16,13 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from core import wording
-from core.agent_factory import AgentFactory, default_factory, gated_factory, prepare
-from core.approvals import Approvals
-from core.clock import ManualClock
-from core.demo_tools import notes_file
-from core.tool_gate import fingerprint
-from store.aio import StoreIO
+from chat_approvals.core import wording
+from chat_approvals.core.agent_factory import AgentFactory, default_factory, gated_factory, prepare
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.demo_tools import notes_file
+from chat_approvals.core.tool_gate import fingerprint
+from chat_approvals.store.aio import StoreIO
 from tests import agents
 from tests.conftest import Api, make_approvals, serve
 
@@ -265,7 +265,7 @@ async def test_a_users_own_interrupt_becomes_a_question_card_and_receives_the_an
 
 def _serve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bots.cli", "serve", "--port", "0", *args],
+        [sys.executable, "-m", "chat_approvals", "serve", "--port", "0", *args],
         cwd=ROOT,
         env={**os.environ, **(env or {})},
         capture_output=True,
@@ -287,7 +287,7 @@ def test_a_confirm_tools_name_that_matches_no_tool_stops_the_server(tmp_path: Pa
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bots.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "chat_approvals", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
 
 

@@ -16,11 +16,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from core.approvals import Approvals
-from core.models import Answer
-from store.aio import StoreIO
-from store.file_objects import FileObjects
-from store.sqlite_rows import SqliteRows
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.models import Answer
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.file_objects import FileObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
 from tests.agents import Counter, scripted_factory
 
 URL_TEXT = "please fetch https://data.example.org/table.csv"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from core.models import Refusal, SubjectKind
+from chat_approvals.core.models import Refusal, SubjectKind
 
 
 @runtime_checkable

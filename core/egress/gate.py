@@ -26,14 +26,14 @@ from urllib.parse import SplitResult, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.clock import Clock, SystemClock
-from core.egress.backend import GrantsBackend
-from core.egress.index import PackageIndex
-from core.egress.policy import Resolve, Rules, is_public
-from core.egress.runs import Blocked, Run
-from core.egress.wire import Head, WireError, close, encode_head, pipe, read_head, respond
-from core.models import Refusal, SubjectKind
-from core.subjects import canonical_host, never_allowable_reason
+from chat_approvals.core.clock import Clock, SystemClock
+from chat_approvals.core.egress.backend import GrantsBackend
+from chat_approvals.core.egress.index import PackageIndex
+from chat_approvals.core.egress.policy import Resolve, Rules, is_public
+from chat_approvals.core.egress.runs import Blocked, Run
+from chat_approvals.core.egress.wire import Head, WireError, close, encode_head, pipe, read_head, respond
+from chat_approvals.core.models import Refusal, SubjectKind
+from chat_approvals.core.subjects import canonical_host, never_allowable_reason
 
 log = logging.getLogger(__name__)
 

@@ -34,15 +34,15 @@ from urllib.parse import SplitResult, urljoin, urlsplit
 
 import aiohttp
 
-from core.egress.runs import Run
-from core.egress.wire import Head, encode_head, respond
-from core.models import SubjectKind
-from core.subjects import canonical_host, never_allowable_reason, normalize_package
+from chat_approvals.core.egress.runs import Run
+from chat_approvals.core.egress.wire import Head, encode_head, respond
+from chat_approvals.core.models import SubjectKind
+from chat_approvals.core.subjects import canonical_host, never_allowable_reason, normalize_package
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from core.egress.policy import Rules
+    from chat_approvals.core.egress.policy import Rules
 
 
 class IndexGate(Protocol):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-from core.models import SubjectKind
-from core.subjects import canonical_host, normalize_package
+from chat_approvals.core.models import SubjectKind
+from chat_approvals.core.subjects import canonical_host, normalize_package
 
 # Names come from the one normaliser (core/subjects.py). The operator's lists may name any host,
 # IP literals included (`canonical_host`); what a user may approve is checked in the gate.

@@ -12,19 +12,19 @@ from typing import Any, ClassVar
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from bots.admission import DEFAULT_CAPACITY, DEFAULT_PATIENCE, DEFAULT_WORKERS
-from bots.approvers import ApproverDirectory
-from bots.config import ServerConfig
-from bots.server import build_app
-from bots.teams_bot import TEAMS, TeamsConfig
-from core.agent_factory import AgentFactory
-from core.approvals import Approvals
-from core.clock import ManualClock
-from core.models import Pointer
-from core.policy import parse_policy
-from store.aio import StoreIO
-from store.file_objects import FileObjects
-from store.sqlite_rows import SqliteRows
+from chat_approvals.bots.admission import DEFAULT_CAPACITY, DEFAULT_PATIENCE, DEFAULT_WORKERS
+from chat_approvals.bots.approvers import ApproverDirectory
+from chat_approvals.bots.config import ServerConfig
+from chat_approvals.bots.server import build_app
+from chat_approvals.bots.teams_bot import TEAMS, TeamsConfig
+from chat_approvals.core.agent_factory import AgentFactory
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.models import Pointer
+from chat_approvals.core.policy import parse_policy
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.file_objects import FileObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "teams"
 TENANT = "00000000-0000-0000-0000-0000000000001"

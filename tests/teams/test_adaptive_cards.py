@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from cards import adaptive
-from core.models import Answer, ApprovalCard, Grant, TurnResult
+from chat_approvals.cards import adaptive
+from chat_approvals.core.models import Answer, ApprovalCard, Grant, TurnResult
 from tests.teams.schema import assert_valid_card
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "teams"  # copied from shared/fixtures/teams

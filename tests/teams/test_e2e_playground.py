@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from bots.config import ServerConfig
-from bots.server import build_app
-from bots.teams_bot import TEAMS, TeamsConfig
-from core.approvals import Approvals
-from core.clock import SystemClock
-from store.aio import StoreIO
-from store.file_objects import FileObjects
-from store.sqlite_rows import SqliteRows
+from chat_approvals.bots.config import ServerConfig
+from chat_approvals.bots.server import build_app
+from chat_approvals.bots.teams_bot import TEAMS, TeamsConfig
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import SystemClock
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.file_objects import FileObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
 
 ROOT = Path(__file__).resolve().parents[2]
 NEEDED = ("TEAMS_PLAYGROUND_URL", "TEAMS_E2E_BOT_PORT", "TEAMS_PLAYWRIGHT")
@@ -140,8 +140,8 @@ async def test_e2e_group_chat_approval_answered_by_a_second_user(tmp_path: Path)
     """Issue 13 in the real client: in the Playground's Group Chat the requester (the UI's own user)
     is refused under `approvers = "approvers"`; the second member of the group chat, an approver,
     answers through the Playground's invoke API (its UI cannot switch users: see the JS)."""
-    from bots.approvers import ApproverDirectory
-    from core.policy import parse_policy
+    from chat_approvals.bots.approvers import ApproverDirectory
+    from chat_approvals.core.policy import parse_policy
 
     env = require_playground()
     clock = SystemClock()
@@ -173,8 +173,8 @@ async def test_e2e_group_chat_approval_answered_by_a_second_user(tmp_path: Path)
 async def test_e2e_tool_card_in_playground_saves_the_note(tmp_path: Path) -> None:
     """Issue 14 in the real client: `save a note: hello` -> a tool card (save_note gated with
     --confirm-tools) -> Approve once -> the note is saved, once."""
-    from core.agent_factory import default_factory, gated_factory
-    from core.demo_tools import notes_file
+    from chat_approvals.core.agent_factory import default_factory, gated_factory
+    from chat_approvals.core.demo_tools import notes_file
 
     env = require_playground()
     clock = SystemClock()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from core.clock import ManualClock
+from chat_approvals.core.clock import ManualClock
 from tests.teams.harness import CHAT, OTHER, OWNER, TENANT, Bot, MockConnector, card_data, card_text
 from tests.teams.schema import assert_valid_card
 

@@ -8,9 +8,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from bots.teams_bot import TEAMS
-from core import wording
-from core.clock import ManualClock
+from chat_approvals.bots.teams_bot import TEAMS
+from chat_approvals.core import wording
+from chat_approvals.core.clock import ManualClock
 from tests.teams.harness import Bot, MockConnector, card_data, card_text, fixture
 from tests.teams.schema import assert_valid_card
 from tests.test_admission import Hold, held_factory

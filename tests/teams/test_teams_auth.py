@@ -17,15 +17,15 @@ import jwt
 import pytest
 from aiohttp import ClientSession
 
-from bots.config import ServerConfig
-from bots.server import build_app
-from bots.teams_bot import TeamsConfig
-from bots.teams_compat import TeamsAuth
-from core.approvals import Approvals
-from core.clock import ManualClock
-from store.aio import StoreIO
-from store.file_objects import FileObjects
-from store.sqlite_rows import SqliteRows
+from chat_approvals.bots.config import ServerConfig
+from chat_approvals.bots.server import build_app
+from chat_approvals.bots.teams_bot import TeamsConfig
+from chat_approvals.bots.teams_compat import TeamsAuth
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.file_objects import FileObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
 from tests.agents import Counter, scripted_factory
 from tests.raw_http import raw_request
 from tests.teams.harness import CHAT, fixture

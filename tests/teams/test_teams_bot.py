@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from core.clock import ManualClock
-from core.models import ClaimRead
-from core.settings import Settings
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.models import ClaimRead
+from chat_approvals.core.settings import Settings
 from tests.teams.harness import CHAT, OTHER, OWNER, OWNER_AAD, TENANT, Bot, MockConnector, card_data, card_text
 from tests.teams.schema import assert_valid_card
 

@@ -23,16 +23,16 @@ from botframework.connector.auth import (
     PasswordServiceClientCredentialFactory,
 )
 
-from bots import teams_compat
-from bots.config import ServerConfig
-from bots.server import build_app
-from bots.teams_bot import TEAMS, TeamsConfig, _is_loopback, chat_key, parse_command, user_of
-from bots.teams_compat import TeamsAuth
-from core.approvals import Approvals
-from core.clock import ManualClock
-from store.aio import StoreIO
-from store.file_objects import FileObjects
-from store.sqlite_rows import SqliteRows
+from chat_approvals.bots import teams_compat
+from chat_approvals.bots.config import ServerConfig
+from chat_approvals.bots.server import build_app
+from chat_approvals.bots.teams_bot import TEAMS, TeamsConfig, _is_loopback, chat_key, parse_command, user_of
+from chat_approvals.bots.teams_compat import TeamsAuth
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.file_objects import FileObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
 from tests.teams.harness import OWNER_AAD, TENANT, Bot, MockConnector, fixture
 from tests.teams.token_issuer import LocalIssuer, NoOutsideNames
 
@@ -254,7 +254,7 @@ def test_parse_command(text: str, expected: tuple[str, str] | None) -> None:
 def teams_compat_mount(
     app: web.Application, approvals: Approvals, cfg: TeamsConfig, host: str, notes: list[str]
 ) -> object:
-    from bots.teams_bot import mount_teams
+    from chat_approvals.bots.teams_bot import mount_teams
 
     return mount_teams(app, approvals, cfg, host=host, say=notes.append)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from bots import teams_package
+from chat_approvals.bots import teams_package
 from tests.teams.schema import schema_path
 
 APP_ID = "11111111-2222-3333-4444-555555555555"
@@ -62,7 +62,7 @@ def test_bad_app_id_is_refused_and_writes_nothing(tmp_path: Path, bad: str) -> N
 def test_command_line(tmp_path: Path) -> None:
     out = tmp_path / "pkg.zip"
     proc = subprocess.run(
-        [sys.executable, "-m", "bots.teams_package", "--app-id", APP_ID, "--out", str(out)],
+        [sys.executable, "-m", "chat_approvals.bots.teams_package", "--app-id", APP_ID, "--out", str(out)],
         capture_output=True,
         text=True,
         check=False,
@@ -71,7 +71,15 @@ def test_command_line(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "wrote" in proc.stdout and out.is_file()
     bad = subprocess.run(
-        [sys.executable, "-m", "bots.teams_package", "--app-id", "nope", "--out", str(tmp_path / "x.zip")],
+        [
+            sys.executable,
+            "-m",
+            "chat_approvals.bots.teams_package",
+            "--app-id",
+            "nope",
+            "--out",
+            str(tmp_path / "x.zip"),
+        ],
         capture_output=True,
         text=True,
         check=False,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from core.clock import ManualClock
+from chat_approvals.core.clock import ManualClock
 from tests.teams.harness import CHAT, OTHER, Bot, MockConnector, card_data, card_text
 from tests.teams.schema import assert_valid_card
 from tests.teams.test_policy_teams import APPROVERS_CONV, IN_APPROVERS, POLICY

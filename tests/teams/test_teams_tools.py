@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from core.agent_factory import default_factory, gated_factory, prepare
-from core.clock import ManualClock
+from chat_approvals.core.agent_factory import default_factory, gated_factory, prepare
+from chat_approvals.core.clock import ManualClock
 from tests import agents
 from tests.teams.harness import CHAT, OWNER, Bot, MockConnector, card_data, card_text
 from tests.teams.schema import assert_valid_card

@@ -14,7 +14,7 @@ from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-from bots.teams_auth import TokenValidator
+from chat_approvals.bots.teams_auth import TokenValidator
 
 ISSUER = "https://api.botframework.com"
 APP_ID = "11111111-2222-3333-4444-555555555555"
