@@ -4,7 +4,7 @@ Why: a server's Python runs under one GIL, so one process uses about one core wh
 Left to the scheduler, its event loop and its store and HTTP threads move between cores and hand
 the GIL across them, and two replicas on one machine keep landing on the same core. Pinned, one
 replica per core, a 50-click Teams burst's median click came back about 10% sooner
-(README, "One replica per core").
+(docs/benchmarks.md, "One replica per core").
 """
 
 from __future__ import annotations

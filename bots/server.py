@@ -218,7 +218,7 @@ def freeze_heap_at_startup(app: web.Application) -> None:
     boto3, pydantic), all alive until it exits, and every full collection walked them all: about
     80 ms of CPU each time, on the event loop, in whatever request allocated past the threshold.
     In a 100-click Slack burst one such pause held up every ack behind it (bench.bench_slack,
-    README). Frozen, they are never walked again; objects made later are collected as before."""
+    docs/benchmarks.md). Frozen, they are never walked again; objects made later are collected as before."""
 
     async def freeze(_: web.Application) -> None:
         log.info("heap frozen at start-up: %d objects left out of later collections", freeze_heap())

@@ -1,4 +1,4 @@
-"""The layers of shared/DESIGN.md, checked on the import graph (ast, so imports under
+"""The layers of docs/architecture.md, checked on the import graph (ast, so imports under
 `TYPE_CHECKING` and inside functions count too):
 - core/ knows no chat platform and no front end;
 - store/ imports only core.models from the project;
