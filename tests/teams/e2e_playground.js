@@ -57,6 +57,9 @@ function check(name, cond, detail = '') {
       const card = page.locator('.ac-adaptiveCard', { hasText: 'Approval needed' }).filter({ hasText: TARGET });
       await card.first().waitFor({ timeout: WAIT });
       await shot('02-approval-card.png');
+      // The card alone, cropped to its box: scripts/card-pictures copies it to docs/img/teams-card.png.
+      await card.first().screenshot({ path: path.join(SHOTS, 'card-download.png') });
+      console.log('screenshot card-download.png');
       check('approval card shows the URL with Approve and Deny',
         (await card.getByRole('button', { name: 'Approve' }).count()) === 1 &&
         (await card.getByRole('button', { name: 'Deny' }).count()) === 1);

@@ -1,7 +1,8 @@
 """End to end in a real Teams-like client: the Microsoft 365 Agents Playground (started by
 scripts/test.d/40-teams.sh, pointed at TEAMS_E2E_BOT_PORT) in headless Debian Chromium, driven by
 playwright-core. This test starts the real server there, runs tests/teams/e2e_playground.js, and
-checks the store. Screenshots go to artifacts/teams/."""
+checks the store. Screenshots go to artifacts/teams/ (in-invoke/card-download.png: the open
+card alone, which scripts/card-pictures copies to docs/img/teams-card.png)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from chat_approvals.core.clock import SystemClock
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
 from chat_approvals.store.sqlite_rows import SqliteRows
+from tests.support.card_pictures import png_size
 
 ROOT = Path(__file__).resolve().parents[2]
 NEEDED = ("TEAMS_PLAYGROUND_URL", "TEAMS_E2E_BOT_PORT", "TEAMS_PLAYWRIGHT")
@@ -84,6 +86,7 @@ async def test_e2e_approve_in_playground_then_revoke(tmp_path: Path, invoke_budg
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", cfg.port).start()
     shots = ROOT / "artifacts" / "teams" / ("late" if invoke_budget == 0 else "in-invoke")
+    (shots / "card-download.png").unlink(missing_ok=True)  # an older run's picture must not pass for this one's
     try:
         log = await run_browser(env, shots, {})
         assert "0 failed" in log and "5 passed" in log, log
@@ -95,6 +98,9 @@ async def test_e2e_approve_in_playground_then_revoke(tmp_path: Path, invoke_budg
         assert await approvals.grants(user=OWNER, chat=CHAT) == []
         for name in ("02-approval-card.png", "03-approved-and-reply.png", "05-revoked.png"):
             assert (shots / name).stat().st_size > 10_000
+        # The open card alone (docs/img/teams-card.png is made from it): a PNG of a card's size.
+        width, height = png_size(shots / "card-download.png")
+        assert 300 <= width <= 1400 and 200 <= height <= 1000, (width, height)
     finally:
         await runner.cleanup()
         store.close()

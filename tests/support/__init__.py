@@ -1,0 +1,1 @@
+"""Helpers for the tests and the repository's scripts that are not part of the installed package."""
