@@ -203,3 +203,34 @@ async def test_examples_my_agent_served_with_confirm_tools_asks_before_it_saves(
         await stop(proc)
         log.close()
     assert proc.returncode == 0, (tmp_path / "serve.log").read_text()[-2000:]
+
+
+async def test_the_code_docs_embedding_md_shows_serves_a_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first Python block of docs/embedding.md, run as written (its run_app caught), then served."""
+    doc = (ROOT / "docs" / "embedding.md").read_text()
+    code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    ran: list[web.Application] = []
+    monkeypatch.setattr(web, "run_app", lambda app, **_: ran.append(app))
+    monkeypatch.chdir(tmp_path)  # its store is the relative var/approvals.db (the folder is made)
+    exec(compile(code, "docs/embedding.md", "exec"), {"__name__": "embedding_doc"})
+    (host,) = ran
+    server = TestServer(host, host="127.0.0.1")
+    await server.start_server()
+    base = str(server.make_url("")).rstrip("/")
+    auth = {"Authorization": "Bearer a-long-random-token"}
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.get(f"{base}/hello") as r:
+                assert await r.json() == {"service": "ours"}
+            turn = {"chat": "chat-1", "user": "alice", "text": URL_TEXT}
+            async with s.post(f"{base}/approvals/v1/turns", json=turn, headers=auth) as r:
+                card = (await r.json())["card"]
+            answer = {"interruptId": card["card_id"], "status": "resolved", "payload": {"approved": True}}
+            resume = {"user": "alice", "secret": card["secret"], "responses": [answer]}
+            async with s.post(
+                f"{base}/approvals/v1/interrupts/{card['card_id']}/resume", json=resume, headers=auth
+            ) as r:
+                assert (await r.json())["outcome"] == "resumed"
+    finally:
+        await server.close()
+    assert (tmp_path / "var" / "approvals.db").exists()
