@@ -70,6 +70,10 @@ async def test_a_cycle_through_the_prefixed_routes_of_an_app_mounted_in_another(
                 assert r.status == 200 and (await r.json())["http_api"] is True
             async with s.get(f"{base}/approvals/readyz") as r:
                 assert r.status == 200
+            async with s.get(f"{base}/approvals/metrics") as r:
+                assert r.status == 200 and "chat_approvals_" in await r.text()
+            async with s.post(f"{base}/approvals/api/messages", data=b"not json") as r:
+                assert r.status == 415  # Teams is mounted under the prefix too (and refuses a bad body)
             async with s.post(f"{base}/v1/turns", json={"chat": "c", "user": "u", "text": "hi"}, headers=auth) as r:
                 assert r.status == 404  # mounted under the prefix, not at the root
 
