@@ -40,7 +40,7 @@ def _invalid(message: str) -> web.Response:
 
 @web.middleware
 async def bearer_auth(request: web.Request, handler: Any) -> web.StreamResponse:
-    if request.path.startswith("/v1/"):
+    if _is_v1(request):
         header = request.headers.get("Authorization", "")
         given = header[7:].strip() if header.startswith("Bearer ") else ""
         # aiohttp hands non-UTF-8 header bytes over as surrogates: compare bytes, never fail on them.
@@ -65,8 +65,14 @@ async def post_turn(request: web.Request) -> web.Response:
     return _json(200, turn_body(turn))
 
 
+def _is_v1(request: web.Request) -> bool:
+    """A /v1 route of this app, wherever it is mounted: under `add_subapp("/approvals", app)` the
+    path is /approvals/v1/..., so the matched route counts, not only the path's first segment."""
+    return request.match_info.route.handler in _V1_HANDLERS or request.path.startswith("/v1/")
+
+
 def _is_resume(request: web.Request) -> bool:
-    return request.method == "POST" and request.path.startswith("/v1/interrupts/") and request.path.endswith("/resume")
+    return request.method == "POST" and request.match_info.route.handler is post_resume
 
 
 async def post_resume(request: web.Request) -> web.Response:
@@ -112,6 +118,9 @@ async def delete_grant(request: web.Request) -> web.Response:
 async def get_audit(request: web.Request) -> web.Response:
     events = await request.app[APPROVALS].audit(request.match_info["chat"])
     return _json(200, {"events": [json.loads(e.model_dump_json()) for e in events]})
+
+
+_V1_HANDLERS = frozenset({post_turn, post_resume, get_grants, delete_grant, get_audit})
 
 
 def mount_http_api(app: web.Application, approvals: Approvals, tokens: list[str]) -> None:
