@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Generic, TypeVar
 
 from chat_approvals.core import tracing, wording
 from chat_approvals.core.agent_factory import AgentFactory, default_factory
@@ -25,17 +26,21 @@ from chat_approvals.core.models import (
     TurnResult,
 )
 from chat_approvals.core.policy import ApproverCheck, Policy
+from chat_approvals.core.ports import Store
 from chat_approvals.core.resume import OnClaimed
 from chat_approvals.core.settings import Settings
-from chat_approvals.store.aio import StoreIO
 
 log = logging.getLogger("chat_approvals.approvals")
 
+S = TypeVar("S", bound=Store)
 
-class Approvals:
+
+class Approvals(Generic[S]):
+    """Generic in the store it was handed, which its opener may still reach as `store`."""
+
     def __init__(
         self,
-        store: StoreIO,
+        store: S,
         *,
         settings: Settings | None = None,
         clock: Clock | None = None,

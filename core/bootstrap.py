@@ -21,10 +21,10 @@ from chat_approvals.core.models import Clock
 from chat_approvals.core.pause import Pauser
 from chat_approvals.core.paused_agents import PausedAgents
 from chat_approvals.core.policy import ApproverCheck, Policy
+from chat_approvals.core.ports import Objects, Rows, Store
 from chat_approvals.core.resume import ResumeService
 from chat_approvals.core.settings import Settings
 from chat_approvals.core.turns import TurnRunner
-from chat_approvals.store.aio import Objects, Rows, Steps, StoreIO
 
 
 def default_worker_id() -> str:
@@ -45,7 +45,7 @@ class Services:
 
 
 def build_services(
-    store: StoreIO,
+    store: Store,
     *,
     settings: Settings,
     clock: Clock,
@@ -56,7 +56,8 @@ def build_services(
 ) -> Services:
     """`policy`: the approval policy file (None: only the owner answers, fixed grant TTL);
     `approvers`: who counts as an approver, per front end (bots/approvers.py)."""
-    rows, objects, steps = Rows(store), Objects(store), Steps(store)
+    ports = store.ports()
+    rows, objects, steps = ports.rows, ports.objects, ports.steps
     keeper = LeaseKeeper(settings.heartbeat_every)  # renews claims and turn leases
     paused = PausedAgents()  # the Agents this process paused, for a click that reaches it
     pauser = Pauser(rows, steps, settings, clock, policy, paused)

@@ -17,9 +17,9 @@ from chat_approvals.core.models import (
     Refusal,
     SubjectKind,
 )
+from chat_approvals.core.ports import Rows
 from chat_approvals.core.settings import Settings
 from chat_approvals.core.subjects import subject_matches
-from chat_approvals.store.aio import Rows
 
 log = logging.getLogger(__name__)
 

@@ -32,9 +32,9 @@ from chat_approvals.core.models import (
 )
 from chat_approvals.core.paused_agents import PausedAgents
 from chat_approvals.core.policy import Policy
+from chat_approvals.core.ports import Rows, Steps
 from chat_approvals.core.settings import Settings
 from chat_approvals.core.snapshots import encode
-from chat_approvals.store.aio import Rows, Steps
 
 log = logging.getLogger(__name__)
 

@@ -48,9 +48,9 @@ from chat_approvals.core.models import (
 from chat_approvals.core.pause import ClaimLost, Pauser, final_text
 from chat_approvals.core.paused_agents import PausedAgents
 from chat_approvals.core.policy import ApproverCheck, NoApprovers, may_answer
+from chat_approvals.core.ports import Loaded, Objects, Rows, Steps
 from chat_approvals.core.settings import Settings
 from chat_approvals.core.turns import approved_sets, approved_tools, is_answerable
-from chat_approvals.store.aio import Loaded, Objects, Rows, Steps
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from chat_approvals.core.ids import hash_secret, mint_secret
 from chat_approvals.core.lease import Heartbeat, LeaseKeeper
 from chat_approvals.core.models import AuditEvent, CardOffer, Clock, Grant, Pointer, TurnResult
 from chat_approvals.core.pause import Pauser, TurnHold, final_text
+from chat_approvals.core.ports import Rows, Started, Steps
 from chat_approvals.core.settings import Settings
-from chat_approvals.store.aio import Rows, Started, Steps
 
 log = logging.getLogger(__name__)
 
