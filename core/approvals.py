@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import Generic, TypeVar
 
 from chat_approvals.core import tracing, wording
@@ -49,7 +50,9 @@ class Approvals(Generic[S]):
         policy: Policy | None = None,
         approvers: ApproverCheck | None = None,
         metrics: Metrics | None = None,
+        audit_sinks: Sequence[str] = (),
     ) -> None:
+        """`audit_sinks`: the audit webhooks' ids; their senders subscribe with `trail.on_outbox`."""
         self.store = store  # kept for close() by whoever opened it
         self.settings = settings or Settings()
         self.clock = clock or SystemClock()
@@ -63,10 +66,12 @@ class Approvals(Generic[S]):
             worker_id=self.worker_id,
             policy=policy,
             approvers=approvers,
+            audit_sinks=audit_sinks,
         )
         self.policy = policy
         self.approvers = approvers
         self._rows, self._objects = s.rows, s.objects
+        self.trail = s.trail
         self._grants = s.grants
         self._pauser = s.pauser
         self.turns = s.turns
@@ -133,8 +138,9 @@ class Approvals(Generic[S]):
         now = self.clock.now()
         if not await self._rows.expire(chat=chat, card_id=card_id, now=now):
             return False
-        await self._pauser.audit(
-            AuditEvent(chat=chat, at=now, kind="withdrawn", actor="system", card_id=card_id, detail={"why": why})
+        trail = self.trail
+        await trail.record(
+            trail.event(chat=chat, at=now, kind="withdrawn", actor="system", card_id=card_id, detail={"why": why})
         )
         return True
 

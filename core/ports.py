@@ -63,6 +63,37 @@ class Loaded:
     error: Exception | None = None
 
 
+@dataclass(frozen=True)
+class Offer:
+    """The pause step's writes (R7): the snapshot under `key`, then the pointer made from its
+    ref, with its audit events. `turn` (chat, holder): the pointer write also ends that turn;
+    `holding`: the pointer replaces the held card (R13)."""
+
+    key: str
+    data: bytes
+    pointer: Callable[[ObjectRef], Pointer]
+    now: float
+    audit: Sequence[AuditWrite]
+    turn: tuple[str, str] | None = None
+    holding: Fence | None = None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The claim step (R10, R14): claim the card as `read` with its grant changes and audit
+    events (`before` the changes, `after` them); `load`: read the stored run's bytes if won."""
+
+    read: Pointer
+    worker: str
+    now: float
+    lease_until: float
+    resume_deadline: float
+    changes: Sequence[GrantChange]
+    before: Sequence[AuditWrite]
+    after: Sequence[AuditWrite]
+    load: bool = True
+
+
 class Rows(Protocol):
     """The rows port: async, keyword-only calls over the backend's conditional writes."""
 
@@ -124,34 +155,10 @@ class Steps(Protocol):
         self, *, chat: str, holder: str, user: str, now: float, lease_until: float, history: bool
     ) -> Started: ...
 
-    async def offer(
-        self,
-        *,
-        key: str,
-        data: bytes,
-        pointer: Callable[[ObjectRef], Pointer],
-        now: float,
-        audit: Sequence[AuditWrite],
-        turn: tuple[str, str] | None = None,
-        holding: Fence | None = None,
-    ) -> Offered:
-        """R7: snapshot (a confirmed PUT) -> pointer (conditional) with its audit event, in that
-        order. `turn` (chat, holder): the pointer write also ends that turn; `holding`: the
-        pointer replaces the held card (R13)."""
+    async def offer(self, step: Offer) -> Offered:
+        """R7: snapshot (a confirmed PUT) -> pointer (conditional) with its audit events, in that order."""
 
-    async def claim(
-        self,
-        read: Pointer,
-        *,
-        worker: str,
-        now: float,
-        lease_until: float,
-        resume_deadline: float,
-        changes: Sequence[GrantChange],
-        before: Sequence[AuditWrite],
-        after: Sequence[AuditWrite],
-        load: bool = True,
-    ) -> Loaded:
+    async def claim(self, step: Claim) -> Loaded:
         """R10's claim with its grants and audit events, then, if won, the stored run's bytes."""
 
     async def complete(self, fence: Fence, *, answer_key: str, answer: bytes, history: History | None = None) -> bool:

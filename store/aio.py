@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
@@ -27,7 +27,6 @@ from chat_approvals.core.models import (
     ClaimRead,
     Fence,
     Grant,
-    GrantChange,
     ObjectRef,
     OutboxItem,
     Pointer,
@@ -37,7 +36,7 @@ from chat_approvals.core.models import (
     SubjectKind,
     Vote,
 )
-from chat_approvals.core.ports import History, Loaded, Offered, Started
+from chat_approvals.core.ports import Claim, History, Loaded, Offer, Offered, Started
 from chat_approvals.store.base import ObjectStore, RowStore
 
 __all__ = ["Loaded", "Objects", "Offered", "Outbox", "Rows", "Started", "Steps", "StoreIO"]
@@ -246,23 +245,13 @@ class Steps(ports.Steps):
 
         return await self._io.run(step)
 
-    async def offer(
-        self,
-        *,
-        key: str,
-        data: bytes,
-        pointer: Callable[[ObjectRef], Pointer],
-        now: float,
-        audit: Sequence[AuditWrite],
-        turn: tuple[str, str] | None = None,
-        holding: Fence | None = None,
-    ) -> Offered:
-        """R7: snapshot (a confirmed PUT) -> pointer (conditional) with its audit event, in that
-        order. `turn` (chat, holder): the pointer write also ends that turn (end_turn);
-        `holding`: the pointer replaces the held card (R13)."""
+    async def offer(self, step: Offer) -> Offered:
+        """R7: snapshot (a confirmed PUT) -> pointer (conditional) with its audit events, in that
+        order; with `step.turn` the pointer write is end_turn's, with `step.holding` replace's."""
         rows, objects = self._io.rows, self._io.objects
+        now, audit, turn, holding = step.now, step.audit, step.turn, step.holding
 
-        def step() -> Offered:
+        def hop() -> Offered:
             try:
                 with rows.atomic():  # objects kept in the rows' SQLite file: one commit for all
                     return writes()
@@ -271,10 +260,10 @@ class Steps(ports.Steps):
 
         def writes() -> Offered:
             try:
-                ref = objects.put(key, data)
+                ref = objects.put(step.key, step.data)
             except Exception as e:  # any fault of the object store: no pointer, no card
                 return Offered(False, e, "snapshot")
-            p = pointer(ref)
+            p = step.pointer(ref)
             try:
                 if turn is not None:
                     written = rows.end_turn(turn[0], turn[1], now=now, pointer=p, audit=audit)
@@ -290,44 +279,32 @@ class Steps(ports.Steps):
                         log.warning("audit append failed: %s", e)
             return Offered(written)
 
-        return await self._io.run(step)
+        return await self._io.run(hop)
 
-    async def claim(
-        self,
-        read: Pointer,
-        *,
-        worker: str,
-        now: float,
-        lease_until: float,
-        resume_deadline: float,
-        changes: Sequence[GrantChange],
-        before: Sequence[AuditWrite],
-        after: Sequence[AuditWrite],
-        load: bool = True,
-    ) -> Loaded:
+    async def claim(self, step: Claim) -> Loaded:
         """R10's claim with its grants and audit events (claim_grants), then, if won, the stored
         run's bytes (the snapshot is write-once, so reading it after the claim changes nothing)."""
         rows, objects = self._io.rows, self._io.objects
 
-        def step() -> Loaded:
+        def hop() -> Loaded:
             won = rows.claim_grants(
-                claim_read(read),
-                worker=worker,
-                now=now,
-                lease_until=lease_until,
-                resume_deadline=resume_deadline,
-                changes=changes,
-                before=before,
-                after=after,
+                claim_read(step.read),
+                worker=step.worker,
+                now=step.now,
+                lease_until=step.lease_until,
+                resume_deadline=step.resume_deadline,
+                changes=step.changes,
+                before=step.before,
+                after=step.after,
             )
-            if won is None or not load:
+            if won is None or not step.load:
                 return Loaded(won)
             try:
                 return Loaded(won, objects.get(won.pointer.snapshot))
             except Exception as e:
                 return Loaded(won, None, e)
 
-        return await self._io.run(step)
+        return await self._io.run(hop)
 
     async def complete(
         self,
