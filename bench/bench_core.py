@@ -25,7 +25,7 @@ from chat_approvals.core.approval_tool import request_approval
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.metrics import Metrics
 from chat_approvals.core.models import Answer, Grant
-from chat_approvals.core.observed import ObservedObjects, ObservedRows
+from chat_approvals.core.observed import observe
 from chat_approvals.core.scripted_model import ScriptedModel
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
@@ -160,7 +160,7 @@ async def interrupt_vs_rerun(root: Path) -> list[tuple[str, str, str]]:
 async def http_latency(root: Path, cycles: int) -> list[tuple[str, str, str]]:
     # As `serve` runs it: every store call timed and counted (/metrics), the facade's counters.
     metrics = Metrics()
-    rows, objects = ObservedRows(SqliteRows(root / "h.db"), metrics), ObservedObjects(FileObjects(root / "oh"), metrics)
+    rows, objects = observe(SqliteRows(root / "h.db"), metrics), observe(FileObjects(root / "oh"), metrics)
     a = Approvals(StoreIO(rows, objects), metrics=metrics)
     server = TestServer(build_app(a, ServerConfig(api_token=TOKEN), sweep=False), host="127.0.0.1")
     await server.start_server()

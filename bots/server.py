@@ -28,8 +28,8 @@ from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.clock import Clock, SystemClock
 from chat_approvals.core.egress import Gate
 from chat_approvals.core.metrics import Metrics
-from chat_approvals.core.models import StoreUnavailable
-from chat_approvals.core.observed import ObservedObjects, ObservedRows
+from chat_approvals.core.models import StoreFault
+from chat_approvals.core.observed import observe
 from chat_approvals.core.policy import load_policy
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.open import open_objects, open_rows
@@ -61,9 +61,7 @@ def build_approvals(
     policy = load_policy(cfg.policy) if cfg.policy else None
     approvers = ApproverDirectory(policy, teams_tenant=_teams_tenant()) if policy is not None else None
     metrics = Metrics(clock.now)
-    sinks = [sink_id(u) for u in cfg.audit_webhook]
-    rows = ObservedRows(open_rows(cfg.store), metrics, sinks)
-    store = StoreIO(rows, ObservedObjects(open_objects(cfg.objects_url(), clock), metrics))
+    store = StoreIO(observe(open_rows(cfg.store), metrics), observe(open_objects(cfg.objects_url(), clock), metrics))
     return Approvals(
         store,
         settings=cfg.protocol(),
@@ -72,6 +70,7 @@ def build_approvals(
         policy=policy,
         approvers=approvers,
         metrics=metrics,
+        audit_sinks=[sink_id(u) for u in cfg.audit_webhook],
     )
 
 
@@ -88,7 +87,7 @@ async def store_faults(request: web.Request, handler: object) -> web.StreamRespo
     try:
         resp: web.StreamResponse = await handler(request)  # type: ignore[operator]
         return resp
-    except StoreUnavailable as e:
+    except StoreFault as e:
         log.warning("store fault on %s: %s", request.path, e)
         return web.json_response(
             {
@@ -257,15 +256,14 @@ def audit_deliverers(approvals: Approvals, cfg: ServerConfig) -> list[Deliverer]
         )
         for url in dict.fromkeys(cfg.audit_webhook)  # named twice: delivered once
     ]
-    if isinstance(rows, ObservedRows):
 
-        def nudge() -> None:
-            for d in deliverers:
-                d.nudge()
+    def nudge() -> None:
+        for d in deliverers:
+            d.nudge()
 
-        rows.on_outbox = nudge
-    else:  # the events would never reach the outbox: say so rather than deliver nothing silently
-        log.warning("audit webhooks: the store is not wrapped for the outbox; no event will be delivered")
+    approvals.trail.on_outbox = nudge
+    if not approvals.trail.sinks:  # the events would never reach the outbox: say so, not deliver nothing silently
+        log.warning("audit webhooks: the facade was built without them as sinks; no event will be delivered")
     return deliverers
 
 

@@ -55,7 +55,7 @@ from chat_approvals.cards.slack_answer import (
 from chat_approvals.cards.slack_chat import SlackCardLocation, chat_key, in_workspace, parse_chat_key
 from chat_approvals.core import wording
 from chat_approvals.core.approvals import Approvals
-from chat_approvals.core.models import ApprovalCard, CardOffer, Grant, ResumeResult, StoreUnavailable, TurnResult
+from chat_approvals.core.models import ApprovalCard, CardOffer, Grant, ResumeResult, StoreFault, TurnResult
 
 log = logging.getLogger("chat_approvals.slack")
 
@@ -401,7 +401,7 @@ class SlackFrontEnd:
                 return
             chat = chat_key(team, channel, thread_ts)
             result = await self.approvals.run_turn(chat=chat, user=user, text=text, platform="slack")
-        except StoreUnavailable as e:
+        except StoreFault as e:
             log.warning("slack turn: store fault: %s", e)
             await self.post(channel, thread_ts, sb.reply_message(UNAVAILABLE))
             return
@@ -468,7 +468,7 @@ class SlackFrontEnd:
                 on_claimed=on_claimed,
                 platform="slack",  # metrics and logs only
             )
-        except StoreUnavailable as e:
+        except StoreFault as e:
             log.warning("slack click: store fault: %s", e)
             await self.ephemeral(c.channel, c.user, c.thread_ts, sb.reply_message(UNAVAILABLE))
             return
@@ -561,7 +561,7 @@ class SlackFrontEnd:
                 msg = sb.revoked_message(subject, await self._revoke_here(user, team, subject))
             else:
                 msg = sb.grants_message(await self._workspace_grants(user, team))
-        except StoreUnavailable as e:
+        except StoreFault as e:
             log.warning("slack /approvals: store fault: %s", e)
             msg = sb.reply_message(UNAVAILABLE)
         await self._call("response_url", respond, text=msg.text, blocks=msg.block_dicts(), response_type="ephemeral")
@@ -582,7 +582,7 @@ class SlackFrontEnd:
                 revoked = await self.approvals.revoke(user=r.user, chat=r.chat, subject=r.subject)
             notice = sb.revoked_message(r.subject, revoked).text
             msg = sb.grants_message(await self._workspace_grants(r.user, team), notice=sb.escape(notice))
-        except StoreUnavailable as e:
+        except StoreFault as e:
             log.warning("slack revoke: store fault: %s", e)
             msg = sb.reply_message(UNAVAILABLE)
         # The list is ephemeral: only its response_url can replace it.

@@ -37,7 +37,7 @@ from chat_approvals.cards import adaptive
 from chat_approvals.cards.identity import TeamsUser, parse_teams_user, unverified
 from chat_approvals.core import wording
 from chat_approvals.core.approvals import Approvals
-from chat_approvals.core.models import ApprovalCard, ResumeResult, StoreUnavailable, TurnResult
+from chat_approvals.core.models import ApprovalCard, ResumeResult, StoreFault, TurnResult
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
     async def on_message_activity(self, turn_context: TurnContext) -> None:
         try:
             await self._message(turn_context)
-        except StoreUnavailable as e:  # the one place a message maps a store fault: a card saying so
+        except StoreFault as e:  # the one place a message maps a store fault: a card saying so
             log.warning("teams message: store fault: %s", e)
             await turn_context.send_activity(
                 _card_activity(adaptive.message_card("Store unavailable", wording.STORE_UNAVAILABLE))
@@ -312,7 +312,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         if turn_context.activity.name == "adaptiveCard/action":
             try:
                 return await self._card_action(turn_context)
-            except StoreUnavailable as e:  # the one place an invoke maps a store fault
+            except StoreFault as e:  # the one place an invoke maps a store fault
                 log.warning("teams card action: store fault: %s", e)
                 return teams_compat.invoke_response(503, adaptive.invoke_error_body(503, wording.STORE_UNAVAILABLE))
             except Exception:  # answer Teams with a clear error, not a hung card

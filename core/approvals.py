@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
+from typing import Generic, TypeVar
 
 from chat_approvals.core import tracing, wording
 from chat_approvals.core.agent_factory import AgentFactory, default_factory
@@ -25,17 +27,21 @@ from chat_approvals.core.models import (
     TurnResult,
 )
 from chat_approvals.core.policy import ApproverCheck, Policy
+from chat_approvals.core.ports import Store
 from chat_approvals.core.resume import OnClaimed
 from chat_approvals.core.settings import Settings
-from chat_approvals.store.aio import StoreIO
 
 log = logging.getLogger("chat_approvals.approvals")
 
+S = TypeVar("S", bound=Store)
 
-class Approvals:
+
+class Approvals(Generic[S]):
+    """Generic in the store it was handed, which its opener may still reach as `store`."""
+
     def __init__(
         self,
-        store: StoreIO,
+        store: S,
         *,
         settings: Settings | None = None,
         clock: Clock | None = None,
@@ -44,7 +50,9 @@ class Approvals:
         policy: Policy | None = None,
         approvers: ApproverCheck | None = None,
         metrics: Metrics | None = None,
+        audit_sinks: Sequence[str] = (),
     ) -> None:
+        """`audit_sinks`: the audit webhooks' ids; their senders subscribe with `trail.on_outbox`."""
         self.store = store  # kept for close() by whoever opened it
         self.settings = settings or Settings()
         self.clock = clock or SystemClock()
@@ -58,10 +66,12 @@ class Approvals:
             worker_id=self.worker_id,
             policy=policy,
             approvers=approvers,
+            audit_sinks=audit_sinks,
         )
         self.policy = policy
         self.approvers = approvers
         self._rows, self._objects = s.rows, s.objects
+        self.trail = s.trail
         self._grants = s.grants
         self._pauser = s.pauser
         self.turns = s.turns
@@ -128,8 +138,9 @@ class Approvals:
         now = self.clock.now()
         if not await self._rows.expire(chat=chat, card_id=card_id, now=now):
             return False
-        await self._pauser.audit(
-            AuditEvent(chat=chat, at=now, kind="withdrawn", actor="system", card_id=card_id, detail={"why": why})
+        trail = self.trail
+        await trail.record(
+            trail.event(chat=chat, at=now, kind="withdrawn", actor="system", card_id=card_id, detail={"why": why})
         )
         return True
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from chat_approvals.core.agent_factory import AgentFactory
+from chat_approvals.core.audit import AuditTrail
 from chat_approvals.core.context import ScopedAccess, ToolAccess
 from chat_approvals.core.grants import GrantBook
 from chat_approvals.core.history import History
@@ -21,10 +23,10 @@ from chat_approvals.core.models import Clock
 from chat_approvals.core.pause import Pauser
 from chat_approvals.core.paused_agents import PausedAgents
 from chat_approvals.core.policy import ApproverCheck, Policy
+from chat_approvals.core.ports import Objects, Rows, Store
 from chat_approvals.core.resume import ResumeService
 from chat_approvals.core.settings import Settings
 from chat_approvals.core.turns import TurnRunner
-from chat_approvals.store.aio import Objects, Rows, Steps, StoreIO
 
 
 def default_worker_id() -> str:
@@ -35,6 +37,7 @@ def default_worker_id() -> str:
 class Services:
     rows: Rows
     objects: Objects
+    trail: AuditTrail
     keeper: LeaseKeeper
     pauser: Pauser
     history: History
@@ -45,7 +48,7 @@ class Services:
 
 
 def build_services(
-    store: StoreIO,
+    store: Store,
     *,
     settings: Settings,
     clock: Clock,
@@ -53,15 +56,19 @@ def build_services(
     worker_id: str,
     policy: Policy | None = None,
     approvers: ApproverCheck | None = None,
+    audit_sinks: Sequence[str] = (),
 ) -> Services:
     """`policy`: the approval policy file (None: only the owner answers, fixed grant TTL);
-    `approvers`: who counts as an approver, per front end (bots/approvers.py)."""
-    rows, objects, steps = Rows(store), Objects(store), Steps(store)
+    `approvers`: who counts as an approver, per front end (bots/approvers.py); `audit_sinks`:
+    the audit webhooks' ids (each audit event is written with one outbox item per sink)."""
+    ports = store.ports()
+    rows, objects, steps = ports.rows, ports.objects, ports.steps
+    trail = AuditTrail(steps, retention=settings.retention, sinks=audit_sinks)  # every audit event
     keeper = LeaseKeeper(settings.heartbeat_every)  # renews claims and turn leases
     paused = PausedAgents()  # the Agents this process paused, for a click that reaches it
-    pauser = Pauser(rows, steps, settings, clock, policy, paused)
+    pauser = Pauser(rows, steps, trail, settings, clock, policy, paused)
     history = History(settings, clock)
-    grants = GrantBook(rows, settings, clock)
+    grants = GrantBook(rows, trail, settings, clock)
     access = ScopedAccess(grants)  # what the model-facing tools may do, and nothing more
     turns = TurnRunner(
         rows=rows,
@@ -91,4 +98,4 @@ def build_services(
         approvers=approvers,
         paused=paused,
     )
-    return Services(rows, objects, keeper, pauser, history, grants, access, turns, resumes)
+    return Services(rows, objects, trail, keeper, pauser, history, grants, access, turns, resumes)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import logging
 
+from chat_approvals.core.audit import AuditTrail
 from chat_approvals.core.card_kinds import grants_to_write
 from chat_approvals.core.models import (
     Answer,
-    AuditEvent,
-    AuditWrite,
     Clock,
     Grant,
     GrantChange,
@@ -17,9 +16,9 @@ from chat_approvals.core.models import (
     Refusal,
     SubjectKind,
 )
+from chat_approvals.core.ports import Rows
 from chat_approvals.core.settings import Settings
 from chat_approvals.core.subjects import subject_matches
-from chat_approvals.store.aio import Rows
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +30,9 @@ def live_in_turn(grants: list[Grant], turn_id: str | None) -> list[Grant]:
 
 
 class GrantBook:
-    def __init__(self, rows: Rows, settings: Settings, clock: Clock) -> None:
+    def __init__(self, rows: Rows, trail: AuditTrail, settings: Settings, clock: Clock) -> None:
         self.rows = rows
+        self.trail = trail
         self.settings = settings
         self.clock = clock
 
@@ -57,7 +57,7 @@ class GrantBook:
                     expires_at=now + (s.resume_deadline if once else lasts),
                     turn_id=p.turn_id if once else None,
                 )
-                audit = self._event(p.chat, now, "grant", user, p.card_id, kind, name)
+                audit = self.trail.grant(grant, at=now, actor=user, revoke=False)
                 out.append(GrantChange(grant, grant.expires_at + s.retention, False, audit))
             elif answer.approved and kind == "tool":
                 continue  # approved once: this call runs; nothing to write, nothing to take back
@@ -65,7 +65,7 @@ class GrantBook:
                 gone = Grant(
                     user=p.owner, chat=p.chat, kind=kind, name=name, card_id=p.card_id, created_at=now, expires_at=now
                 )
-                audit = self._event(p.chat, now, "revoke", user, p.card_id, kind, name)
+                audit = self.trail.grant(gone, at=now, actor=user, revoke=True)
                 out.append(GrantChange(gone, 0.0, True, audit))
         return out
 
@@ -75,9 +75,9 @@ class GrantBook:
             g = c.grant
             if not c.delete:
                 await self.rows.put_grant(g, ttl=c.ttl)
-                await self.rows.append_audit(c.audit.event, ttl=c.audit.ttl)
+                await self.trail.append(c.audit)
             elif await self.rows.delete_grant(user=g.user, chat=g.chat, kind=g.kind, name=g.name):
-                await self.rows.append_audit(c.audit.event, ttl=c.audit.ttl)
+                await self.trail.append(c.audit)
 
     async def live(self, user: str, chat: str | None) -> list[Grant]:
         return await self.rows.grants(user=user, chat=chat, now=self.clock.now())
@@ -91,7 +91,7 @@ class GrantBook:
                 user=g.user, chat=g.chat, kind=g.kind, name=g.name
             ):
                 removed.append(g)
-                await self._audit(g.chat, now, "revoke", user, g.card_id, g.kind, g.name)
+                await self.trail.append(self.trail.grant(g, at=now, actor=user, revoke=True))
         return removed
 
     # --- the gate's backend (core.egress.backend.GrantsBackend) -------------------------
@@ -109,22 +109,3 @@ class GrantBook:
 
     async def refusals(self, chat: str, turn_id: str) -> list[Refusal]:
         return await self.rows.refusals(chat=chat, turn_id=turn_id)
-
-    def _event(
-        self, chat: str, at: float, kind: str, actor: str, card_id: str, subject_kind: str, name: str
-    ) -> AuditWrite:
-        event = AuditEvent(
-            chat=chat,
-            at=at,
-            kind="grant" if kind == "grant" else "revoke",
-            actor=actor,
-            card_id=card_id,
-            detail={"kind": subject_kind, "name": name},
-        )
-        return AuditWrite(event, at + self.settings.retention)
-
-    async def _audit(
-        self, chat: str, at: float, kind: str, actor: str, card_id: str, subject_kind: str, name: str
-    ) -> None:
-        a = self._event(chat, at, kind, actor, card_id, subject_kind, name)
-        await self.rows.append_audit(a.event, ttl=a.ttl)

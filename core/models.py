@@ -40,9 +40,20 @@ class SystemClock:
         return time.time()
 
 
-class StoreUnavailable(Exception):
-    """The store failed after its retries; nothing was changed by the failed call. Every front
-    end maps it once (HTTP 503, a Slack ephemeral, a Teams card). Backends raise subclasses."""
+class StoreFault(Exception):
+    """What the store could not do: every front end maps it once (HTTP 503, a Slack ephemeral,
+    a Teams card). Its kinds say what happened: `StoreUnavailable` or `BadObject`."""
+
+
+class StoreUnavailable(StoreFault):
+    """The store failed after its retries; nothing was changed by the failed call (an outage:
+    trying again may work). Backends raise subclasses."""
+
+
+class BadObject(StoreFault):
+    """A write-once object is not what the protocol expects: its bytes do not match the checksum
+    recorded when it was written, or its key was written before. A fact about the data, not an
+    outage: trying again reads the same bytes. Backends raise subclasses."""
 
 
 @dataclass(frozen=True)
@@ -324,7 +335,7 @@ class OutboxItem(Strict):
 @dataclass(frozen=True)
 class AuditWrite:
     """An audit event written with the state change it records (store/base.py's compound steps):
-    its physical expiry and its outbox items (filled in by core/observed.py, one per sink)."""
+    its physical expiry and its outbox items (built in core/audit.py, one per sink)."""
 
     event: AuditEvent
     ttl: float

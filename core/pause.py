@@ -15,13 +15,12 @@ from strands import Agent
 from strands.agent.agent_result import AgentResult
 
 from chat_approvals.core import tracing, wording
+from chat_approvals.core.audit import AuditTrail
 from chat_approvals.core.card_kinds import Several, Unreadable, draft_of
 from chat_approvals.core.context import RequestContext
 from chat_approvals.core.ids import hash_secret, mint_card_id, mint_secret
 from chat_approvals.core.models import (
     ApprovalCard,
-    AuditEvent,
-    AuditWrite,
     CardOffer,
     Clock,
     Fence,
@@ -32,9 +31,9 @@ from chat_approvals.core.models import (
 )
 from chat_approvals.core.paused_agents import PausedAgents
 from chat_approvals.core.policy import Policy
+from chat_approvals.core.ports import Offer, Rows, Steps
 from chat_approvals.core.settings import Settings
 from chat_approvals.core.snapshots import encode
-from chat_approvals.store.aio import Rows, Steps
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +65,7 @@ class Pauser:
         self,
         rows: Rows,
         steps: Steps,
+        trail: AuditTrail,
         settings: Settings,
         clock: Clock,
         policy: Policy | None = None,
@@ -74,6 +74,7 @@ class Pauser:
         self.paused = paused if paused is not None else PausedAgents(0)
         self.rows = rows
         self.steps = steps
+        self.trail = trail
         self.settings = settings
         self.clock = clock
         self.policy = policy  # None: no policy file, today's behaviour (only the owner, fixed grant TTL)
@@ -144,30 +145,17 @@ class Pauser:
                 trace_context=trace_context,
             )
 
-        event = AuditEvent(
-            chat=ctx.chat,
-            at=now,
-            kind="card_created",
-            actor=ctx.user,
-            card_id=card.card_id,
-            detail={
-                "kind": card.kind,
-                "sites": card.sites,
-                "packages": card.packages,
-                **({"tool": card.tool.name, "fingerprint": card.tool.fingerprint} if card.tool else {}),
-                **({"question": card.question.name} if card.question else {}),
-                "chained_from": holding.card_id if holding else None,
-                **({"policy": card.policy.model_dump()} if card.policy is not None else {}),
-            },
-        )
+        audit = [self.trail.card_created(card, at=now, chained_from=holding.card_id if holding else None)]
         done = await self.steps.offer(
-            key=f"snapshots/{card.card_id}.json",
-            data=data,
-            pointer=pointer_at,
-            now=now,
-            audit=[self.audit_write(event)],
-            turn=(turn.chat, turn.holder) if turn is not None else None,
-            holding=holding,
+            Offer(
+                key=f"snapshots/{card.card_id}.json",
+                data=data,
+                pointer=pointer_at,
+                now=now,
+                audit=audit,
+                turn=(turn.chat, turn.holder) if turn is not None else None,
+                holding=holding,
+            )
         )
         if turn is not None and done.failed_at is None:
             turn.ended = True  # the pointer write ended the turn, written or not
@@ -182,17 +170,8 @@ class Pauser:
             if holding is not None:
                 raise ClaimLost(holding.card_id)
             return TurnResult(status="answered", text=wording.CANNOT_OFFER)
+        self.trail.written(audit)
         self.paused.put(card.card_id, agent, data)  # this process may resume it without the store
         return TurnResult(
             status="awaiting_approval", text=final_text(result), offer=CardOffer(card=card, secret=secret)
         )
-
-    def audit_write(self, event: AuditEvent) -> AuditWrite:
-        """The event as written with the state change it records."""
-        return AuditWrite(event, event.at + self.settings.retention)
-
-    async def audit(self, event: AuditEvent) -> None:
-        try:
-            await self.rows.append_audit(event, ttl=event.at + self.settings.retention)
-        except Exception as e:  # the audit trail never blocks the protocol
-            log.warning("audit append failed: %s", e)

@@ -34,8 +34,7 @@ from chat_approvals.core.models import (
     Answer,
     AnswerRecord,
     ApprovalCard,
-    AuditEvent,
-    AuditWrite,
+    AuditKind,
     CardOffer,
     Clock,
     Fence,
@@ -48,9 +47,9 @@ from chat_approvals.core.models import (
 from chat_approvals.core.pause import ClaimLost, Pauser, final_text
 from chat_approvals.core.paused_agents import PausedAgents
 from chat_approvals.core.policy import ApproverCheck, NoApprovers, may_answer
+from chat_approvals.core.ports import Claim, Loaded, Objects, Rows, Steps
 from chat_approvals.core.settings import Settings
 from chat_approvals.core.turns import approved_sets, approved_tools, is_answerable
-from chat_approvals.store.aio import Loaded, Objects, Rows, Steps
 
 log = logging.getLogger(__name__)
 
@@ -227,16 +226,22 @@ class ResumeService:
         if p.card.policy is not None:
             detail.update(duration=answer.duration, votes=[v.user for v in p.votes])
         won = {"worker": self.worker, "claim": p.claim_count + 1}  # the claim sets count + 1
+        trail = self.pauser.trail
+        before = [trail.on_card(p, "claim_won", user, now, won)]  # built in the order they are written
+        changes = self.grants.changes(p, user, answer, now)
+        after = [trail.on_card(p, "answered", user, now, detail)]
         loaded = await self.steps.claim(
-            p,
-            worker=self.worker,
-            now=now,
-            lease_until=now + settings.lease,
-            resume_deadline=now + settings.resume_deadline,
-            changes=self.grants.changes(p, user, answer, now),
-            before=[self._audit_write(p, "claim_won", user, now, won)],
-            after=[self._audit_write(p, "answered", user, now, detail)],
-            load=not self.paused.matches(p.card_id, p.snapshot.sha256),  # held here: no snapshot GET
+            Claim(
+                p,
+                worker=self.worker,
+                now=now,
+                lease_until=now + settings.lease,
+                resume_deadline=now + settings.resume_deadline,
+                changes=changes,
+                before=before,
+                after=after,
+                load=not self.paused.matches(p.card_id, p.snapshot.sha256),  # held here: no snapshot GET
+            )
         )
         if loaded.claimed is None:
             await self._audit(p, "claim_lost", user, now, {"worker": self.worker})
@@ -244,6 +249,7 @@ class ResumeService:
             if latest is not None and latest.state == "done":
                 return await self._replay(latest, latest.answer_key)
             return self._in_progress(p)
+        trail.written([*before, *(c.audit for c in changes), *after])
         claimed = loaded.claimed.pointer
         tracing.link_current(claimed.trace_context)  # this run continues the turn that paused (its span)
         if on_claimed is not None:
@@ -478,12 +484,6 @@ class ResumeService:
             outcome="expired", message=message, owner=p.owner, card=p.card, card_location=p.card_location, answer=answer
         )
 
-    def _audit_write(self, p: Pointer, kind: Any, actor: str, at: float, detail: dict[str, Any]) -> AuditWrite:
-        return self.pauser.audit_write(
-            AuditEvent(chat=p.chat, at=at, kind=kind, actor=actor, card_id=p.card_id, detail=detail)
-        )
-
-    async def _audit(self, p: Pointer, kind: Any, actor: str, at: float, detail: dict[str, Any]) -> None:
-        await self.pauser.audit(
-            AuditEvent(chat=p.chat, at=at, kind=kind, actor=actor, card_id=p.card_id, detail=detail)
-        )
+    async def _audit(self, p: Pointer, kind: AuditKind, actor: str, at: float, detail: dict[str, Any]) -> None:
+        trail = self.pauser.trail
+        await trail.record(trail.on_card(p, kind, actor, at, detail))

@@ -20,10 +20,10 @@ from chat_approvals.core.context import RequestContext, ToolAccess, invocation_s
 from chat_approvals.core.history import History
 from chat_approvals.core.ids import hash_secret, mint_secret
 from chat_approvals.core.lease import Heartbeat, LeaseKeeper
-from chat_approvals.core.models import AuditEvent, CardOffer, Clock, Grant, Pointer, TurnResult
+from chat_approvals.core.models import CardOffer, Clock, Grant, Pointer, TurnResult
 from chat_approvals.core.pause import Pauser, TurnHold, final_text
+from chat_approvals.core.ports import Rows, Started, Steps
 from chat_approvals.core.settings import Settings
-from chat_approvals.store.aio import Rows, Started, Steps
 
 log = logging.getLogger(__name__)
 
@@ -161,9 +161,7 @@ class TurnRunner:
         secret = mint_secret()
         if not await self.rows.rotate_secret(p, new_hash=hash_secret(secret), now=now):
             return None  # claimed, answered or replaced meanwhile
-        await self.pauser.audit(
-            AuditEvent(chat=p.chat, at=now, kind="reoffered", actor=p.owner, card_id=p.card_id, detail={})
-        )
+        await self.pauser.trail.record(self.pauser.trail.on_card(p, "reoffered", p.owner, now, {}))
         return TurnResult(
             status="awaiting_approval",
             text=wording.REOFFERED,

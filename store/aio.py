@@ -1,5 +1,6 @@
-"""Runs blocking store calls off the event loop (never block aiohttp on a write, a network call
-or an fsync), and the async ports the core calls: `await rows.claim(pointer=p, worker=w, ...)`.
+"""The core's async ports (core/ports.py) over a blocking backend: runs blocking store calls
+off the event loop (never block aiohttp on a write, a network call or an fsync); the core
+calls them as `await rows.claim(pointer=p, worker=w, ...)`.
 A backend whose reads are local and never wait on a writer (SQLite in WAL mode) has its reads
 run on the loop itself: a thread hop costs 20-50x such a read (issue 12).
 
@@ -15,29 +16,30 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
+from chat_approvals.core import ports
 from chat_approvals.core.models import (
     AuditEvent,
     AuditWrite,
-    Claimed,
     ClaimRead,
     Fence,
     Grant,
-    GrantChange,
     ObjectRef,
+    OutboxItem,
     Pointer,
     Refusal,
     SessionWrite,
     StoreUnavailable,
     SubjectKind,
-    TurnStart,
     Vote,
 )
+from chat_approvals.core.ports import Claim, History, Loaded, Offer, Offered, Started
 from chat_approvals.store.base import ObjectStore, RowStore
+
+__all__ = ["Loaded", "Objects", "Offered", "Outbox", "Rows", "Started", "Steps", "StoreIO"]
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +69,15 @@ class StoreIO:
             return fn(*args, **kwargs)
         return await self.run(fn, *args, **kwargs)
 
+    def ports(self) -> ports.Ports:
+        return ports.Ports(Rows(self), Objects(self), Steps(self), Outbox(self))
+
     def close(self) -> None:
         self._pool.shutdown(wait=True)
         self.rows.close()
 
 
-class Rows:
+class Rows(ports.Rows):
     """The rows port: async, keyword-only calls over the backend's conditional writes."""
 
     def __init__(self, io: StoreIO) -> None:
@@ -179,7 +184,7 @@ class Rows:
         return await self._io.run(self._b.sweep, now)
 
 
-class Objects:
+class Objects(ports.Objects):
     """The objects port: write-once, checksummed blobs."""
 
     def __init__(self, io: StoreIO) -> None:
@@ -199,39 +204,25 @@ class Objects:
         return await self._io.run(self._b.sweep, older_than)
 
 
+class Outbox(ports.Outbox):
+    """The outbox port: what the audit webhooks deliver (core/ports.py)."""
+
+    def __init__(self, io: StoreIO) -> None:
+        self._io = io
+        self._b = io.rows
+
+    async def claim(self, *, sink: str, holder: str, now: float, lease_until: float, limit: int) -> list[OutboxItem]:
+        return await self._io.run(self._b.claim_outbox, sink, holder, now, lease_until, limit)
+
+    async def delete(self, *, sink: str, item_id: str) -> bool:
+        return await self._io.run(self._b.delete_outbox, sink, item_id)
+
+
 def claim_read(p: Pointer) -> ClaimRead:
     return ClaimRead(p.chat, p.card_id, p.secret_hash, p.claim_count)
 
 
-@dataclass(frozen=True)
-class Started:
-    """A turn's first step: the lease and what the turn starts from, and the chat's history
-    bytes when it has one (None when absent or unreadable: the chat starts afresh)."""
-
-    turn: TurnStart
-    history: bytes | None = None
-
-
-@dataclass(frozen=True)
-class Offered:
-    """The pause step: whether the pointer was written; `error` is what failed and where."""
-
-    written: bool
-    error: Exception | None = None
-    failed_at: str | None = None  # "snapshot" or "pointer"
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """The claim step: the won claim and its stored run's bytes (or why they could not be read;
-    raised where the run would have started, as before)."""
-
-    claimed: Claimed | None
-    snapshot: bytes | None = None
-    error: Exception | None = None
-
-
-class Steps:
+class Steps(ports.Steps):
     """Protocol steps, each ONE executor hop over the sequential calls it makes."""
 
     def __init__(self, io: StoreIO) -> None:
@@ -254,23 +245,13 @@ class Steps:
 
         return await self._io.run(step)
 
-    async def offer(
-        self,
-        *,
-        key: str,
-        data: bytes,
-        pointer: Callable[[ObjectRef], Pointer],
-        now: float,
-        audit: Sequence[AuditWrite],
-        turn: tuple[str, str] | None = None,
-        holding: Fence | None = None,
-    ) -> Offered:
-        """R7: snapshot (a confirmed PUT) -> pointer (conditional) with its audit event, in that
-        order. `turn` (chat, holder): the pointer write also ends that turn (end_turn);
-        `holding`: the pointer replaces the held card (R13)."""
+    async def offer(self, step: Offer) -> Offered:
+        """R7: snapshot (a confirmed PUT) -> pointer (conditional) with its audit events, in that
+        order; with `step.turn` the pointer write is end_turn's, with `step.holding` replace's."""
         rows, objects = self._io.rows, self._io.objects
+        now, audit, turn, holding = step.now, step.audit, step.turn, step.holding
 
-        def step() -> Offered:
+        def hop() -> Offered:
             try:
                 with rows.atomic():  # objects kept in the rows' SQLite file: one commit for all
                     return writes()
@@ -279,10 +260,10 @@ class Steps:
 
         def writes() -> Offered:
             try:
-                ref = objects.put(key, data)
+                ref = objects.put(step.key, step.data)
             except Exception as e:  # any fault of the object store: no pointer, no card
                 return Offered(False, e, "snapshot")
-            p = pointer(ref)
+            p = step.pointer(ref)
             try:
                 if turn is not None:
                     written = rows.end_turn(turn[0], turn[1], now=now, pointer=p, audit=audit)
@@ -298,44 +279,32 @@ class Steps:
                         log.warning("audit append failed: %s", e)
             return Offered(written)
 
-        return await self._io.run(step)
+        return await self._io.run(hop)
 
-    async def claim(
-        self,
-        read: Pointer,
-        *,
-        worker: str,
-        now: float,
-        lease_until: float,
-        resume_deadline: float,
-        changes: Sequence[GrantChange],
-        before: Sequence[AuditWrite],
-        after: Sequence[AuditWrite],
-        load: bool = True,
-    ) -> Loaded:
+    async def claim(self, step: Claim) -> Loaded:
         """R10's claim with its grants and audit events (claim_grants), then, if won, the stored
         run's bytes (the snapshot is write-once, so reading it after the claim changes nothing)."""
         rows, objects = self._io.rows, self._io.objects
 
-        def step() -> Loaded:
+        def hop() -> Loaded:
             won = rows.claim_grants(
-                claim_read(read),
-                worker=worker,
-                now=now,
-                lease_until=lease_until,
-                resume_deadline=resume_deadline,
-                changes=changes,
-                before=before,
-                after=after,
+                claim_read(step.read),
+                worker=step.worker,
+                now=step.now,
+                lease_until=step.lease_until,
+                resume_deadline=step.resume_deadline,
+                changes=step.changes,
+                before=step.before,
+                after=step.after,
             )
-            if won is None or not load:
+            if won is None or not step.load:
                 return Loaded(won)
             try:
                 return Loaded(won, objects.get(won.pointer.snapshot))
             except Exception as e:
                 return Loaded(won, None, e)
 
-        return await self._io.run(step)
+        return await self._io.run(hop)
 
     async def complete(
         self,
@@ -343,7 +312,7 @@ class Steps:
         *,
         answer_key: str,
         answer: bytes,
-        history: tuple[str, bytes, float, float] | None = None,
+        history: History | None = None,
     ) -> bool:
         """R12: the answer (a confirmed PUT), the history object when there is one (best effort),
         then finish, pointing the chat's history at it in the same write. `history`: (key, bytes,
@@ -364,9 +333,7 @@ class Steps:
 
         return await self._io.run(step)
 
-    async def end_turn(
-        self, *, chat: str, holder: str, now: float, history: tuple[str, bytes, float, float] | None
-    ) -> None:
+    async def end_turn(self, *, chat: str, holder: str, now: float, history: History | None) -> None:
         """An answered turn's last step: the history object (best effort), then end_turn with the
         session row pointing at it."""
         rows, objects = self._io.rows, self._io.objects
@@ -382,3 +349,6 @@ class Steps:
             rows.end_turn(chat, holder, now=now, session=session)
 
         await self._io.run(step)
+
+    async def audit(self, write: AuditWrite) -> None:
+        await self._io.run(self._io.rows.append_audit, write.event, write.ttl, write.outbox)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from chat_approvals.core.models import (
     AuditEvent,
     AuditWrite,
+    BadObject,
     Claimed,
     ClaimRead,
     Fence,
@@ -41,11 +42,11 @@ class StoreError(StoreUnavailable):
     """A backend fault that outlasted its retries. Nothing was changed by the failed call."""
 
 
-class ObjectExists(StoreError):
+class ObjectExists(BadObject):
     """A write-once object key was written before."""
 
 
-class CorruptObject(StoreError):
+class CorruptObject(BadObject):
     """An object's bytes do not match the checksum recorded when it was written."""
 
 

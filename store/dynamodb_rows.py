@@ -34,24 +34,20 @@ lost race. dynalite ignores ALL_OLD, so then a ConsistentRead GetItem stands in 
 Logical expiry (`expires_at`, a lease's `lease_until`) is checked in every condition with the
 caller's `now`. `ttl` is DynamoDB's TTL attribute (integer epoch seconds), only for physical
 clean-up, which AWS performs up to days late; `ttl_at` keeps the exact value for `sweep`.
+
+The rows' protocol writes are here; what they build on is in the modules beside it:
+dynamodb_codec (keys, attribute values, each item's codec), dynamodb_table (calls with retries,
+conditional writes, queries, scans, batches), dynamodb_objects (object items, `atomic`),
+dynamodb_transactions (TransactWriteItems) and dynamodb_admin (create and delete the table).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import math
-import re
-import secrets
-import threading
-import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from decimal import Decimal
+from collections.abc import Sequence
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from chat_approvals.core.models import (
@@ -70,242 +66,60 @@ from chat_approvals.core.models import (
     TurnStart,
     Vote,
 )
-from chat_approvals.store.aws import AwsTarget, call_with_retries, error_code, make_client, parse_target
-from chat_approvals.store.base import ObjectExists, RowStore, StoreError
+from chat_approvals.store.aws import error_code, parse_target
+from chat_approvals.store.base import RowStore, StoreError
+from chat_approvals.store.dynamodb_admin import create_table, delete_table
+from chat_approvals.store.dynamodb_codec import (
+    _CARD_COND,
+    _SESSION_COND,
+    _TRANSACTION_ITEMS,
+    CARD_SK,
+    EVENT_SK,
+    LEASE_SK,
+    POINTER_SK,
+    SESSION_SK,
+    TTL_ATTRIBUTE,
+    TURN_SK,
+    Item,
+    _audit_item,
+    _card_item,
+    _get_f,
+    _get_s,
+    _grant_item,
+    _key,
+    _n,
+    _names,
+    _nonce,
+    _outbox_item,
+    _pointer_item,
+    _s,
+    _session_item,
+    _to_pointer,
+    _ttl,
+)
+from chat_approvals.store.dynamodb_transactions import Transactions
 
-Item = dict[str, dict[str, Any]]
+__all__ = ["TTL_ATTRIBUTE", "DynamoRows", "create_table", "delete_table", "open_dynamodb_rows"]
+
 log = logging.getLogger(__name__)
 
-POINTER_SK = "pointer"
-CARD_SK = "card"
-EVENT_SK = "event"
-SESSION_SK = "session"
-TURN_SK = "turn"
-LEASE_SK = "lease"
-OBJECT_SK = "object"
-TTL_ATTRIBUTE = "ttl"
-_TRANSACTION_ITEMS = 100  # TransactWriteItems takes at most this many
 
-
-def _key(*parts: str) -> str:
-    return json.dumps(list(parts), separators=(",", ":"))
-
-
-# Attribute values go through boto3's own marshalling (numbers as Decimal, so a float keeps its
-# shortest repr and no binary noise reaches the table).
-_SER, _DE = TypeSerializer(), TypeDeserializer()
-
-
-def _s(v: str) -> dict[str, Any]:
-    return _SER.serialize(v)
-
-
-def _n(v: float | int) -> dict[str, Any]:
-    return _SER.serialize(v if isinstance(v, int) else Decimal(repr(float(v))))
-
-
-def _ttl(v: float) -> dict[str, Any]:
-    return _SER.serialize(math.ceil(v))  # DynamoDB TTL wants whole epoch seconds
-
-
-def _get_s(item: Item, name: str) -> str | None:
-    v = item.get(name)
-    return None if v is None else str(_DE.deserialize(v))
-
-
-def _get_f(item: Item, name: str) -> float | None:
-    v = item.get(name)
-    return None if v is None else float(_DE.deserialize(v))
-
-
-_NAME = re.compile(r"#(\w+)")
-_VALUE = re.compile(r":\w+")  # a value placeholder in an expression
-
-
-def _names(*expressions: str) -> dict[str, str]:
-    """Every attribute goes through a placeholder (state and ttl are reserved words); only the
-    placeholders actually used are passed, since DynamoDB rejects unused ones."""
-    return {f"#{n}": n for e in expressions for n in _NAME.findall(e)}
-
-
-def _nonce() -> str:
-    return secrets.token_hex(8)
-
-
-@dataclass(frozen=True)
-class _Tx:
-    """A TransactWriteItems' outcome: applied, or cancelled with each operation's reason."""
-
-    applied: bool
-    reasons: tuple[str, ...] = ()
-
-    def failed(self, i: int) -> bool:
-        """Did operation `i`'s condition fail (False when the endpoint gave no reasons)?"""
-        return i < len(self.reasons) and self.reasons[i] == "ConditionalCheckFailed"
-
-
-class _AuditSeq:
-    """Sort keys for audit events: wall-clock nanoseconds, strictly increasing in this process
-    (several events can share a clock tick). Across replicas, order follows their clocks."""
-
-    def __init__(self) -> None:
-        self._last = 0
-        self._lock = threading.Lock()
-
-    def next(self) -> int:
-        with self._lock:
-            self._last = max(self._last + 1, time.time_ns())
-            return self._last
-
-
-_SEQ = _AuditSeq()
-
-
-class DynamoRows(RowStore):
-    def __init__(self, target: AwsTarget, client: Any | None = None) -> None:
-        self.target = target
-        self.table = target.name
-        self.client = client if client is not None else make_client("dynamodb", target)
-        self._transactions = True  # until the endpoint says it has no TransactWriteItems
-        self._local = threading.local()  # a step's objects waiting for its write (atomic)
-
-    # --- plumbing ---------------------------------------------------------------------
-    def _call(self, op: str, **kwargs: Any) -> dict[str, Any]:
-        """One API call with retries. A failed condition is the caller's to read; any other
-        error is a StoreError that says what to do about it."""
-        fn = getattr(self.client, op)
-        try:
-            result: dict[str, Any] = call_with_retries(
-                self.target, f"{op} on {self.table}", lambda: fn(TableName=self.table, **kwargs)
-            )
-        except ClientError as e:
-            code = error_code(e)
-            if code == "ConditionalCheckFailedException":
-                raise
-            hint = " (create it with `chat-approvals store init`)" if code == "ResourceNotFoundException" else ""
-            raise StoreError(f"dynamodb {op} on table {self.table}: {code}{hint}: {e}") from e
-        return result
-
-    def _get(self, pk: str, sk: str) -> Item | None:
-        r = self._call("get_item", Key={"pk": _s(pk), "sk": _s(sk)}, ConsistentRead=True)
-        item: Item | None = r.get("Item")
-        return item
-
-    def _write(
-        self, op: str, pk: str, sk: str, nonce: str | None, condition: str, **kwargs: Any
-    ) -> dict[str, Any] | None:
-        """One conditional write. Returns the response when it applied (now or, recognised by
-        our nonce, on an earlier attempt whose response was lost), None when the condition failed."""
-        self._flush_objects()  # R7: a step's objects are durable before any row that may name them
-        exprs = [condition, kwargs.get("UpdateExpression", "")]
-        if op != "put_item":
-            kwargs["Key"] = {"pk": _s(pk), "sk": _s(sk)}
-        try:
-            return self._call(
-                op,
-                ConditionExpression=condition,
-                ExpressionAttributeNames=_names(*exprs),
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **kwargs,
-            )
-        except ClientError as e:
-            if error_code(e) != "ConditionalCheckFailedException":
-                raise StoreError(f"dynamodb {op} on {self.table}: {e}") from e
-            if nonce is None:
-                return None
-            old: Item | None = e.response.get("Item")
-            if old is None:  # dynalite does not return ALL_OLD: read it, strongly consistent
-                old = self._get(pk, sk)
-            if old is not None and _get_s(old, "op") == nonce:
-                return {"Attributes": old}
-            return None
-
-    def _query(self, **kwargs: Any) -> Iterator[Item]:
-        start: dict[str, Any] | None = None
-        while True:
-            page = self._call("query", ConsistentRead=True, **kwargs, **({"ExclusiveStartKey": start} if start else {}))
-            yield from page.get("Items", [])
-            start = page.get("LastEvaluatedKey")
-            if not start:
-                return
+class DynamoRows(Transactions, RowStore):
+    """The row store over one table: the table's plumbing, its object items and its
+    transactions come from the classes it builds on (dynamodb_table, _objects, _transactions)."""
 
     # --- pointers ---------------------------------------------------------------------
-    @staticmethod
-    def _pointer_item(p: Pointer, nonce: str) -> Item:
-        item: Item = {
-            "pk": _s(_key("chat", p.chat)),
-            "sk": _s(POINTER_SK),
-            "card_id": _s(p.card_id),
-            "sh": _s(p.secret_hash),
-            "state": _s(p.state),
-            "expires_at": _n(p.expires_at),
-            "ttl": _ttl(p.ttl),
-            "ttl_at": _n(p.ttl),
-            "claim_count": _n(p.claim_count),
-            "doc": _s(p.model_dump_json()),
-            "op": _s(nonce),
-        }
-        for name, value in (
-            ("worker", p.worker),
-            ("lease_until", p.lease_until),
-            ("resume_deadline", p.resume_deadline),
-            ("answer_key", p.answer_key),
-        ):
-            if value is not None:
-                item[name] = _s(value) if isinstance(value, str) else _n(value)
-        if p.card_location is not None:
-            item["card_location"] = _s(json.dumps(p.card_location))
-        if p.votes:  # a list of JSON docs in vote order, and the voters as a set (the condition)
-            item["votes"] = {"L": [_s(v.model_dump_json()) for v in p.votes]}
-            item["voters"] = {"SS": sorted({v.user for v in p.votes})}
-        return item
-
-    @staticmethod
-    def _to_pointer(item: Item | None) -> Pointer | None:
-        if item is None:
-            return None
-        doc = json.loads(str(_get_s(item, "doc")))
-        location = _get_s(item, "card_location")
-        count = _get_f(item, "claim_count")
-        doc.update(
-            card_id=_get_s(item, "card_id"),
-            secret_hash=_get_s(item, "sh"),
-            state=_get_s(item, "state"),
-            expires_at=_get_f(item, "expires_at"),
-            ttl=_get_f(item, "ttl_at"),
-            claim_count=int(count or 0),
-            worker=_get_s(item, "worker"),
-            lease_until=_get_f(item, "lease_until"),
-            resume_deadline=_get_f(item, "resume_deadline"),
-            card_location=json.loads(location) if location else None,
-            answer_key=_get_s(item, "answer_key"),
-            votes=[json.loads(v["S"]) for v in item.get("votes", {}).get("L", [])],
-        )
-        return Pointer.model_validate_json(json.dumps(doc))
-
-    _CARD_COND = "attribute_not_exists(#pk) OR #chat = :chat"
-
-    @staticmethod
-    def _card_item(chat: str, card_id: str, ttl: float) -> Item:
-        return {
-            "pk": _s(_key("card", card_id)),
-            "sk": _s(CARD_SK),
-            "chat": _s(chat),
-            "ttl": _ttl(ttl),
-            "ttl_at": _n(ttl),
-        }
-
     def _index_card(self, chat: str, card_id: str, ttl: float) -> None:
         """Write-once card -> chat entry; re-writing the same pair (a retry) is a no-op."""
-        item = self._card_item(chat, card_id, ttl)
+        item = _card_item(chat, card_id, ttl)
         values = {":chat": _s(chat)}
-        if self._write("put_item", "", "", None, self._CARD_COND, Item=item, ExpressionAttributeValues=values) is None:
+        if self._write("put_item", "", "", None, _CARD_COND, Item=item, ExpressionAttributeValues=values) is None:
             raise ValueError(f"card id {card_id!r} already belongs to another chat")
 
     def put_pointer(self, pointer: Pointer, now: float) -> bool:
         self._index_card(pointer.chat, pointer.card_id, pointer.ttl)
         nonce = _nonce()
-        item = self._pointer_item(pointer, nonce)
+        item = _pointer_item(pointer, nonce)
         pk = str(_get_s(item, "pk"))
         values = self._put_pointer_values(now)
         r = self._write(
@@ -323,7 +137,7 @@ class DynamoRows(RowStore):
         return {":done": _s("done"), ":expired": _s("expired"), ":claimed": _s("claimed"), ":now": _n(now)}
 
     def get_pointer(self, chat: str) -> Pointer | None:
-        return self._to_pointer(self._get(_key("chat", chat), POINTER_SK))
+        return _to_pointer(self._get(_key("chat", chat), POINTER_SK))
 
     def get_pointer_by_card(self, card_id: str) -> Pointer | None:
         index = self._get(_key("card", card_id), CARD_SK)
@@ -373,7 +187,7 @@ class DynamoRows(RowStore):
             ":one": _n(1),
         }
         r = self._update(read.chat, cond, upd, values)
-        return None if r is None else self._to_pointer(r["Attributes"])
+        return None if r is None else _to_pointer(r["Attributes"])
 
     _HOLDING = "#card_id = :cid AND #state = :claimed AND #worker = :w AND #claim_count = :token"
 
@@ -432,7 +246,7 @@ class DynamoRows(RowStore):
         if new.chat != chat:
             raise ValueError("a chained card stays in its chat")
         self._index_card(chat, new.card_id, new.ttl)
-        fields = self._pointer_item(new, "")
+        fields = _pointer_item(new, "")
         sets, removes, values = [], [], self._holding(fence)
         for name in (
             "card_id",
@@ -491,7 +305,7 @@ class DynamoRows(RowStore):
             ":voters": {"SS": [vote.user]},
         }
         r = self._update(chat, cond, upd, values)
-        return None if r is None else self._to_pointer(r["Attributes"])
+        return None if r is None else _to_pointer(r["Attributes"])
 
     def set_card_location(self, chat: str, card_id: str, location: dict[str, str]) -> bool:
         values = {":cid": _s(card_id), ":loc": _s(json.dumps(location))}
@@ -569,26 +383,7 @@ class DynamoRows(RowStore):
 
     # --- grants -----------------------------------------------------------------------
     def put_grant(self, grant: Grant, ttl: float) -> None:
-        self._call("put_item", Item=self._grant_item(grant, ttl))  # an upsert: the same write again is the same row
-
-    @staticmethod
-    def _grant_item(grant: Grant, ttl: float) -> Item:
-        item: Item = {
-            "pk": _s(_key("grant", grant.user)),
-            "sk": _s(_key(grant.chat, grant.kind, grant.name)),
-            "user": _s(grant.user),
-            "chat": _s(grant.chat),
-            "kind": _s(grant.kind),
-            "name": _s(grant.name),
-            "card_id": _s(grant.card_id),
-            "created_at": _n(grant.created_at),
-            "expires_at": _n(grant.expires_at),
-            "ttl": _ttl(ttl),
-            "ttl_at": _n(ttl),
-        }
-        if grant.turn_id is not None:
-            item["turn_id"] = _s(grant.turn_id)
-        return item
+        self._call("put_item", Item=_grant_item(grant, ttl))  # an upsert: the same write again is the same row
 
     def list_grants(self, user: str, chat: str | None, now: float) -> list[Grant]:
         key = "#pk = :pk"
@@ -660,30 +455,16 @@ class DynamoRows(RowStore):
         return r is not None
 
     # --- sessions -----------------------------------------------------------------------
-    _SESSION_COND = "attribute_not_exists(#pk) OR #seq <= :seq"
-
-    @staticmethod
-    def _session_item(chat: str, key: str, seq: float, ttl: float, nonce: str) -> Item:
-        return {
-            "pk": _s(_key("session", chat)),
-            "sk": _s(SESSION_SK),
-            "object_key": _s(key),
-            "seq": _n(seq),
-            "ttl": _ttl(ttl),
-            "ttl_at": _n(ttl),
-            "op": _s(nonce),
-        }
-
     def put_session(self, chat: str, key: str, seq: float, ttl: float) -> bool:
         nonce = _nonce()
-        item = self._session_item(chat, key, seq, ttl, nonce)
+        item = _session_item(chat, key, seq, ttl, nonce)
         values = {":seq": _n(seq)}
         r = self._write(
             "put_item",
             _key("session", chat),
             SESSION_SK,
             nonce,
-            self._SESSION_COND,
+            _SESSION_COND,
             Item=item,
             ExpressionAttributeValues=values,
         )
@@ -694,24 +475,11 @@ class DynamoRows(RowStore):
         return None if item is None else _get_s(item, "object_key")
 
     # --- audit ------------------------------------------------------------------------
-    @staticmethod
-    def _audit_item(event: AuditEvent, ttl: float, nonce: str) -> Item:
-        """The event's item; its sort key is taken now, so items made in order sort in order."""
-        return {
-            "pk": _s(_key("audit", event.chat)),
-            "sk": _s(f"{_SEQ.next():020d}.{nonce}"),
-            "doc": _s(event.model_dump_json()),
-            "at": _n(event.at),
-            "ttl": _ttl(ttl),
-            "ttl_at": _n(ttl),
-            "op": _s(nonce),
-        }
-
     def append_audit(self, event: AuditEvent, ttl: float, outbox: Sequence[OutboxItem] = ()) -> None:
         nonce = _nonce()
-        item = self._audit_item(event, ttl, nonce)
+        item = _audit_item(event, ttl, nonce)
         pk, sk = str(_get_s(item, "pk")), str(_get_s(item, "sk"))
-        out = [self._outbox_item(o, ttl, nonce) for o in outbox]
+        out = [_outbox_item(o, ttl, nonce) for o in outbox]
         if out and self._transactions and self._transact([item, *out], nonce):
             return
         for o in out:  # no transactions here: the outbox first (an event never lacks its items)
@@ -720,40 +488,6 @@ class DynamoRows(RowStore):
             )
         # the sort key is unique to this call, so a failed condition can only be our own retry
         self._write("put_item", pk, sk, nonce, "attribute_not_exists(#pk)", Item=item)
-
-    @staticmethod
-    def _outbox_item(o: OutboxItem, ttl: float, nonce: str) -> Item:
-        return {
-            "pk": _s(_key("outbox", o.sink)),
-            "sk": _s(o.id),
-            "chat": _s(o.chat),
-            "body": _s(o.body),
-            "ttl": _ttl(ttl),
-            "ttl_at": _n(ttl),
-            "op": _s(nonce),
-        }
-
-    def _transact(self, items: list[Item], nonce: str) -> bool:
-        """All puts (write-once) in one TransactWriteItems. False when the endpoint has no
-        transactions (then remembered)."""
-        cond = "attribute_not_exists(#pk)"
-        puts = [
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "Item": i,
-                    "ConditionExpression": cond,
-                    "ExpressionAttributeNames": _names(cond),
-                }
-            }
-            for i in items
-        ]
-        tx = self._transact_ops(puts, nonce)
-        if tx is None:
-            return False
-        if not tx.applied:
-            raise StoreError(f"dynamodb transact_write_items on {self.table}: cancelled: {list(tx.reasons)}")
-        return True
 
     # --- compound steps: fewer requests where no condition is lost ------------------------
     def begin_turn(self, chat: str, holder: str, user: str, now: float, lease_until: float) -> TurnStart:
@@ -765,7 +499,7 @@ class DynamoRows(RowStore):
         session = found.get(session_key)
         return TurnStart(
             True,
-            self._to_pointer(found.get(pointer_key)),
+            _to_pointer(found.get(pointer_key)),
             tuple(self.list_grants(user, chat, now)),
             None if session is None else _get_s(session, "object_key"),
         )
@@ -801,14 +535,14 @@ class DynamoRows(RowStore):
         if won is None:
             return None
         nonce = _nonce()
-        items = [self._audit_item(a.event, a.ttl, nonce) for a in before]
+        items = [_audit_item(a.event, a.ttl, nonce) for a in before]
         for c in changes:
             g = c.grant
             if not c.delete:
-                items += [self._grant_item(g, c.ttl), self._audit_item(c.audit.event, c.audit.ttl, nonce)]
+                items += [_grant_item(g, c.ttl), _audit_item(c.audit.event, c.audit.ttl, nonce)]
             elif self.delete_grant(g.user, g.chat, g.kind, g.name):
-                items.append(self._audit_item(c.audit.event, c.audit.ttl, nonce))
-        items += [self._audit_item(a.event, a.ttl, nonce) for a in after]
+                items.append(_audit_item(c.audit.event, c.audit.ttl, nonce))
+        items += [_audit_item(a.event, a.ttl, nonce) for a in after]
         self._batch_put(items)
         return Claimed(won, tuple(self.list_grants(won.owner, won.chat, now)))
 
@@ -832,9 +566,9 @@ class DynamoRows(RowStore):
             nonce = _nonce()
             ops = [self._object_op(i) for i in objects]
             if pointer is not None:
-                card = self._card_item(pointer.chat, pointer.card_id, pointer.ttl)
-                ops.append(self._put_op(card, self._CARD_COND, {":chat": _s(pointer.chat)}))
-                item = self._pointer_item(pointer, nonce)
+                card = _card_item(pointer.chat, pointer.card_id, pointer.ttl)
+                ops.append(self._put_op(card, _CARD_COND, {":chat": _s(pointer.chat)}))
+                item = _pointer_item(pointer, nonce)
                 ops.append(self._put_op(item, self._PUT_POINTER, self._put_pointer_values(now)))
                 for a in audit:
                     ops += [self._put_op(i, "attribute_not_exists(#pk)") for i in self._audit_items(a, nonce)]
@@ -860,225 +594,6 @@ class DynamoRows(RowStore):
         if objects:
             self._put_objects(objects)
         return super().end_turn(chat, holder, now=now, pointer=pointer, audit=audit, session=session)
-
-    # --- transactions: several items, one request, all or nothing ------------------------
-    def _put_op(self, item: Item, condition: str, values: dict[str, Any] | None = None) -> dict[str, Any]:
-        put: dict[str, Any] = {
-            "TableName": self.table,
-            "Item": item,
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": _names(condition),
-        }
-        if values:
-            put["ExpressionAttributeValues"] = values
-        return {"Put": put}
-
-    def _update_op(self, pk: str, sk: str, condition: str, update: str, values: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "Update": {
-                "TableName": self.table,
-                "Key": {"pk": _s(pk), "sk": _s(sk)},
-                "ConditionExpression": condition,
-                "UpdateExpression": update,
-                "ExpressionAttributeNames": _names(condition, update),
-                "ExpressionAttributeValues": values,
-            }
-        }
-
-    def _delete_op(self, pk: str, sk: str, condition: str, values: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "Delete": {
-                "TableName": self.table,
-                "Key": {"pk": _s(pk), "sk": _s(sk)},
-                "ConditionExpression": condition,
-                "ExpressionAttributeNames": _names(condition),
-                "ExpressionAttributeValues": values,
-            }
-        }
-
-    def _session_op(self, session: SessionWrite, nonce: str) -> dict[str, Any]:
-        item = self._session_item(session.chat, session.key, session.seq, session.ttl, nonce)
-        return self._put_op(item, self._SESSION_COND, {":seq": _n(session.seq)})
-
-    def _object_op(self, item: Item) -> dict[str, Any]:
-        return self._put_op(item, "attribute_not_exists(#pk)")  # write-once
-
-    def _audit_items(self, a: AuditWrite, nonce: str) -> list[Item]:
-        return [self._audit_item(a.event, a.ttl, nonce), *(self._outbox_item(o, a.ttl, nonce) for o in a.outbox)]
-
-    def _transact_ops(self, ops: list[dict[str, Any]], nonce: str) -> _Tx | None:
-        """One TransactWriteItems (idempotent on retry by its request token). Applied, or
-        cancelled (nothing was written) with each operation's reason; None: the endpoint has no
-        transactions (then remembered, and the caller writes item by item)."""
-        try:
-            call_with_retries(
-                self.target,
-                f"transact_write_items on {self.table}",
-                lambda: self.client.transact_write_items(TransactItems=ops, ClientRequestToken=nonce),
-            )
-        except ClientError as e:
-            code = error_code(e)
-            if code == "TransactionCanceledException":
-                reasons = tuple(str(r.get("Code", "")) for r in e.response.get("CancellationReasons", []))
-                return _Tx(False, reasons)
-            if code in ("UnknownOperationException", "UnrecognizedClientException") or "Unknown" in code:
-                self._transactions = False
-                return None
-            raise StoreError(f"dynamodb transact_write_items on {self.table}: {code}: {e}") from e
-        return _Tx(True)
-
-    def _applied(self, chat: str, nonce: str) -> bool:
-        """Was a cancelled transaction our own earlier attempt whose response was lost (its retry
-        then fails its conditions)? The chat's pointer carries that attempt's nonce."""
-        item = self._get(_key("chat", chat), POINTER_SK)
-        return item is not None and _get_s(item, "op") == nonce
-
-    # --- objects kept in the table (store/table_objects.py) ---------------------------------
-    @contextlib.contextmanager
-    def _atomic(self) -> Iterator[None]:
-        if getattr(self._local, "depth", 0):
-            yield
-            return
-        self._local.depth, self._local.objects = 1, []
-        try:
-            yield
-            self._flush_objects()  # nothing took them: write them before the step ends
-        finally:
-            self._local.depth, self._local.objects = 0, []
-
-    def atomic(self) -> contextlib.AbstractContextManager[object]:
-        """Objects put on the table (TableObjects) inside wait for the step's next row write and
-        go in its request: end_turn's and finish's transaction, or else written just before it
-        (R7: the object first). Whatever no write took is written when the block ends; on an
-        exception they are dropped (no row names them)."""
-        return self._atomic()
-
-    def defer_object(self, item: Item) -> bool:
-        """Inside atomic() on this thread: keep the object item for the step's next write."""
-        if not getattr(self._local, "depth", 0):
-            return False
-        self._local.objects.append(item)
-        return True
-
-    def _take_objects(self) -> list[Item]:
-        items: list[Item] = getattr(self._local, "objects", None) or []
-        self._local.objects = []
-        return items
-
-    def _flush_objects(self) -> None:
-        items = self._take_objects()
-        if items:
-            self._put_objects(items)
-
-    def _put_objects(self, items: list[Item]) -> None:
-        """One object: its write-once PutItem. Several: one BatchWriteItem (their keys are new:
-        card ids, fence tokens, random names)."""
-        if len(items) > 1:
-            self._batch_put(items)
-        elif items and not self.put_object_item(items[0]):
-            raise ObjectExists(str(_get_s(items[0], "key")))
-
-    @staticmethod
-    def object_item(key: str, data: bytes, sha256: str, written_at: float, ttl: float, nonce: str) -> Item:
-        """No `ttl_at`: the rows' sweep leaves objects to the objects' sweep (by written_at)."""
-        return {
-            "pk": _s(_key("object", key)),
-            "sk": _s(OBJECT_SK),
-            "key": _s(key),
-            "data": {"B": data},
-            "sha256": _s(sha256),
-            "written_at": _n(written_at),
-            "ttl": _ttl(ttl),
-            "op": _s(nonce),
-        }
-
-    def put_object_item(self, item: Item) -> bool:
-        """Write-once: False when the key exists (and is not our own lost-response retry)."""
-        pk, nonce = str(_get_s(item, "pk")), _get_s(item, "op")
-        return self._write("put_item", pk, OBJECT_SK, nonce, "attribute_not_exists(#pk)", Item=item) is not None
-
-    def get_object_item(self, key: str) -> tuple[bytes, str] | None:
-        item = self._get(_key("object", key), OBJECT_SK)
-        if item is None:
-            return None
-        return bytes(item["data"]["B"]), str(_get_s(item, "sha256"))
-
-    def sweep_objects(self, older_than: float) -> int:
-        """Delete object items written before `older_than` (a filtered Scan, as sweep)."""
-        values = {":object": _s('["object",'), ":t": _n(older_than)}
-        scan = "begins_with(#pk, :object) AND #written_at < :t"
-        return sum(1 for _ in self._delete_scanned(scan, "#written_at < :t", values, "object sweep"))
-
-    def _delete_scanned(self, scan: str, still: str, values: dict[str, Any], what: str) -> Iterator[Item]:
-        """Scan for the items `scan` matches and delete each that `still` matches when it is
-        deleted (a row re-put since the scan is kept); yields the items deleted."""
-        start: dict[str, Any] | None = None
-        while True:
-            page = self._call(
-                "scan",
-                ConsistentRead=True,
-                FilterExpression=scan,
-                ProjectionExpression="#pk, #sk",
-                ExpressionAttributeNames=_names(scan, "#pk #sk"),
-                ExpressionAttributeValues=values,
-                **({"ExclusiveStartKey": start} if start else {}),
-            )
-            for item in page.get("Items", []):
-                try:
-                    self._call(
-                        "delete_item",
-                        Key={"pk": item["pk"], "sk": item["sk"]},
-                        ConditionExpression=still,
-                        ExpressionAttributeNames=_names(still),
-                        ExpressionAttributeValues={k: values[k] for k in set(_VALUE.findall(still))},
-                    )
-                except ClientError as e:
-                    if error_code(e) != "ConditionalCheckFailedException":
-                        raise StoreError(f"dynamodb {what} on {self.table}: {e}") from e
-                    continue
-                yield item
-            start = page.get("LastEvaluatedKey")
-            if not start:
-                return
-
-    def _batch_get(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Item]:
-        """Strongly consistent reads in one BatchGetItem (keys left unprocessed are asked again)."""
-        want: dict[str, Any] = {
-            self.table: {"Keys": [{"pk": _s(pk), "sk": _s(sk)} for pk, sk in keys], "ConsistentRead": True}
-        }
-        found: dict[tuple[str, str], Item] = {}
-        for attempt in range(8):
-            r = self._batch("batch_get_item", want)
-            for item in r.get("Responses", {}).get(self.table, []):
-                found[(str(_get_s(item, "pk")), str(_get_s(item, "sk")))] = item
-            want = r.get("UnprocessedKeys") or {}
-            if not want:
-                return found
-            time.sleep(0.02 * 2**attempt)
-        raise StoreError(f"dynamodb batch_get_item on {self.table}: keys still unprocessed")
-
-    def _batch_put(self, items: list[Item]) -> None:
-        """Unconditional puts, 25 to a BatchWriteItem (items left unprocessed are sent again)."""
-        self._flush_objects()
-        for start in range(0, len(items), 25):
-            want: dict[str, Any] = {self.table: [{"PutRequest": {"Item": i}} for i in items[start : start + 25]]}
-            for attempt in range(8):
-                want = self._batch("batch_write_item", want).get("UnprocessedItems") or {}
-                if not want:
-                    break
-                time.sleep(0.02 * 2**attempt)
-            else:
-                raise StoreError(f"dynamodb batch_write_item on {self.table}: items still unprocessed")
-
-    def _batch(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
-        fn = getattr(self.client, op)
-        try:
-            result: dict[str, Any] = call_with_retries(
-                self.target, f"{op} on {self.table}", lambda: fn(RequestItems=request)
-            )
-        except ClientError as e:
-            raise StoreError(f"dynamodb {op} on table {self.table}: {error_code(e)}: {e}") from e
-        return result
 
     def list_audit(self, chat: str) -> list[AuditEvent]:
         key = "#pk = :pk"
@@ -1166,64 +681,3 @@ class DynamoRows(RowStore):
 def open_dynamodb_rows(url: str) -> DynamoRows:
     """`dynamodb://TABLE?region=R[&endpoint_url=URL][&max_attempts=N]`; credentials from boto3's chain."""
     return DynamoRows(parse_target(url, "dynamodb"))
-
-
-# --- table management (store init, tests) -----------------------------------------------
-
-
-def create_table(url: str) -> str:
-    """Create the table (on-demand) with TTL on `ttl`, idempotently. Returns what was done."""
-    target = parse_target(url, "dynamodb")
-    client = make_client("dynamodb", target)
-    done = []
-    try:
-        try:
-            client.create_table(
-                TableName=target.name,
-                AttributeDefinitions=[
-                    {"AttributeName": "pk", "AttributeType": "S"},
-                    {"AttributeName": "sk", "AttributeType": "S"},
-                ],
-                KeySchema=[
-                    {"AttributeName": "pk", "KeyType": "HASH"},
-                    {"AttributeName": "sk", "KeyType": "RANGE"},
-                ],
-                BillingMode="PAY_PER_REQUEST",
-            )
-            done.append(f"created table {target.name}")
-        except ClientError as e:
-            if error_code(e) != "ResourceInUseException":
-                raise
-            done.append(f"table {target.name} exists")
-        client.get_waiter("table_exists").wait(TableName=target.name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
-        done.append(_enable_ttl(client, target.name))
-    finally:
-        client.close()
-    return "; ".join(done)
-
-
-def _enable_ttl(client: Any, table: str) -> str:
-    try:
-        desc = client.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
-        if desc.get("TimeToLiveStatus") in ("ENABLED", "ENABLING") and desc.get("AttributeName") == TTL_ATTRIBUTE:
-            return f"TTL on {TTL_ATTRIBUTE!r} already enabled"
-        client.update_time_to_live(
-            TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
-        )
-        return f"enabled TTL on {TTL_ATTRIBUTE!r}"
-    except ClientError as e:
-        if error_code(e) == "UnknownOperationException":  # dynalite has no TTL API
-            return "this endpoint has no TTL API (emulator): rows are removed by `sweep` only"
-        raise
-
-
-def delete_table(url: str) -> None:
-    target = parse_target(url, "dynamodb")
-    client = make_client("dynamodb", target)
-    try:
-        client.delete_table(TableName=target.name)
-    except ClientError as e:
-        if error_code(e) != "ResourceNotFoundException":
-            raise
-    finally:
-        client.close()

@@ -1,7 +1,8 @@
 """The layers of docs/architecture.md, checked on the import graph (ast, so imports under
 `TYPE_CHECKING` and inside functions count too):
 - core/ knows no chat platform and no front end;
-- store/ imports only core.models from the project;
+- core/ imports no store module: core owns its ports (core/ports.py), store/ implements them;
+- store/ imports only core.models and core.ports from the project;
 - cards/ imports only core.models (and other cards);
 - no import cycle among core/ modules;
 - every project import names the installed package, chat_approvals.* (never a bare `core`).
@@ -18,7 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PLATFORMS = ("bots", "cards", "slack_sdk", "slack_bolt", "botbuilder", "botframework", "msal")
 LAYERS = ("core", "cards", "store", "bots")
 PACKAGE = "chat_approvals"
-CORE_MODELS = (f"{PACKAGE}.core", f"{PACKAGE}.core.models")  # what store/ and cards/ may import
+CORE_MODELS = (f"{PACKAGE}.core", f"{PACKAGE}.core.models")  # what cards/ may import
+CORE_FACE = (*CORE_MODELS, f"{PACKAGE}.core.ports")  # what store/ may import: the models and the ports
 
 
 def module_name(path: Path) -> str:
@@ -71,13 +73,30 @@ def test_core_imports_no_platform(module: str) -> None:
     assert bad == [], f"{module} imports {bad}: core/ knows no chat platform"
 
 
-@pytest.mark.parametrize("layer", ["store", "cards"])
-def test_store_and_cards_import_only_core_models(layer: str) -> None:
+def store_imports(names: set[str]) -> list[str]:
+    """The store modules among `names` (by name, so a store module not yet written counts too)."""
+    return sorted(n for n in names if n.split(".")[:2] == [PACKAGE, "store"])
+
+
+@pytest.mark.parametrize("module", sorted(modules("core")))
+def test_core_imports_no_store_module(module: str) -> None:
+    bad = store_imports(modules("core")[module])
+    assert bad == [], f"{module} imports {bad}: the arrow runs store -> core (core/ports.py), never back"
+
+
+def test_the_store_import_check_sees_one(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from chat_approvals.store import aio\n")
+    assert store_imports(imports_of(probe)) == ["chat_approvals.store", "chat_approvals.store.aio"]
+
+
+@pytest.mark.parametrize(("layer", "allowed"), [("store", CORE_FACE), ("cards", CORE_MODELS)])
+def test_store_and_cards_import_only_the_core_face(layer: str, allowed: tuple[str, ...]) -> None:
     bad = {
-        m: sorted(n for n in project(names, ALL) if top(n) != layer and n not in CORE_MODELS)
+        m: sorted(n for n in project(names, ALL) if top(n) != layer and n not in allowed)
         for m, names in modules(layer).items()
     }
-    assert {m: b for m, b in bad.items() if b} == {}, f"{layer}/ may import only core.models from the project"
+    assert {m: b for m, b in bad.items() if b} == {}, f"{layer}/ may import only {allowed} from the project"
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:

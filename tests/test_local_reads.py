@@ -13,7 +13,7 @@ import pytest
 
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.metrics import Metrics
-from chat_approvals.core.observed import ObservedRows
+from chat_approvals.core.observed import observe
 from chat_approvals.store.aio import Rows, StoreIO
 from chat_approvals.store.base import RowStore
 from chat_approvals.store.file_objects import FileObjects
@@ -69,5 +69,5 @@ async def test_reads_run_on_the_loop_only_when_the_backend_says_they_are_local(t
 def test_sqlite_says_its_reads_are_local_and_the_metrics_wrapper_keeps_it(tmp_path: Path) -> None:
     rows = SqliteRows(tmp_path / "rows.db")
     assert rows.local_reads is True
-    assert ObservedRows(rows, Metrics(lambda: T0)).local_reads is True
+    assert observe(rows, Metrics(lambda: T0)).local_reads is True
     assert RowStore.local_reads is False  # any other backend (DynamoDB) hops for every call

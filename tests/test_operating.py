@@ -24,7 +24,7 @@ from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.egress import Gate, GateConfig
 from chat_approvals.core.metrics import Metrics
 from chat_approvals.core.models import AuditEvent, ClaimRead
-from chat_approvals.core.observed import ObservedObjects, ObservedRows
+from chat_approvals.core.observed import Observed, observe
 from chat_approvals.core.settings import Settings
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.base import StoreError
@@ -52,8 +52,8 @@ def value(text: str, name: str, **labels: str) -> float:
 def observed(tmp_path: Path, clock: ManualClock, counter: Counter) -> Approvals:
     metrics = Metrics(clock.now)
     store = StoreIO(
-        ObservedRows(SqliteRows(tmp_path / "rows.db"), metrics),
-        ObservedObjects(FileObjects(tmp_path / "objects", clock=clock), metrics),
+        observe(SqliteRows(tmp_path / "rows.db"), metrics),
+        observe(FileObjects(tmp_path / "objects", clock=clock), metrics),
     )
     return Approvals(store, settings=Settings(), clock=clock, agent_factory=scripted_factory(counter), metrics=metrics)
 
@@ -143,7 +143,7 @@ async def test_metrics_follow_a_full_cycle_and_every_refusal(
 
 async def test_store_faults_are_counted_by_backend_and_op(oapi: Api, observed: Approvals) -> None:
     rows = observed.store.rows
-    assert isinstance(rows, ObservedRows)
+    assert isinstance(rows, Observed)
 
     def broken(card_id: str) -> None:
         raise StoreError("disk on fire")
@@ -195,7 +195,7 @@ async def test_readyz_is_503_with_the_reason_when_the_store_fails_and_200_when_i
     async with oapi.session.get(f"{oapi.base}/readyz") as r:
         assert r.status == 200 and (await r.json()) == {"ready": True}
     rows = observed.store.rows
-    assert isinstance(rows, ObservedRows)
+    assert isinstance(rows, Observed)
     real = rows.inner.get_pointer
 
     def broken(chat: str) -> None:

@@ -11,13 +11,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestServer
 
 from chat_approvals.core.clock import ManualClock
-from chat_approvals.core.models import StoreUnavailable
+from chat_approvals.core.models import BadObject, StoreFault, StoreUnavailable
 from chat_approvals.core.wording import STORE_UNAVAILABLE
 from chat_approvals.store.aio import StoreIO
-from chat_approvals.store.base import RowStore, StoreError
+from chat_approvals.store.base import CorruptObject, ObjectExists, RowStore, StoreError
+from chat_approvals.store.file_objects import FileObjects
 from tests.conftest import Api
 from tests.slack_rig import SlackRig
 from tests.teams.harness import Bot, MockConnector, card_data
@@ -48,6 +50,29 @@ def store_down(rows: RowStore) -> Iterator[None]:
 
 def test_backend_faults_are_the_core_error() -> None:
     assert issubclass(StoreError, StoreUnavailable)
+
+
+def test_a_corrupt_or_duplicate_object_is_its_own_error_not_an_outage() -> None:
+    for bad in (CorruptObject, ObjectExists):
+        assert issubclass(bad, BadObject) and issubclass(bad, StoreFault)
+        assert not issubclass(bad, StoreUnavailable), bad  # retrying reads the same bytes
+
+
+async def test_http_answers_a_corrupt_object_as_a_store_fault(api: Api, store: StoreIO) -> None:
+    """A corrupt answer object (read by a replay) is a BadObject, and the front end answers it
+    as it answers any store fault: a 503 that says so, never a 500."""
+    code, body = await api.turn("chat-1", "alice", URL_TEXT)
+    card = body["card"]
+    code, body = await api.resume(card["card_id"], "alice", card["secret"])
+    assert code == 200 and body["outcome"] == "resumed"
+    p = store.rows.get_pointer_by_card(card["card_id"])
+    assert p is not None and p.answer_key and isinstance(store.objects, FileObjects)
+    answer = store.objects.root / p.answer_key
+    answer.write_bytes(answer.read_bytes() + b" ")  # the bytes no longer match their checksum
+    with pytest.raises(CorruptObject):
+        store.objects.get_key(p.answer_key)
+    code, body = await api.resume(card["card_id"], "alice", card["secret"])
+    assert (code, body["outcome"]) == (503, "unavailable") and "checksum mismatch" in body["message"]
 
 
 async def test_http_maps_a_store_fault_to_503_and_changes_nothing(api: Api, store: StoreIO) -> None:
