@@ -142,6 +142,7 @@ class Pauser:
                 turn_id=ctx.turn_id,
                 created_at=now,
                 trace_context=trace_context,
+                agent=self.settings.agent_name,
             )
 
         event = AuditEvent(
