@@ -87,12 +87,10 @@ class ServerConfig(BaseSettings):
         """A value that names no token (only commas or spaces), or a token with a space or a control
         character in it, is a mistake: refused, rather than a front end silently off or unusable."""
         if value and not value.strip(" ,"):
-            raise ValueError("CHAT_APPROVALS_API_TOKEN / --api-token holds no token (only commas or spaces)")
+            raise ValueError("it holds no token (only commas or spaces)")
         for token in (t.strip() for t in value.split(",")):
             if token and not all(c.isprintable() and not c.isspace() and c.isascii() for c in token):
-                raise ValueError(
-                    "CHAT_APPROVALS_API_TOKEN / --api-token: a token holds a space, a control or a non-ASCII character"
-                )
+                raise ValueError("a token holds a space, a control or a non-ASCII character")
         return value
 
     def objects_url(self) -> str:

@@ -7,10 +7,11 @@ signing secrets) never reach the log, whatever a message or an exception happene
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
@@ -106,6 +107,24 @@ def _install(logger: logging.Logger, handler: logging.Handler) -> None:
     logger.addHandler(handler)
 
 
+_held: list[str] | None = None
+
+
 def say(line: str) -> None:
     """One line of the start-up banner (stdout; a JSON object with --log-format json)."""
-    logging.getLogger(BANNER).info(line)
+    if _held is not None:
+        _held.append(line)
+    else:
+        logging.getLogger(BANNER).info(line)
+
+
+@contextlib.contextmanager
+def holding() -> Iterator[list[str]]:
+    """Banner lines said inside are kept, not written: serve builds the app (its front ends say
+    what they are) before it knows it can start, and writes them under its own header after."""
+    global _held
+    _held = []
+    try:
+        yield _held
+    finally:
+        _held = None

@@ -731,7 +731,7 @@ def mount_slack(
     Returns None (and mounts nothing) when Slack is not configured."""
     cfg = cfg or SlackConfig.from_env()
     if not cfg.enabled:
-        log.info("Slack is off: set SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET (HTTP) or SLACK_APP_TOKEN (Socket Mode)")
+        log.debug("Slack is off: set SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET (HTTP) or SLACK_APP_TOKEN (Socket Mode)")
         return None
     front = SlackFrontEnd(approvals, cfg, client=client, admission=admission)
     app[SLACK] = front

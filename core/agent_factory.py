@@ -124,7 +124,7 @@ def load_callable(target: str) -> Callable[[], Any]:
         raise ValueError(f"--agent {target!r}: module {module_name!r} ({module.__file__}) has no {attr!r}")
     if not callable(fn):
         raise ValueError(f"--agent {target!r} is not callable (it is a {type(fn).__name__})")
-    return fn  # type: ignore[no-any-return]
+    return fn
 
 
 def gated_factory(factory: AgentFactory, confirm_tools: str | Sequence[str] | None) -> AgentFactory:
