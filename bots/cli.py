@@ -29,6 +29,7 @@ from chat_approvals.bots.gate import build_gate, confinement_line, gate_config
 from chat_approvals.bots.logs import LEVELS, holding, say, setup_logging
 from chat_approvals.bots.server import build_app, build_approvals, freeze_heap_at_startup
 from chat_approvals.bots.slack_app import SlackConfig
+from chat_approvals.bots.teams_bot import TeamsConfig
 from chat_approvals.cards.http_json import grant_body, resume_body, turn_body
 from chat_approvals.core import tracing
 from chat_approvals.core.approvals import Approvals
@@ -353,6 +354,7 @@ def cmd_audit(args: argparse.Namespace, cfg: ServerConfig) -> int:
 def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
     cpus = pin_process(cfg.cpus)  # first: the threads started below inherit it
     SlackConfig.from_env().check()  # a half-configured Slack names its missing variable, before anything opens
+    TeamsConfig.from_env(os.environ)  # and so does Teams
     sock = bind(cfg.host, cfg.port)  # before anything starts or is announced: a busy port is one line
     try:
         exporting = tracing.setup_export()
