@@ -236,7 +236,7 @@ def _sandbox_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gate-port", type=int, help="egress gate port (0: any free one)")
     p.add_argument("--gate-allow", action="append", help="HOST, *.HOST, HOST:PORT or package:NAME; repeatable")
     p.add_argument("--gate-deny", action="append", help="like --gate-allow; wins over allow and grants")
-    p.add_argument("--gate-resolve", action="append", help="HOST[:PORT]=IP:PORT (like curl --resolve)")
+    p.add_argument("--gate-resolve", action="append", help="HOST[:PORT]=IP:PORT (as curl resolves)")
     p.add_argument("--gate-grant-recheck", type=float, help="seconds between re-checks of an open granted connection")
     p.add_argument("--package-index", help="upstream PEP 503 index for pip, e.g. https://pypi.org/simple/")
 
