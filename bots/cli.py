@@ -39,23 +39,30 @@ from chat_approvals.core.sandbox import LIMIT_MARK, GatedLocalSandbox, detect_co
 from chat_approvals.core.tools_sandbox import NotConfined
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, *, agent: bool = True) -> None:
+    """The store and log options; with `agent`, the options of the agent a turn or a resume runs on."""
     p.add_argument("--store", help="rows: sqlite:///PATH or dynamodb://TABLE?...")
     p.add_argument(
         "--objects",
         help="objects: a folder, sqlite:///PATH or s3://BUCKET/prefix?... "
         "(var/objects if that folder holds files, or the store is not SQLite)",
     )
+    _log_options(p)
+    if not agent:
+        return
     p.add_argument("--model", help="scripted (offline) or provider:model_id, e.g. bedrock:MODEL_ID")
     p.add_argument("--agent", help="module:function returning a Strands Agent (its folder on PYTHONPATH)")
     p.add_argument("--policy", help="approval policy file (TOML): approvers, quorum, durations (docs/policy.md)")
-    p.add_argument("--log-format", choices=["text", "json"], help="text, or json: every line one JSON object")
-    p.add_argument("--log-level", choices=LEVELS, help="debug adds the internal lines (heap frozen, ...)")
     p.add_argument(
         "--confirm-tools",
         help="tools that ask a person before they run: NAME,GLOB*,… or *,!NAME (the HumanInTheLoop syntax)",
     )
     p.add_argument("--notes-dir", help="where the default agent's save_note writes")
+
+
+def _log_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log-format", choices=["text", "json"], help="text, or json: every line one JSON object")
+    p.add_argument("--log-level", choices=LEVELS, help="debug adds the internal lines (heap frozen, ...)")
 
 
 EXAMPLES = {
@@ -156,11 +163,11 @@ def parser() -> argparse.ArgumentParser:
     grants = _sub(sub, "grants", "list or revoke grants")
     gsub = grants.add_subparsers(dest="action", required=True)
     glist = _sub(gsub, "list", "the live grants of a user", "grants list")
-    _common(glist)
+    _common(glist, agent=False)
     glist.add_argument("--user", required=True)
     glist.add_argument("--chat", help="only this chat")
     grevoke = _sub(gsub, "revoke", "revoke grants of a user", "grants revoke")
-    _common(grevoke)
+    _common(grevoke, agent=False)
     grevoke.add_argument("--user", required=True)
     grevoke.add_argument("--chat", help="only this chat (default: every chat of the user)")
     grevoke.add_argument("subject", help="a host, a package, tool:NAME, or all")
@@ -171,6 +178,7 @@ def parser() -> argparse.ArgumentParser:
     sinit.add_argument("--store", help="rows URL, e.g. dynamodb://TABLE?region=R")
     sinit.add_argument("--objects", help="objects URL (default: as serve), e.g. s3://BUCKET/prefix?region=R")
     sinit.add_argument("--create-bucket", action="store_true", help="create the S3 bucket and its lifecycle rule")
+    _log_options(sinit)
 
     teams_package.add_arguments(_sub(sub, "teams-package", "write the Teams app package (zip)"))
 
@@ -182,11 +190,12 @@ def parser() -> argparse.ArgumentParser:
     sbrun.add_argument("--chat", required=True)
     sbrun.add_argument("--user", required=True)
     _sandbox_flags(sbrun)
+    _log_options(sbrun)
     sbrun.add_argument("file")
     sbrun.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
 
     audit = _sub(sub, "audit", "the audit trail of a chat, or of every chat (--all)")
-    _common(audit)
+    _common(audit, agent=False)
     audit.add_argument("chat", nargs="?")
     audit.add_argument("--all", action="store_true", help="every chat's events (an export: it may scan the store)")
     audit.add_argument("--since", help="with --all: events at or after TIME (ISO 8601, or epoch seconds)")
