@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import errno
 import json
+import logging
 import os
 import re
 import secrets
@@ -539,6 +540,12 @@ def main(argv: list[str] | None = None) -> int:
         return _mistake(str(e))
     except KeyboardInterrupt:
         return 130
+    except Exception:
+        if os.environ.get("CHAT_APPROVALS_LOG_FORMAT") == "json" or getattr(args, "log_format", None) == "json":
+            # a bug, not a mistake: its traceback too stays one JSON object (exc_info), as every line does
+            logging.getLogger("chat_approvals").exception("chat-approvals stopped on an unexpected error")
+            return 1
+        raise
 
 
 def _mistake(message: str) -> int:

@@ -13,9 +13,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 
-from tests.serve_process import ROOT, free_port
+from tests.serve_process import ROOT, free_port, stop, wait_healthy
 
 CLI = str(Path(sys.executable).parent / "chat-approvals")  # the installed console script
 
@@ -225,3 +226,28 @@ def test_a_turn_paused_by_the_built_in_agent_is_not_resumed_by_a_user_agent(tmp_
     assert wrong.returncode == 1 and "resume it with no --agent" in wrong.stderr, wrong.stderr
     right = _cli(tmp_path, "resume", card, "--user", "alice", f"--secret={secret}", "--approve")
     assert right.returncode == 0 and '"outcome": "resumed"' in right.stdout, right.stderr
+
+
+async def test_the_server_refuses_a_card_paused_by_another_agent_the_same_way(tmp_path: Path) -> None:
+    """Paused from the shell with --agent; a server without it refuses the click (the card stays
+    open), a server with it resumes the turn."""
+    _user_agent(tmp_path)
+    card, secret, _ = _paused(tmp_path, "--agent", "useragent:build")
+    reply = {"interruptId": card, "status": "resolved", "payload": {"approved": True}}
+    body = {"user": "alice", "secret": secret, "responses": [reply]}
+    for agent, outcome in (([], "invalid"), (["--agent", "useragent:build"], "resumed")):
+        port = free_port()
+        cmd = [CLI, "serve", "--port", str(port), "--api-token", "tok-12345678", *agent]
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            await wait_healthy(proc, port)
+            async with aiohttp.ClientSession(headers={"Authorization": "Bearer tok-12345678"}) as session:
+                url = f"http://127.0.0.1:{port}/v1/interrupts/{card}/resume"
+                async with session.post(url, json=body) as r:
+                    got = await r.json()
+        finally:
+            await stop(proc)
+        assert got["outcome"] == outcome, got
+        if outcome == "invalid":
+            assert "--agent useragent:build" in got["message"] and "built in" in got["message"]
