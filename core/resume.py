@@ -137,14 +137,13 @@ def other_agent(p: Pointer, settings: Settings) -> str | None:
     if p.agent is None or p.agent == settings.agent_name:  # None: paused before this was recorded
         return None
     return (
-        f"this card was paused by the agent {_agent_label(p.agent)} but this process runs "
-        f"{_agent_label(settings.agent_name)}: resume it with "
-        + (f"--agent {p.agent}" if p.agent != BUILT_IN_AGENT else "no --agent")
+        f"this card was paused by {_agent_label(p.agent)}, but this process runs {_agent_label(settings.agent_name)}: "
+        "resume it with " + (f"--agent {p.agent}" if p.agent != BUILT_IN_AGENT else "no --agent")
     )
 
 
 def _agent_label(name: str) -> str:
-    return "built in to chat-approvals (no --agent)" if name == BUILT_IN_AGENT else f"--agent {name}"
+    return "the built-in agent (no --agent)" if name == BUILT_IN_AGENT else f"--agent {name}"
 
 
 class ResumeService:

@@ -209,8 +209,8 @@ def test_a_resume_by_another_agent_is_refused_and_the_card_stays_answerable(tmp_
     assert "--agent useragent:build" in hint  # the hint names the agent to resume with
     wrong = _cli(tmp_path, "resume", card, "--user", "alice", f"--secret={secret}", "--approve")
     assert wrong.returncode == 1, wrong
-    assert "paused by the agent --agent useragent:build" in wrong.stderr
-    assert "built in to chat-approvals" in wrong.stderr and "Traceback" not in wrong.stderr
+    assert "paused by --agent useragent:build, but this process runs the built-in agent" in wrong.stderr
+    assert "resume it with --agent useragent:build" in wrong.stderr and "Traceback" not in wrong.stderr
     right = _cli(tmp_path, "resume", card, "--user", "alice", f"--secret={secret}", "--agent", "useragent:build",
                  "--approve")  # fmt: skip
     assert right.returncode == 0, right.stderr
@@ -223,7 +223,9 @@ def test_a_turn_paused_by_the_built_in_agent_is_not_resumed_by_a_user_agent(tmp_
     assert "--agent" not in hint
     wrong = _cli(tmp_path, "resume", card, "--user", "alice", f"--secret={secret}", "--agent", "useragent:build",
                  "--approve")  # fmt: skip
-    assert wrong.returncode == 1 and "resume it with no --agent" in wrong.stderr, wrong.stderr
+    assert wrong.returncode == 1, wrong.stderr
+    assert "paused by the built-in agent (no --agent), but this process runs --agent useragent:build" in wrong.stderr
+    assert "resume it with no --agent" in wrong.stderr
     right = _cli(tmp_path, "resume", card, "--user", "alice", f"--secret={secret}", "--approve")
     assert right.returncode == 0 and '"outcome": "resumed"' in right.stdout, right.stderr
 
@@ -250,4 +252,4 @@ async def test_the_server_refuses_a_card_paused_by_another_agent_the_same_way(tm
             await stop(proc)
         assert got["outcome"] == outcome, got
         if outcome == "invalid":
-            assert "--agent useragent:build" in got["message"] and "built in" in got["message"]
+            assert "paused by --agent useragent:build, but this process runs the built-in agent" in got["message"]
