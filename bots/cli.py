@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
+import logging
 import os
+import re
 import secrets
+import socket
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -14,16 +18,19 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from pydantic import ValidationError
 from strands.sandbox import ExecutionResult
 from strands.sandbox.errors import SandboxTimeoutError
 
+from chat_approvals import __version__
 from chat_approvals.bots import teams_package
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.cpus import pin_process
 from chat_approvals.bots.gate import build_gate, confinement_line, gate_config
-from chat_approvals.bots.logs import setup_logging
+from chat_approvals.bots.logs import LEVELS, holding, say, setup_logging
 from chat_approvals.bots.server import build_app, build_approvals, freeze_heap_at_startup
 from chat_approvals.bots.slack_app import SlackConfig
+from chat_approvals.bots.teams_bot import TeamsConfig
 from chat_approvals.cards.http_json import grant_body, resume_body, turn_body
 from chat_approvals.core import tracing
 from chat_approvals.core.approvals import Approvals
@@ -33,55 +40,118 @@ from chat_approvals.core.sandbox import LIMIT_MARK, GatedLocalSandbox, detect_co
 from chat_approvals.core.tools_sandbox import NotConfined
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", help="rows: sqlite:///PATH (default sqlite:///var/approvals.db) or dynamodb://TABLE?...")
+def _common(p: argparse.ArgumentParser, *, agent: bool = True) -> None:
+    """The store and log options; with `agent`, the options of the agent a turn or a resume runs on."""
+    p.add_argument("--store", help="rows: sqlite:///PATH or dynamodb://TABLE?...")
     p.add_argument(
         "--objects",
         help="objects: a folder, sqlite:///PATH or s3://BUCKET/prefix?... "
-        "(default: the SQLite store's own file; var/objects if it holds files or the store is not SQLite)",
+        "(var/objects if that folder holds files, or the store is not SQLite)",
     )
-    p.add_argument("--model", help="scripted (offline, default) or provider:model_id")
-    p.add_argument("--agent", help="module:function returning a Strands Agent")
+    _log_options(p)
+    if not agent:
+        return
+    p.add_argument("--model", help="scripted (offline) or provider:model_id, e.g. bedrock:MODEL_ID")
+    p.add_argument("--agent", help="module:function returning a Strands Agent (its folder on PYTHONPATH)")
     p.add_argument("--policy", help="approval policy file (TOML): approvers, quorum, durations (docs/policy.md)")
-    p.add_argument("--log-format", choices=["text", "json"], help="text (default) or json: one object per line")
     p.add_argument(
         "--confirm-tools",
         help="tools that ask a person before they run: NAME,GLOB*,… or *,!NAME (the HumanInTheLoop syntax)",
     )
-    p.add_argument("--notes-dir", help="where the default agent's save_note writes (default var/notes)")
+    p.add_argument("--notes-dir", help="where the default agent's save_note writes")
+
+
+def _log_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log-format", choices=["text", "json"], help="text, or json: every line one JSON object")
+    p.add_argument("--log-level", choices=LEVELS, help="debug adds the internal lines (heap frozen, ...)")
+
+
+EXAMPLES = {
+    "serve": """
+  chat-approvals serve                                  # 127.0.0.1:3978, var/approvals.db, scripted model
+  chat-approvals serve --sandbox --confirm-tools save_note
+  chat-approvals serve --agent myagents.support:build --model bedrock:MODEL_ID
+  CHAT_APPROVALS_API_TOKEN=secret chat-approvals serve --port 8080 --log-format json""",
+    "run": """
+  chat-approvals run --chat demo --user me "fetch https://example.com/data.csv"
+  chat-approvals run --agent myagents.support:build --chat demo --user me hello""",
+    "resume": """
+  chat-approvals resume CARD_ID --user me --secret=SECRET --approve
+  chat-approvals resume CARD_ID --user me --secret=SECRET --approve --duration 1h
+  chat-approvals resume CARD_ID --user me --secret=SECRET --deny --reason "not that site"
+  (with the same --agent as the run that paused the turn)""",
+    "grants list": """
+  chat-approvals grants list --user me
+  chat-approvals grants list --user me --chat demo""",
+    "grants revoke": """
+  chat-approvals grants revoke --user me example.com
+  chat-approvals grants revoke --user me --chat demo all""",
+    "store init": """
+  chat-approvals store init
+  chat-approvals store init --store "dynamodb://approvals?region=eu-west-1" \\
+      --objects "s3://my-bucket/approvals?region=eu-west-1" --create-bucket""",
+    "teams-package": """
+  chat-approvals teams-package --app-id 00000000-0000-0000-0000-000000000000 --out teams.zip""",
+    "sandbox run": """
+  chat-approvals sandbox run --chat demo --user me fetch.py
+  chat-approvals sandbox run --chat demo --user me --gate-allow example.com job.sh arg1""",
+    "audit": """
+  chat-approvals audit demo
+  chat-approvals audit --all --since 2026-01-31T00:00:00Z --format jsonl""",
+}
+
+
+def _sub(
+    subs: argparse._SubParsersAction,
+    name: str,
+    help_text: str,
+    examples: str | None = None,
+) -> argparse.ArgumentParser:
+    """A subcommand with its examples below its options."""
+    epilog = f"examples:{EXAMPLES[examples or name]}" if (examples or name) in EXAMPLES else None
+    p: argparse.ArgumentParser = subs.add_parser(
+        name, help=help_text, description=help_text, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    return p
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="chat-approvals", description=__doc__)
-    sub = top.add_subparsers(dest="command", required=True)
+    top = argparse.ArgumentParser(
+        prog="chat-approvals",
+        description=__doc__,
+        epilog="Every option also reads a CHAT_APPROVALS_* variable (shown in each command's --help); "
+        "a flag wins over the variable. See docs/cli.md.",
+    )
+    top.add_argument("--version", action="version", version=f"chat-approvals {__version__}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = sub.add_parser("serve", help="run the server")
+    serve = _sub(sub, "serve", "run the server (Slack, Teams and the HTTP API)")
     _common(serve)
-    serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
-    serve.add_argument("--api-token", help="comma-separated bearer tokens for the HTTP front end (/v1)")
+    serve.add_argument("--host", help="address to listen on")
+    serve.add_argument("--port", type=int, help="port to listen on")
+    serve.add_argument("--api-token", help="comma-separated bearer tokens for the HTTP front end (/v1); empty: off")
     serve.add_argument("--sandbox", action="store_true", default=None, help="register run_script (egress gate on)")
     serve.add_argument("--no-metrics", dest="metrics", action="store_false", default=None, help="no GET /metrics")
     serve.add_argument(
         "--audit-webhook", action="append", help="POST every audit event to URL (repeatable); needs the secret"
     )
     serve.add_argument("--audit-webhook-secret", help="HMAC-SHA256 key for the X-Chat-Approvals-Signature header")
-    serve.add_argument("--audit-webhook-backoff-cap", type=float, help="longest wait between retries, s (default 60)")
-    serve.add_argument("--readyz-timeout", type=float, help="seconds the store's read may take for /readyz (default 2)")
+    serve.add_argument("--audit-webhook-backoff-cap", type=float, help="longest wait between retries, s")
+    serve.add_argument("--readyz-timeout", type=float, help="seconds the store's read may take for /readyz")
     serve.add_argument("--cpus", help="pin the server to these cores (Linux CPU list: 0, 0-3, 0,2); one per replica")
     _sandbox_flags(serve)
 
-    run = sub.add_parser("run", help="one turn from a shell")
+    run = _sub(sub, "run", "one turn from a shell (prints the card's resume command if it pauses)")
     _common(run)
-    run.add_argument("--chat", required=True)
-    run.add_argument("--user", required=True)
-    run.add_argument("--unattended", action="store_true")
-    run.add_argument("text")
+    run.add_argument("--chat", required=True, help="the chat (conversation) id")
+    run.add_argument("--user", required=True, help="who asks")
+    run.add_argument("--unattended", action="store_true", help="nobody to ask: pause nothing, refuse instead")
+    run.add_argument("text", help="what the user says")
 
-    resume = sub.add_parser("resume", help="answer a card from a shell")
+    resume = _sub(sub, "resume", "answer a card from a shell (with the --agent that paused the turn)")
     _common(resume)
     resume.add_argument("card_id")
-    resume.add_argument("--user", required=True)
+    resume.add_argument("--user", required=True, help="who answers")
     resume.add_argument("--secret", required=True, help="the card's secret; write --secret=VALUE (it may start with -)")
     choice = resume.add_mutually_exclusive_group(required=True)
     choice.add_argument("--approve", action="store_true")
@@ -91,65 +161,93 @@ def parser() -> argparse.ArgumentParser:
     resume.add_argument("--once", action="store_true", help="with --approve: --duration once (a tool card: no grant)")
     resume.add_argument("--reason", help="with --deny: why (the agent reads it; at most 500 characters)")
 
-    grants = sub.add_parser("grants", help="list or revoke grants")
+    grants = _sub(sub, "grants", "list or revoke grants")
     gsub = grants.add_subparsers(dest="action", required=True)
-    glist = gsub.add_parser("list")
-    _common(glist)
+    glist = _sub(gsub, "list", "the live grants of a user", "grants list")
+    _common(glist, agent=False)
     glist.add_argument("--user", required=True)
-    glist.add_argument("--chat")
-    grevoke = gsub.add_parser("revoke")
-    _common(grevoke)
+    glist.add_argument("--chat", help="only this chat")
+    grevoke = _sub(gsub, "revoke", "revoke grants of a user", "grants revoke")
+    _common(grevoke, agent=False)
     grevoke.add_argument("--user", required=True)
-    grevoke.add_argument("--chat", help="default: every chat of the user")
+    grevoke.add_argument("--chat", help="only this chat (default: every chat of the user)")
     grevoke.add_argument("subject", help="a host, a package, tool:NAME, or all")
 
-    store = sub.add_parser("store", help="manage the durable store")
+    store = _sub(sub, "store", "manage the durable store")
     ssub = store.add_subparsers(dest="action", required=True)
-    sinit = ssub.add_parser("init", help="create the table(s) with TTL, and the bucket when asked (idempotent)")
-    sinit.add_argument("--store", help="rows URL (default sqlite:///var/approvals.db), e.g. dynamodb://TABLE?region=R")
+    sinit = _sub(ssub, "init", "create the table(s) with TTL, and the bucket when asked (idempotent)", "store init")
+    sinit.add_argument("--store", help="rows URL, e.g. dynamodb://TABLE?region=R")
     sinit.add_argument("--objects", help="objects URL (default: as serve), e.g. s3://BUCKET/prefix?region=R")
     sinit.add_argument("--create-bucket", action="store_true", help="create the S3 bucket and its lifecycle rule")
+    _log_options(sinit)
 
-    teams_package.add_arguments(sub.add_parser("teams-package", help="write the Teams app package (zip)"))
+    teams_package.add_arguments(_sub(sub, "teams-package", "write the Teams app package (zip)"))
 
-    sandbox = sub.add_parser("sandbox", help="run a file in the agent's sandbox, behind the same gate")
+    sandbox = _sub(sub, "sandbox", "run a file in the agent's sandbox, behind the same gate")
     sbsub = sandbox.add_subparsers(dest="action", required=True)
-    sbrun = sbsub.add_parser("run", help="run FILE (Python; sh for .sh) like run_script, as USER in CHAT")
-    sbrun.add_argument("--store", help="rows URL (default sqlite:///var/approvals.db)")
+    sbrun = _sub(sbsub, "run", "run FILE (Python; sh for .sh) like run_script, as USER in CHAT", "sandbox run")
+    sbrun.add_argument("--store", help="rows URL")
     sbrun.add_argument("--objects", help="objects URL (default: as serve)")
     sbrun.add_argument("--chat", required=True)
     sbrun.add_argument("--user", required=True)
     _sandbox_flags(sbrun)
+    _log_options(sbrun)
     sbrun.add_argument("file")
     sbrun.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
 
-    audit = sub.add_parser("audit", help="the audit trail of a chat, or of every chat (--all)")
-    _common(audit)
+    audit = _sub(sub, "audit", "the audit trail of a chat, or of every chat (--all)")
+    _common(audit, agent=False)
     audit.add_argument("chat", nargs="?")
     audit.add_argument("--all", action="store_true", help="every chat's events (an export: it may scan the store)")
     audit.add_argument("--since", help="with --all: events at or after TIME (ISO 8601, or epoch seconds)")
     audit.add_argument("--format", choices=["json", "jsonl"], default="json", help="jsonl: one event per line")
+    _document_settings(top)
     return top
+
+
+def _document_settings(top: argparse.ArgumentParser) -> None:
+    """Every option that is a ServerConfig field gets its default and its CHAT_APPROVALS_* variable
+    in its help, from the one place they are defined (a help text cannot drift from the code)."""
+    fields = ServerConfig.model_fields
+    for p in _parsers(top):
+        for action in p._actions:
+            if action.dest not in fields or not action.option_strings:
+                continue
+            default = fields[action.dest].get_default(call_default_factory=True)
+            shown = "off" if default is False else "on" if default is True else default
+            parts = [f"env CHAT_APPROVALS_{action.dest.upper()}"]
+            if shown not in ("", None, []):
+                parts.append(f"default: {shown}")
+            elif action.dest == "objects":
+                parts.append("default: the SQLite store's own file")
+            action.help = f"{action.help or ''} [{'; '.join(parts)}]".strip()
+
+
+def _parsers(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found = [p]
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                found += _parsers(child)
+    return found
 
 
 def _sandbox_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sandbox-unconfined", action="store_true", default=None,
                    help="run scripts even where bubblewrap cannot confine them (every result says so)")  # fmt: skip
-    p.add_argument("--sandbox-timeout", type=float, help="wall time per run, seconds (default 60)")
-    p.add_argument("--sandbox-cpu", type=int, help="CPU seconds per run (default 60)")
-    p.add_argument("--sandbox-memory-mb", type=int, help="address space per process, MiB (default 2048)")
-    p.add_argument("--sandbox-nproc", type=int, help="processes per run (default 128)")
-    p.add_argument("--sandbox-file-size-mb", type=int, help="largest file, MiB (default 256)")
-    p.add_argument("--sandbox-disk-mb", type=int, help="bytes written in the run folder and /tmp, MiB (default 512)")
-    p.add_argument("--sandbox-open-files", type=int, help="open files per process (default 512)")
-    p.add_argument("--gate-host", help="address the egress gate listens on (default 127.0.0.1)")
-    p.add_argument("--gate-port", type=int, help="egress gate port (default: any free one)")
+    p.add_argument("--sandbox-timeout", type=float, help="wall time per run, seconds")
+    p.add_argument("--sandbox-cpu", type=int, help="CPU seconds per run")
+    p.add_argument("--sandbox-memory-mb", type=int, help="address space per process, MiB")
+    p.add_argument("--sandbox-nproc", type=int, help="processes per run")
+    p.add_argument("--sandbox-file-size-mb", type=int, help="largest file, MiB")
+    p.add_argument("--sandbox-disk-mb", type=int, help="bytes written in the run folder and /tmp, MiB")
+    p.add_argument("--sandbox-open-files", type=int, help="open files per process")
+    p.add_argument("--gate-host", help="address the egress gate listens on")
+    p.add_argument("--gate-port", type=int, help="egress gate port (0: any free one)")
     p.add_argument("--gate-allow", action="append", help="HOST, *.HOST, HOST:PORT or package:NAME; repeatable")
     p.add_argument("--gate-deny", action="append", help="like --gate-allow; wins over allow and grants")
-    p.add_argument("--gate-resolve", action="append", help="HOST[:PORT]=IP:PORT (like curl --resolve)")
-    p.add_argument(
-        "--gate-grant-recheck", type=float, help="seconds between re-checks of an open granted connection (default 5)"
-    )
+    p.add_argument("--gate-resolve", action="append", help="HOST[:PORT]=IP:PORT (as curl resolves)")
+    p.add_argument("--gate-grant-recheck", type=float, help="seconds between re-checks of an open granted connection")
     p.add_argument("--package-index", help="upstream PEP 503 index for pip, e.g. https://pypi.org/simple/")
 
 
@@ -177,9 +275,10 @@ def cmd_run(args: argparse.Namespace, cfg: ServerConfig) -> int:
         )
         _print(turn_body(turn))
         if turn.offer is not None:
+            agent = f" --agent {cfg.agent}" if cfg.agent else ""  # a resume needs the agent that paused
             print(
                 f"\nanswer with: chat-approvals resume {turn.offer.card.card_id} --user {args.user} "
-                f"--secret={turn.offer.secret} --approve",
+                f"--secret={turn.offer.secret}{agent} --approve",
                 file=sys.stderr,
             )
         return 0
@@ -209,7 +308,10 @@ def cmd_resume(args: argparse.Namespace, cfg: ServerConfig) -> int:
     async def work(a: Approvals) -> int:
         res = await a.resume(card_id=args.card_id, user=args.user, secret=args.secret, answer=answer, platform="cli")
         _print(json.loads(resume_body(res)))
-        return 0 if res.outcome in ("resumed", "replayed") else 1
+        if res.outcome in ("resumed", "replayed"):
+            return 0
+        print(f"chat-approvals: {res.outcome}: {res.message}", file=sys.stderr)
+        return 1
 
     return asyncio.run(_with_approvals(cfg, work))
 
@@ -261,31 +363,85 @@ def cmd_audit(args: argparse.Namespace, cfg: ServerConfig) -> int:
 
 def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
     cpus = pin_process(cfg.cpus)  # first: the threads started below inherit it
-    exporting = tracing.setup_export()
-    gate = build_gate(cfg)
-    approvals = build_approvals(cfg, gate=gate)
-    app = build_app(approvals, cfg, gate=gate)
-    freeze_heap_at_startup(app)
-    front = "on" if cfg.tokens() else "off (set CHAT_APPROVALS_API_TOKEN or --api-token)"
-    print(f"chat-approvals serving on http://{cfg.host}:{cfg.port} — store {cfg.store}, model {cfg.model}", flush=True)
-    print(f"  HTTP front end /v1: {front}", flush=True)
-    print(f"  CPUs: {cpus}", flush=True)
-    print(f"  Slack: {SlackConfig.from_env().describe()}", flush=True)
-    print(f"  sandbox (run_script + egress gate): {confinement_line(cfg)}", flush=True)
-    print(f"  approval policy: {policy_line(approvals)}", flush=True)
-    hooks = f"{len(cfg.audit_webhook)} audit webhook(s)" if cfg.audit_webhook else "no audit webhook"
-    print(
-        f"  /metrics: {'on' if cfg.metrics else 'off'}; traces: {'OTLP' if exporting else 'off'}; {hooks}", flush=True
-    )
-    web.run_app(app, host=cfg.host, port=cfg.port, print=None)
-    approvals.store.close()
+    SlackConfig.from_env().check()  # a half-configured Slack names its missing variable, before anything opens
+    TeamsConfig.from_env(os.environ)  # and so does Teams
+    sock = bind(cfg.host, cfg.port)  # before anything starts or is announced: a busy port is one line
+    try:
+        exporting = tracing.setup_export()
+        gate = build_gate(cfg)
+        approvals = build_approvals(cfg, gate=gate)
+    except BaseException:
+        sock.close()
+        raise
+    try:
+        with holding() as front_ends:
+            app = build_app(approvals, cfg, gate=gate)  # a mistake found here is said before any banner
+        freeze_heap_at_startup(app)
+        front = "on" if cfg.tokens() else "off (set CHAT_APPROVALS_API_TOKEN or --api-token)"
+        where = _http(cfg.host, cfg.port)
+        say(f"chat-approvals {__version__} serving on {where} — store {cfg.store}, model {cfg.model}")
+        say(f"  agent: {approvals.settings.agent_name} (resume a card with the --agent that paused it)")
+        say(f"  HTTP front end /v1: {front}")
+        say(f"  CPUs: {cpus}")
+        say(f"  Slack: {SlackConfig.from_env().describe()}")
+        for line in front_ends:
+            say(f"  {line}")
+        say(f"  sandbox (run_script + egress gate): {confinement_line(cfg)}")
+        say(f"  approval policy: {policy_line(approvals)}")
+        hooks = f"{len(cfg.audit_webhook)} audit webhook(s)" if cfg.audit_webhook else "no audit webhook"
+        say(f"  /metrics: {'on' if cfg.metrics else 'off'}; traces: {'OTLP' if exporting else 'off'}; {hooks}")
+
+        async def ready(_: web.Application) -> None:  # the last start-up step: every front end is up
+            say(ready_line(cfg))
+
+        app.on_startup.append(ready)
+        web.run_app(app, sock=sock, print=None)
+    finally:
+        sock.close()
+        approvals.store.close()
     return 0
+
+
+def _http(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+
+def ready_line(cfg: ServerConfig) -> str:
+    """The last line serve prints: where a person goes next."""
+    if cfg.playground_url:
+        return f"Ready: open {cfg.playground_url} (Teams Playground); Ctrl-C to stop"
+    return f"Ready: {_http(cfg.host, cfg.port)} ; Ctrl-C to stop"
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything is announced. A busy port is one line, not a
+    traceback from inside the server's start-up."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as e:
+        raise ValueError(f"--host {host!r}: {e.strerror}") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp does: no wait after a restart
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise ValueError(
+                f"port {port} is already in use (another chat-approvals? stop it, or pass --port)"
+            ) from None
+        if e.errno == errno.EACCES:
+            raise ValueError(f"port {port}: permission denied (ports below 1024 need root; pass --port)") from None
+        raise ValueError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    return sock
 
 
 def policy_line(approvals: Approvals) -> str:
     p = approvals.policy
     if p is None:
-        return "none (only the person who asked answers; grants last --grant-ttl)"
+        hours = approvals.settings.grant_ttl / 3600
+        return f"none (only the person who asked answers; grants last {hours:g} h: CHAT_APPROVALS_GRANT_TTL, seconds)"
     routed = [k for k, v in (("Slack", p.routing.slack_channel), ("Teams", p.routing.teams_conversation)) if v]
     return f"{len(p.rule)} rule(s), defaults: approvers={p.defaults.approvers} quorum={p.defaults.quorum}" + (
         f"; cards also posted to the approvers' channel in {', '.join(routed)}" if routed else ""
@@ -371,14 +527,36 @@ def _env_secrets() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit codes: 0 done; 1 the command ran and said no (a refused resume, nothing revoked, a
+    sandboxed script's own code); 2 a usage or configuration mistake, said in one line on stderr."""
     args = parser().parse_args(argv)
     try:
         cfg = config_from(args)
-        setup_logging(cfg.log_format, [*cfg.secrets(), *_env_secrets()])
+        setup_logging(cfg.log_format, [*cfg.secrets(), *_env_secrets()], level=cfg.log_level)
         return COMMANDS[args.command](args, cfg)
+    except ValidationError as e:  # a CHAT_APPROVALS_* variable or a flag of the wrong shape
+        return _mistake("; ".join(_field_error(err) for err in e.errors()))
     except ValueError as e:  # bad configuration: say so plainly
-        print(f"chat-approvals: {e}", file=sys.stderr)
-        return 2
+        return _mistake(str(e))
+    except KeyboardInterrupt:
+        return 130
+    except Exception:
+        if os.environ.get("CHAT_APPROVALS_LOG_FORMAT") == "json" or getattr(args, "log_format", None) == "json":
+            # a bug, not a mistake: its traceback too stays one JSON object (exc_info), as every line does
+            logging.getLogger("chat_approvals").exception("chat-approvals stopped on an unexpected error")
+            return 1
+        raise
+
+
+def _mistake(message: str) -> int:
+    print(f"chat-approvals: {' '.join(message.split())}", file=sys.stderr)  # one line, whatever it held
+    return 2
+
+
+def _field_error(err: Any) -> str:
+    name = str(err["loc"][0]) if err.get("loc") else ""
+    where = f"--{name.replace('_', '-')} / CHAT_APPROVALS_{name.upper()}" if name else "configuration"
+    return f"{where}: {re.sub(r'^Value error, ', '', err['msg'])}"
 
 
 if __name__ == "__main__":

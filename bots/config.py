@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from chat_approvals.bots.admission import DEFAULT_CAPACITY, DEFAULT_PATIENCE, DEFAULT_WORKERS
@@ -39,6 +39,9 @@ class ServerConfig(BaseSettings):
     # operating it: docs/operating.md
     metrics: bool = True  # GET /metrics (--no-metrics turns it off)
     log_format: str = "text"  # or "json": one object per line
+    log_level: str = "info"  # debug shows the internal start-up lines (heap frozen, ...)
+    # Set by scripts/run when it started the Teams Playground: the last start-up line points there.
+    playground_url: str = ""
     readyz_timeout: float = Field(default=2.0, gt=0)  # the store's cheap read must answer within this
     cpus: str = ""  # serve: pin the process to these cores, a CPU list (bots/cpus.py); empty: all
     # bots/admission.py: clicks resumed at once (the rest wait in arrival order), how many may wait, and
@@ -77,6 +80,18 @@ class ServerConfig(BaseSettings):
     claim_cap: int = Field(default=Settings().claim_cap)
     retention: float = Field(default=Settings().retention)
     history: bool = Field(default=Settings().history)
+
+    @field_validator("api_token")
+    @classmethod
+    def _tokens_well_formed(cls, value: str) -> str:
+        """A value that names no token (only commas or spaces), or a token with a space or a control
+        character in it, is a mistake: refused, rather than a front end silently off or unusable."""
+        if value and not value.strip(" ,"):
+            raise ValueError("it holds no token (only commas or spaces)")
+        for token in (t.strip() for t in value.split(",")):
+            if token and not all(c.isprintable() and not c.isspace() and c.isascii() for c in token):
+                raise ValueError("a token holds a space, a control or a non-ASCII character")
+        return value
 
     def objects_url(self) -> str:
         """Where snapshots, answers and chat histories go when --objects is not given. On a SQLite

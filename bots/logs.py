@@ -7,9 +7,11 @@ signing secrets) never reach the log, whatever a message or an exception happene
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
@@ -26,6 +28,10 @@ _PATTERNS = [
 
 _HANDLER = "chat_approvals"
 PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# The start-up banner a person reads: on stdout, bare lines in text format (no timestamp or level),
+# one JSON object per line like every other line with --log-format json.
+BANNER = "chat_approvals.banner"
+LEVELS = ("debug", "info", "warning", "error")
 
 
 class Redactor:
@@ -71,16 +77,54 @@ class RedactingJsonFormatter(JsonFormatter):
         return self.redact(super().format(record))
 
 
-def setup_logging(fmt: str = "text", secrets: Iterable[str] = (), level: int = logging.INFO) -> None:
-    """Configure the root logger once, for the CLI and the server."""
+def setup_logging(fmt: str = "text", secrets: Iterable[str] = (), level: int | str = logging.INFO) -> None:
+    """Configure the root logger once, for the CLI and the server (stderr), and the banner logger
+    (stdout). Python's warnings go through logging too, so JSON output stays one object a line."""
     if fmt not in ("text", "json"):
         raise ValueError(f"--log-format must be text or json, not {fmt!r}")
+    if isinstance(level, str):
+        if level.lower() not in LEVELS:
+            raise ValueError(f"--log-level must be one of {', '.join(LEVELS)}, not {level!r}")
+        level = logging.getLevelName(level.upper())
     redact = Redactor(secrets)
     handler = logging.StreamHandler()
     handler.setFormatter(RedactingJsonFormatter(redact) if fmt == "json" else RedactingFormatter(redact))
+    _install(logging.getLogger(), handler)
+    logging.getLogger().setLevel(level)
+    out = logging.StreamHandler(sys.stdout)
+    out.setFormatter(RedactingJsonFormatter(redact) if fmt == "json" else RedactingFormatter(redact, "%(message)s"))
+    banner = logging.getLogger(BANNER)
+    _install(banner, out)
+    banner.propagate = False  # written once, on stdout
+    banner.setLevel(logging.INFO)
+    logging.captureWarnings(True)
+
+
+def _install(logger: logging.Logger, handler: logging.Handler) -> None:
     handler.set_name(_HANDLER)
-    root = logging.getLogger()
-    for h in [h for h in root.handlers if h.get_name() == _HANDLER]:  # ours from an earlier call only
-        root.removeHandler(h)
-    root.addHandler(handler)
-    root.setLevel(level)
+    for h in [h for h in logger.handlers if h.get_name() == _HANDLER]:  # ours from an earlier call only
+        logger.removeHandler(h)
+    logger.addHandler(handler)
+
+
+_held: list[str] | None = None
+
+
+def say(line: str) -> None:
+    """One line of the start-up banner (stdout; a JSON object with --log-format json)."""
+    if _held is not None:
+        _held.append(line)
+    else:
+        logging.getLogger(BANNER).info(line)
+
+
+@contextlib.contextmanager
+def holding() -> Iterator[list[str]]:
+    """Banner lines said inside are kept, not written: serve builds the app (its front ends say
+    what they are) before it knows it can start, and writes them under its own header after."""
+    global _held
+    _held = []
+    try:
+        yield _held
+    finally:
+        _held = None

@@ -7,9 +7,10 @@ import contextlib
 import gc
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -18,6 +19,7 @@ from chat_approvals.bots.approvers import ApproverDirectory
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.gate import mount_gate, sandbox_tools
 from chat_approvals.bots.http_api import mount_http_api
+from chat_approvals.bots.logs import say
 from chat_approvals.bots.slack_app import mount_slack
 from chat_approvals.bots.teams_auth import TokenValidator
 from chat_approvals.bots.teams_bot import ROUTE as TEAMS_ROUTE
@@ -39,6 +41,7 @@ log = logging.getLogger("chat_approvals")
 CONFIG: web.AppKey[ServerConfig] = web.AppKey("config", ServerConfig)
 FACADE: web.AppKey[Approvals] = web.AppKey("facade", Approvals)
 GATE: web.AppKey[Gate] = web.AppKey("gate", Gate)
+T = TypeVar("T")
 READY_PROBE_CHAT = "\x00readyz"  # a key no front end can name: the read finds nothing, cheaply
 
 
@@ -61,7 +64,9 @@ def build_approvals(
     policy = load_policy(cfg.policy) if cfg.policy else None
     approvers = ApproverDirectory(policy, teams_tenant=_teams_tenant()) if policy is not None else None
     metrics = Metrics(clock.now)
-    store = StoreIO(observe(open_rows(cfg.store), metrics), observe(open_objects(cfg.objects_url(), clock), metrics))
+    rows = _opening(cfg.store, "--store", lambda: open_rows(cfg.store))
+    objects = _opening(cfg.objects_url(), "--objects", lambda: open_objects(cfg.objects_url(), clock))
+    store = StoreIO(observe(rows, metrics), observe(objects, metrics))
     return Approvals(
         store,
         settings=cfg.protocol(),
@@ -72,6 +77,18 @@ def build_approvals(
         metrics=metrics,
         audit_sinks=[sink_id(u) for u in cfg.audit_webhook],
     )
+
+
+def _opening(url: str, flag: str, opener: Callable[[], T]) -> T:
+    """A store path that cannot be opened (a folder, a missing or read-only place) is a
+    configuration mistake: one line naming the flag, not a traceback from sqlite3."""
+    try:
+        return opener()
+    except (OSError, sqlite3.Error) as e:
+        why = str(e)
+        if isinstance(e, OSError) and e.strerror:
+            why = f"{e.strerror}: {e.filename}" if e.filename else e.strerror
+        raise ValueError(f"{flag} {url}: cannot open it ({why}); it must be a file in a folder you can write") from None
 
 
 def _teams_tenant() -> str | None:
@@ -191,13 +208,13 @@ def build_app(
     if cfg.tokens():
         mount_http_api(app, approvals, cfg.tokens())
     else:
-        log.info("no API token set: the HTTP front end (/v1) is off")
+        log.debug("no API token set: the HTTP front end (/v1) is off")  # the banner says so
     # One queue of resume work for every chat front end (bots/admission.py); closed after they are.
     admission = Admission(metrics, workers=cfg.resume_workers, capacity=cfg.resume_queue, patience=cfg.resume_patience)
     app.cleanup_ctx.append(_closing(admission))
     mount_slack(app, approvals, admission=admission)  # SLACK_* env: HTTP at /slack/events or Socket Mode
     teams_cfg = teams or TeamsConfig.from_env(os.environ)
-    mount_teams(app, approvals, teams_cfg, host=cfg.host, validator=teams_validator, admission=admission)
+    mount_teams(app, approvals, teams_cfg, host=cfg.host, say=say, validator=teams_validator, admission=admission)
     if gate is not None:
         app[GATE] = gate
         gate.on_decision = lambda allowed: metrics.gate.labels("allowed" if allowed else "refused").inc()
@@ -220,7 +237,7 @@ def freeze_heap_at_startup(app: web.Application) -> None:
     docs/benchmarks.md). Frozen, they are never walked again; objects made later are collected as before."""
 
     async def freeze(_: web.Application) -> None:
-        log.info("heap frozen at start-up: %d objects left out of later collections", freeze_heap())
+        log.debug("heap frozen at start-up: %d objects left out of later collections", freeze_heap())
 
     app.on_startup.append(freeze)
 

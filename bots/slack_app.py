@@ -99,6 +99,24 @@ class SlackConfig(BaseModel):
             api_url=env.get("CHAT_APPROVALS_SLACK_API_URL", "") or DEFAULT_API_URL,
         )
 
+    def check(self) -> None:
+        """A half-configured Slack says which variable is missing or malformed (serve calls this
+        before it starts): otherwise it would be silently off, or fail at the first event."""
+        if (self.signing_secret or self.app_token) and not self.bot_token:
+            given = "SLACK_SIGNING_SECRET" if self.signing_secret else "SLACK_APP_TOKEN"
+            raise ValueError(f"{given} is set but SLACK_BOT_TOKEN is not (the bot token, xoxb-...)")
+        if self.bot_token and not (self.signing_secret or self.app_token):
+            raise ValueError(
+                "SLACK_BOT_TOKEN is set but neither SLACK_SIGNING_SECRET (HTTP events) nor SLACK_APP_TOKEN "
+                "(Socket Mode, xapp-...) is"
+            )
+        shapes = (("SLACK_BOT_TOKEN", self.bot_token, "xoxb-"), ("SLACK_APP_TOKEN", self.app_token, "xapp-"))
+        for name, value, prefix in shapes:
+            if value and (not value.startswith(prefix) or any(c.isspace() for c in value)):
+                raise ValueError(f"{name} does not look like a Slack token: it should start with {prefix} (no spaces)")
+        if self.signing_secret and (self.signing_secret != self.signing_secret.strip() or " " in self.signing_secret):
+            raise ValueError("SLACK_SIGNING_SECRET holds whitespace: copy it again from Basic Information")
+
     @property
     def http_mode(self) -> bool:
         return bool(self.bot_token and self.signing_secret)
@@ -713,7 +731,7 @@ def mount_slack(
     Returns None (and mounts nothing) when Slack is not configured."""
     cfg = cfg or SlackConfig.from_env()
     if not cfg.enabled:
-        log.info("Slack is off: set SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET (HTTP) or SLACK_APP_TOKEN (Socket Mode)")
+        log.debug("Slack is off: set SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET (HTTP) or SLACK_APP_TOKEN (Socket Mode)")
         return None
     front = SlackFrontEnd(approvals, cfg, client=client, admission=admission)
     app[SLACK] = front

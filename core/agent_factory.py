@@ -47,7 +47,13 @@ def build_model(spec: str) -> Model:
     if not sep or not model_id or provider not in _PROVIDERS:
         raise ValueError(f"bad --model {spec!r}: use scripted or one of {', '.join(_PROVIDERS)} as provider:model_id")
     module, cls = _PROVIDERS[provider]
-    model_cls = getattr(importlib.import_module(module), cls)
+    try:
+        model_cls = getattr(importlib.import_module(module), cls)
+    except ImportError as e:  # the provider's SDK is an extra of strands-agents, not installed by default
+        raise ValueError(
+            f"--model {spec!r} needs the {provider} provider, which is not installed ({e}): "
+            f"pip install 'strands-agents[{provider}]'"
+        ) from None
     kwargs: dict[str, Any] = {"model_id": model_id}
     if provider == "anthropic":
         kwargs["max_tokens"] = 4096
@@ -88,12 +94,7 @@ def default_factory(
 
 def user_factory(target: str) -> AgentFactory:
     """`module:function`: the function returns a Strands Agent; we add the approval tool and hook."""
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"bad --agent {target!r}: use module:function")
-    fn = getattr(importlib.import_module(module_name), attr)
-    if not callable(fn):
-        raise ValueError(f"--agent {target!r} is not callable")
+    fn = load_callable(target)
 
     def make() -> Agent:
         agent = fn()
@@ -102,6 +103,28 @@ def user_factory(target: str) -> AgentFactory:
         return prepare(agent)
 
     return make
+
+
+def load_callable(target: str) -> Callable[[], Any]:
+    """`module:function` imported, or a ValueError that says in one line what is wrong with it."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr or not all(p.isidentifier() for p in [*module_name.split("."), attr]):
+        raise ValueError(f"bad --agent {target!r}: use module:function, e.g. myagents.support:build")
+    where = "is the folder that holds it on PYTHONPATH?"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name is not None and (module_name == e.name or module_name.startswith(e.name + ".")):
+            raise ValueError(f"--agent {target!r}: no module named {module_name!r}; {where}") from None
+        raise ValueError(f"--agent {target!r}: importing {module_name!r} failed: {e} (a module it needs)") from None
+    except Exception as e:  # the user's module raised while it was imported: say which, in one line
+        raise ValueError(f"--agent {target!r}: importing {module_name!r} failed: {type(e).__name__}: {e}") from None
+    fn = getattr(module, attr, None)
+    if fn is None:
+        raise ValueError(f"--agent {target!r}: module {module_name!r} ({module.__file__}) has no {attr!r}")
+    if not callable(fn):
+        raise ValueError(f"--agent {target!r} is not callable (it is a {type(fn).__name__})")
+    return fn
 
 
 def gated_factory(factory: AgentFactory, confirm_tools: str | Sequence[str] | None) -> AgentFactory:

@@ -261,6 +261,9 @@ class Pointer(Strict):
     # W3C trace context (traceparent, tracestate) of the turn that paused: the resumed run's span
     # links to it. Empty when tracing is off.
     trace_context: dict[str, str] | None = None
+    # Which agent factory paused the turn (`--agent module:function`, or "built-in"): a resume on
+    # another one is refused (core/resume.py). None: a row written before it was recorded.
+    agent: str | None = None
 
 
 class Grant(Strict):

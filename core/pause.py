@@ -143,6 +143,7 @@ class Pauser:
                 turn_id=ctx.turn_id,
                 created_at=now,
                 trace_context=trace_context,
+                agent=self.settings.agent_name,
             )
 
         audit = [self.trail.card_created(card, at=now, chained_from=holding.card_id if holding else None)]

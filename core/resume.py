@@ -48,7 +48,7 @@ from chat_approvals.core.pause import ClaimLost, Pauser, final_text
 from chat_approvals.core.paused_agents import PausedAgents
 from chat_approvals.core.policy import ApproverCheck, NoApprovers, may_answer
 from chat_approvals.core.ports import Claim, Loaded, Objects, Rows, Steps
-from chat_approvals.core.settings import Settings
+from chat_approvals.core.settings import BUILT_IN_AGENT, Settings
 from chat_approvals.core.turns import approved_sets, approved_tools, is_answerable
 
 log = logging.getLogger(__name__)
@@ -129,6 +129,22 @@ def answer_doc(p: Pointer, user: str, answer: Answer, at: float, result: TurnRes
     )
 
 
+def other_agent(p: Pointer, settings: Settings) -> str | None:
+    """A turn resumes only on the agent factory that paused it: its snapshot holds that agent's
+    conversation and tool calls, and another factory's tools would not match them. Refused before
+    any claim, so the card stays answerable by a process with the right `--agent`."""
+    if p.agent is None or p.agent == settings.agent_name:  # None: paused before this was recorded
+        return None
+    return (
+        f"this card was paused by {_agent_label(p.agent)}, but this process runs {_agent_label(settings.agent_name)}: "
+        "resume it with " + (f"--agent {p.agent}" if p.agent != BUILT_IN_AGENT else "no --agent")
+    )
+
+
+def _agent_label(name: str) -> str:
+    return "the built-in agent (no --agent)" if name == BUILT_IN_AGENT else f"--agent {name}"
+
+
 class ResumeService:
     def __init__(
         self,
@@ -191,7 +207,7 @@ class ResumeService:
             return await self._replay(p, p.answer_key)
         if p.state == "expired":
             return self._expired(p, EXPIRED)
-        problem = answer_problem(p.card, answer)
+        problem = answer_problem(p.card, answer) or other_agent(p, settings)
         if problem is not None:
             return ResumeResult(outcome="invalid", message=problem, card=p.card)
         now = clock.now()

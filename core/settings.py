@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict
 MINUTE = 60.0
 HOUR = 3600.0
 DAY = 86400.0
+BUILT_IN_AGENT = "built-in"  # what a paused turn records when no --agent was given
 
 
 class Settings(BaseModel):
@@ -24,6 +25,14 @@ class Settings(BaseModel):
     max_snapshot_bytes: int = 4 * 1024 * 1024
     event_dedupe_ttl: float = 1 * DAY
     history: bool = True  # a later turn in the chat sees the earlier ones
+    # The `--agent module:function` this process builds its agents with (None: the built-in agent).
+    # A paused turn records it; a resume on another factory is refused (its snapshot needs the
+    # tools of the agent that paused it).
+    agent: str | None = None
+
+    @property
+    def agent_name(self) -> str:
+        return self.agent or BUILT_IN_AGENT
 
 
 def retention_days(settings: Settings) -> int:

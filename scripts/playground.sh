@@ -3,17 +3,20 @@
 #   scripts/playground.sh install          npm packages into .tools/teams (idempotent)
 #   scripts/playground.sh start [ENDPOINT] start it (default endpoint http://127.0.0.1:3978/api/messages),
 #                                          wait until it listens, print its address
-#   scripts/playground.sh stop             stop it by the pid it wrote
+#   scripts/playground.sh stop             stop it by the pid it wrote (only the one on PLAYGROUND_PORT)
 #   scripts/playground.sh url              print its address
-# Env: PLAYGROUND_PORT (default: a free port), PLAYGROUND_VAR (default: var/), PLAYGROUND_CONVERSATION_ID.
+# Env: PLAYGROUND_PORT (default: a free port; scripts/run gives 56150), PLAYGROUND_VAR (default: var/),
+# PLAYGROUND_CONVERSATION_ID. With PLAYGROUND_PORT its pid, log and folder are named by the port, so
+# two Playgrounds on two ports never share a pid file and `stop` ends only the one on that port.
 # Why the env vars below: with no browser it would spawn xdg-open and exit(1) (TEAMSAPPTESTER_BROWSER=none);
 # it writes logs into its CWD unless told where; --dt turns telemetry off (no network here).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TOOLS="$ROOT/.tools/teams"
 VAR=${PLAYGROUND_VAR:-$ROOT/var}
-PIDFILE="$VAR/playground.pid"
-LOG="$VAR/playground.log"
+NAME=playground${PLAYGROUND_PORT:+-$PLAYGROUND_PORT}
+PIDFILE="$VAR/$NAME.pid"
+LOG="$VAR/$NAME.log"
 PLAYGROUND_VERSION=0.2.28
 PLAYWRIGHT_VERSION=1.65.1
 
@@ -43,17 +46,17 @@ start() {
   local endpoint=${1:-http://127.0.0.1:3978/api/messages}
   install
   if running; then echo "playground already running (pid $(cat "$PIDFILE")): $(url)"; return 0; fi
-  mkdir -p "$VAR/playground"
+  mkdir -p "$VAR/$NAME"
   local port=${PLAYGROUND_PORT:-$(free_port)}
   local extra=()
   [ -n "${PLAYGROUND_CONVERSATION_ID:-}" ] && extra+=(--conversation-id "$PLAYGROUND_CONVERSATION_ID")
   : > "$LOG"
   (
-    cd "$VAR/playground"
+    cd "$VAR/$NAME"
     TEAMSAPPTESTER_BROWSER=none \
-    M365_AGENTS_PLAYGROUND_LOGFILE="$VAR/playground/internal.log" \
-    M365_AGENTS_PLAYGROUND_RECORDING_FILE="$VAR/playground/events.log" \
-    M365_AGENTS_PLAYGROUND_CONFIG_PATH="$VAR/playground/config.yml" \
+    M365_AGENTS_PLAYGROUND_LOGFILE="$VAR/$NAME/internal.log" \
+    M365_AGENTS_PLAYGROUND_RECORDING_FILE="$VAR/$NAME/events.log" \
+    M365_AGENTS_PLAYGROUND_CONFIG_PATH="$VAR/$NAME/config.yml" \
       exec setsid "$TOOLS/node_modules/.bin/agentsplayground" -e "$endpoint" -c msteams --dt -p "$port" "${extra[@]}"
   ) >>"$LOG" 2>&1 < /dev/null &
   echo $! > "$PIDFILE"
@@ -65,7 +68,7 @@ start() {
     running || break
     sleep 0.5
   done
-  echo "playground did not start; see $LOG and $VAR/playground/internal.log" >&2
+  echo "playground did not start; see $LOG and $VAR/$NAME/internal.log" >&2
   stop
   return 1
 }

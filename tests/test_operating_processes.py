@@ -68,7 +68,7 @@ async def serving(
 
 
 async def test_json_log_of_a_full_cycle_parses_and_holds_no_secret_or_bearer_token(tmp_path: Path) -> None:
-    async with serving(tmp_path, "--log-format", "json") as (api, log_path):
+    async with serving(tmp_path, "--log-format", "json", "--log-level", "debug") as (api, log_path):
         code, body = await api.turn("chat-1", "alice", URL_TEXT)
         card = body["card"]
         assert (await api.resume(card["card_id"], "alice", "wrong-secret"))[0] == 404

@@ -306,8 +306,9 @@ def test_the_cli_answers_a_tool_card_and_lists_and_revokes_the_tool_grant(tmp_pa
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["result"]["text"] == "Saved the note: from the shell"
     assert lines(tmp_path / "notes", "c") == ["from the shell"]
-    listed = json.loads(_cli("grants", "list", *common, "--user", "u").stdout)["grants"]
+    store = common[:4]  # grants take the store options only
+    listed = json.loads(_cli("grants", "list", *store, "--user", "u").stdout)["grants"]
     assert [(g["kind"], g["name"]) for g in listed] == [("tool", "save_note")]
-    revoked = _cli("grants", "revoke", *common, "--user", "u", "tool:save_note")
+    revoked = _cli("grants", "revoke", *store, "--user", "u", "tool:save_note")
     assert revoked.returncode == 0 and [g["name"] for g in json.loads(revoked.stdout)["revoked"]] == ["save_note"]
-    assert json.loads(_cli("grants", "list", *common, "--user", "u").stdout)["grants"] == []
+    assert json.loads(_cli("grants", "list", *store, "--user", "u").stdout)["grants"] == []

@@ -5,8 +5,9 @@ over HTTP against the served process.
 
 How the fresh venv gets its dependencies: a real `pip install` of the wheel, dependencies and all,
 as a user would run it. Measured on this machine (2 shared cores, pip's cache warm): 26 s alone,
-43 s (build and install) inside the whole scripts/test, under the minute beyond which the project's own installed dependencies would be lent to the venv
-instead (a `.pth` line naming .venv's site-packages, the wheel with `--no-deps`). The real install
+43 s (build and install) inside the whole scripts/test, under the minute beyond which the
+project's own installed dependencies would be lent to the venv instead (a `.pth` line naming
+.venv's site-packages, the wheel with `--no-deps`). The real install
 is worth those seconds: it also checks that the wheel's declared dependency ranges resolve.
 """
 
