@@ -8,7 +8,9 @@ user's grants for the chat, at request time); a refused name gets a 403 and is r
 rewritten to `/run/<token>/files/<project>/<ref>/<filename>`, where `ref` carries the upstream
 URL and an HMAC over (run, project, URL): the gate serves only files it listed, for that run,
 and decides the name again when the file is fetched (a revoke between the page and the file
-bites). Core-metadata hints (PEP 658/714) are dropped, so pip downloads the file itself.
+bites). No upstream redirect is followed, for pages and files alike: a redirect's target (a
+loopback, private or ungranted address) was never checked, so a 3xx is a 502 to pip.
+Core-metadata hints (PEP 658/714) are dropped, so pip downloads the file itself.
 
 Only links to the index's own origin, to its known file hosts (`files.pythonhosted.org` for
 pypi.org, `GateConfig.package_file_hosts`) or to allow-listed hosts are signed; every other
@@ -193,7 +195,9 @@ class PackageIndex:
             return
         try:
             async with self._http().get(
-                page_url, headers={"Accept": "application/vnd.pypi.simple.v1+html, text/html;q=0.1"}
+                page_url,
+                headers={"Accept": "application/vnd.pypi.simple.v1+html, text/html;q=0.1"},
+                allow_redirects=False,  # a redirect's target was never checked: follow none
             ) as r:
                 if r.status == 404:
                     await respond(writer, 404, "Not Found", f"the upstream index has no {name}\n")
@@ -249,7 +253,7 @@ class PackageIndex:
             )
             return
         try:
-            async with self._http().get(url) as r:
+            async with self._http().get(url, allow_redirects=False) as r:
                 if r.status != 200:
                     await respond(writer, 502, "Bad Gateway", f"upstream file answered {r.status}\n")
                     return
