@@ -103,3 +103,105 @@ async def test_index_follows_no_redirect_for_files_or_pages(canary: tuple[Canary
     finally:
         await gate.close()
         await idx.cleanup()
+
+
+# ---- item 7: one request per proxy connection, a strict parser, the Host in a plain-HTTP tunnel ----
+
+
+class RawOrigin:
+    """A loopback origin that answers the first head and records every byte it is ever sent on
+    each connection (a stdlib or aiohttp origin would hide a smuggled second request's bytes)."""
+
+    def __init__(self) -> None:
+        self.conns: list[bytes] = []
+
+    async def handle(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        got = b""
+        try:
+            got = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 5)
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+            await w.drain()
+            while data := await asyncio.wait_for(r.read(65536), 2):
+                got += data
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self.conns.append(got)
+            w.close()
+
+    def requests(self) -> int:
+        return sum(c.count(b" HTTP/1.1\r\n") for c in self.conns)
+
+
+@pytest.fixture
+async def smuggle() -> AsyncIterator[tuple[Gate, Run, RawOrigin]]:
+    origin = RawOrigin()
+    srv = await asyncio.start_server(origin.handle, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    grants = FakeGrants()
+    grants.grant(USER, CHAT, "site", "files.test")
+    gate = await Gate(GateConfig(resolve=[f"files.test=127.0.0.1:{port}"]), backend=grants).start()
+    try:
+        yield gate, gate.open_run(user=USER, chat=CHAT, turn_id=TURN), origin
+    finally:
+        await gate.close()
+        srv.close()
+
+
+async def settle(origin: RawOrigin) -> None:
+    await asyncio.sleep(0.3)  # the origin records a connection when it ends
+
+
+async def test_pipelined_second_request_never_reaches_the_origin(smuggle: tuple[Gate, Run, RawOrigin]) -> None:
+    gate, run, origin = smuggle
+    for body, framing in [(b"", ""), (b"hello", "Content-Length: 5\r\n"),
+                          (b"5\r\nhello\r\n0\r\n\r\n", "Transfer-Encoding: chunked\r\n")]:  # fmt: skip
+        origin.conns.clear()
+        second = b"GET /b HTTP/1.1\r\nHost: evil.test\r\n\r\n"
+        first = f"POST http://files.test/a HTTP/1.1\r\nHost: files.test\r\n{auth(run)}\r\n{framing}\r\n".encode()
+        out = await raw(gate.port, first + body + second)
+        await settle(origin)
+        assert out.startswith(b"HTTP/1.1 200"), out
+        assert origin.requests() == 1 and b"evil.test" not in b"".join(origin.conns), origin.conns
+        assert b"hello" in origin.conns[0] or not body
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        "Content-Length: 6\r\nTransfer-Encoding: chunked\r\n",  # CL.TE
+        "Transfer-Encoding: chunked\r\nContent-Length: 6\r\n",  # TE.CL
+        "Transfer-Encoding: gzip, chunked\r\n",
+        "Content-Length: 5\r\nContent-Length: 6\r\n",
+        "Host: evil.test\r\n",  # a second Host
+        "X-A: 1\nHost: evil.test\r\n",  # a bare LF inside a value
+        "X-A: 1\rHost: evil.test\r\n",  # a bare CR
+        " Host: evil.test\r\n",  # a folded line
+    ],
+)
+async def test_ambiguous_requests_are_refused(smuggle: tuple[Gate, Run, RawOrigin], headers: str) -> None:
+    gate, run, origin = smuggle
+    req = f"POST http://files.test/a HTTP/1.1\r\nHost: files.test\r\n{auth(run)}\r\n{headers}\r\n"
+    req += "0\r\n\r\nGET /b HTTP/1.1\r\n\r\n"
+    out = await raw(gate.port, req.encode())
+    await settle(origin)
+    assert out.startswith(b"HTTP/1.1 400"), out
+    assert origin.conns == []
+
+
+async def test_plain_http_tunnel_carries_one_request_for_the_granted_host(
+    smuggle: tuple[Gate, Run, RawOrigin],
+) -> None:
+    """CONNECT to a granted name's port 80 with an inner Host of an ungranted site is refused; with
+    the granted Host one request goes through, and a pipelined second one does not."""
+    gate, run, origin = smuggle
+    connect = f"CONNECT files.test:80 HTTP/1.1\r\n{auth(run)}\r\n\r\n".encode()
+    out = await raw(gate.port, connect + b"GET /x HTTP/1.1\r\nHost: evil.test\r\n\r\n")
+    await settle(origin)
+    assert out.startswith(b"HTTP/1.1 200 Connection Established\r\n\r\nHTTP/1.1 400"), out
+    assert origin.requests() == 0
+    inner = b"GET /x HTTP/1.1\r\nHost: files.test\r\n\r\nGET /y HTTP/1.1\r\nHost: evil.test\r\n\r\n"
+    out = await raw(gate.port, connect + inner)
+    await settle(origin)
+    assert b"HTTP/1.1 200 OK" in out and out.endswith(b"ok\n"), out
+    assert origin.requests() == 1 and b"evil.test" not in b"".join(origin.conns), origin.conns

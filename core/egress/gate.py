@@ -31,7 +31,18 @@ from chat_approvals.core.egress.backend import GrantsBackend
 from chat_approvals.core.egress.index import PackageIndex
 from chat_approvals.core.egress.policy import Resolve, Rules, is_public
 from chat_approvals.core.egress.runs import Blocked, Run
-from chat_approvals.core.egress.wire import Head, WireError, close, encode_head, pipe, read_head, respond
+from chat_approvals.core.egress.wire import (
+    Framing,
+    Head,
+    WireError,
+    close,
+    copy_body,
+    encode_head,
+    pipe,
+    read_head,
+    request_framing,
+    respond,
+)
 from chat_approvals.core.models import Refusal, SubjectKind
 from chat_approvals.core.subjects import canonical_host, never_allowable_reason
 
@@ -320,8 +331,26 @@ class Gate:
             await writer.drain()
             try:
                 idle = self.cfg.idle_timeout
+                if self.rules.allowed("site", host, port):  # the operator opened it: any protocol
+                    await pipe_both(reader, writer, up_r, up_w, idle)
+                    return
+                # a grant names a site: TLS (whose first byte is 0x16), or one plain-HTTP request
+                # whose Host is that site, never another site on the granted address
+                first = await asyncio.wait_for(reader.read(1), idle)
+                if not first:
+                    return
+                if first == b"\x16":
+                    up_w.write(first)
+                    await self._while_granted(run, host, port, pipe_both(reader, writer, up_r, up_w, idle))
+                    return
+                inner = await asyncio.wait_for(read_head(reader, prefix=first), self.cfg.head_timeout)
+                if inner is None or not inner.first[1].startswith("/") or inner.first[0] == "CONNECT":
+                    raise WireError(400, "a tunnel carries TLS or one origin-form HTTP request")
+                self._check_host_header(inner, host, port)
+                framing = request_framing(inner)
+                u = urlsplit(f"http://{host}{inner.first[1]}")
                 await self._while_granted(
-                    run, host, port, asyncio.gather(pipe(reader, up_w, idle), pipe(up_r, writer, idle))
+                    run, host, port, self._exchange(inner, u, host, port, framing, reader, writer, up_r, up_w)
                 )
             finally:
                 await close(up_w)
@@ -338,6 +367,7 @@ class Gate:
         except ValueError as e:
             raise WireError(400, f"bad port in {target!r}") from e
         self._check_host_header(head, host, port)
+        request_framing(head)  # an ambiguous request is refused before anything is decided
         run = await self._admit(head, writer, conn)
         if run is None:
             return
@@ -361,7 +391,10 @@ class Gate:
             return
         up_r, up_w = await self._open_upstream(host, port)
         try:
-            await self._while_granted(run, host, port, self._exchange(head, u, host, port, reader, writer, up_r, up_w))
+            framing = request_framing(head)
+            await self._while_granted(
+                run, host, port, self._exchange(head, u, host, port, framing, reader, writer, up_r, up_w)
+            )
         finally:
             await close(up_w)
 
@@ -371,12 +404,14 @@ class Gate:
         u: SplitResult,
         host: str,
         port: int,
+        framing: Framing,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         up_r: asyncio.StreamReader,
         up_w: asyncio.StreamWriter,
     ) -> None:
-        """One plain-HTTP request to the origin and its answer back to the script."""
+        """One plain-HTTP request to the origin and its answer back to the script: exactly one
+        body is sent on, and nothing the script sends after it (a pipelined request) ever is."""
         method = head.first[0]
         # the origin gets exactly the Host the gate decided on (a different one was refused)
         headers = [(k, v) for k, v in head.without_hop_by_hop() if k.lower() != "host"]
@@ -386,10 +421,10 @@ class Gate:
         path = (u.path or "/") + (f"?{u.query}" if u.query else "")
         up_w.write(encode_head(f"{method} {path} HTTP/1.1", headers))
         await up_w.drain()
-        body = asyncio.ensure_future(pipe(reader, up_w, self.cfg.idle_timeout))
+        body = asyncio.ensure_future(copy_body(reader, up_w, framing, self.cfg.idle_timeout))
         try:
             while True:
-                resp = await asyncio.wait_for(read_head(up_r), self.cfg.idle_timeout)
+                resp = await asyncio.wait_for(read_head(up_r, strict=False), self.cfg.idle_timeout)
                 if resp is None:
                     raise WireError(502, f"{host} closed the connection without answering")
                 version, status, reason = resp.first
@@ -559,6 +594,16 @@ def _source(writer: asyncio.StreamWriter) -> object:
         return ("unix", None, None)
     peer = writer.get_extra_info("peername")
     return ("tcp", peer[0] if isinstance(peer, tuple) else str(peer))
+
+
+async def pipe_both(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    up_r: asyncio.StreamReader,
+    up_w: asyncio.StreamWriter,
+    idle: float,
+) -> None:
+    await asyncio.gather(pipe(reader, up_w, idle), pipe(up_r, writer, idle))
 
 
 def _gate_hdr(kind: str | None = None, name: str | None = None) -> list[tuple[str, str]]:
