@@ -205,3 +205,35 @@ async def test_plain_http_tunnel_carries_one_request_for_the_granted_host(
     await settle(origin)
     assert b"HTTP/1.1 200 OK" in out and out.endswith(b"ok\n"), out
     assert origin.requests() == 1 and b"evil.test" not in b"".join(origin.conns), origin.conns
+
+
+# ---- item 4: names resolving to IPv6 transition ranges ----
+
+
+@pytest.mark.parametrize(
+    "addr",
+    ["64:ff9b::7f00:1", "64:ff9b::a00:1", "2002:7f00:1::1", "2002:a9fe:a9fe::1", "::7f00:1", "fec0::1",
+     "64:ff9b:1::1", "2001:0:4136:e378:8000:63bf:3fff:fdd2"],
+)  # fmt: skip
+async def test_granted_name_resolving_to_an_ipv6_transition_address_is_refused(
+    addr: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The name is granted and resolves (through the gate's own resolver call) to an address that
+    carries loopback, private or metadata IPv4, or to a deprecated range: refused as non-public."""
+    import socket
+
+    async def fake_getaddrinfo(host: str, port: int, **kw: object) -> list[tuple[object, ...]]:
+        return [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", (addr, port, 0, 0))]
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", fake_getaddrinfo)
+    grants = FakeGrants()
+    grants.grant(USER, CHAT, "site", "nat64.test")
+    gate = await Gate(GateConfig(connect_timeout=2), backend=grants).start()
+    try:
+        run = gate.open_run(user=USER, chat=CHAT, turn_id=TURN)
+        out = await raw(
+            gate.port, f"GET http://nat64.test/ HTTP/1.1\r\nHost: nat64.test\r\n{auth(run)}\r\n\r\n".encode()
+        )
+        assert out.startswith(b"HTTP/1.1 403") and b"non-public" in out, out
+    finally:
+        await gate.close()
