@@ -41,6 +41,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from strands.sandbox import ExecutionResult, PosixShellSandbox, StreamChunk
 from strands.sandbox.errors import SandboxTimeoutError
@@ -327,6 +328,8 @@ class GatedLocalSandbox(PosixShellSandbox):
         uid = self._uid() if confined and self.confinement.setpriv else None
         host_dir = None if confined else tempfile.mkdtemp(prefix="sandbox-run-")
         home = f"/tmp/run-{secrets.token_hex(6)}" if confined else str(host_dir)
+        if uid is not None:
+            _bind_token(self.gate_unix_socket, env, uid)
         status_r, status_w = os.pipe()
         os.set_blocking(status_r, False)
         files: list[Any] = []
@@ -455,6 +458,18 @@ class GatedLocalSandbox(PosixShellSandbox):
         rc = proc.returncode if proc.returncode is not None else 1
         code = 128 - rc if rc < 0 else rc
         yield ExecutionResult(exit_code=code, stdout=text("stdout"), stderr=stderr)
+
+
+def _bind_token(unix_path: str | None, env: dict[str, str] | None, uid: int) -> None:
+    """Bind the run's gate token (in its proxy URL) to the uid it runs as, so the token is worth
+    nothing to any other run it leaks to (the gate checks the peer's uid by SO_PEERCRED)."""
+    from chat_approvals.core.egress.gate import gate_at  # the gate imports nothing of the sandbox
+
+    gate = gate_at(unix_path)
+    proxy = (env or {}).get("HTTP_PROXY", "")
+    user = urlsplit(proxy).username or ""
+    if gate is not None and user.startswith("run-"):
+        gate.bind_uid(user[4:], uid)
 
 
 def _read_status(fd: int) -> dict[str, Any] | None:

@@ -21,6 +21,7 @@ import socket
 import struct
 import tempfile
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from urllib.parse import SplitResult, urlsplit
 
@@ -72,6 +73,15 @@ class GateConfig(BaseModel):
     package_file_hosts: list[str] = Field(default_factory=list)  # more hosts the index's file links may point at
 
 
+_BY_SOCKET: dict[str, weakref.ref[Gate]] = {}  # so a sandbox can bind a run to its uid without more wiring
+
+
+def gate_at(unix_path: str | None) -> Gate | None:
+    """The started gate listening on this unix socket in this process, if any."""
+    ref = _BY_SOCKET.get(unix_path or "")
+    return ref() if ref is not None else None
+
+
 class Gate:
     def __init__(self, cfg: GateConfig, *, backend: GrantsBackend | None = None, clock: Clock | None = None) -> None:
         self.cfg = cfg
@@ -106,6 +116,7 @@ class Gate:
             self._servers.append(await asyncio.start_unix_server(self._accept, path))
             os.chmod(path, 0o666)  # the sandboxed child may run as another user
             self.unix_path = path
+            _BY_SOCKET[path] = weakref.ref(self)
         log.info("egress gate on %s:%s (unix %s)", self.cfg.listen_host, self.port, self.unix_path)
         return self
 
@@ -126,6 +137,7 @@ class Gate:
         if self.index is not None:
             await self.index.close()
         if self.unix_path:
+            _BY_SOCKET.pop(self.unix_path, None)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.unix_path)
         if self._tmpdir:
@@ -148,6 +160,15 @@ class Gate:
         with self._runs_lock:
             self._runs[run.token] = run
         return run
+
+    def bind_uid(self, token: str, uid: int) -> bool:
+        """From now on the run's token works only on a unix-socket connection from `uid` (the
+        run's own uid, which its forwarder inside the sandbox runs as)."""
+        run = self.run_by_token(token)
+        if run is None:
+            return False
+        run.uid = uid
+        return True
 
     def close_run(self, run: Run) -> None:
         """The run's credentials stop working, and its connections still open (a tunnel a
@@ -493,8 +514,8 @@ class Gate:
 
     async def _admit(self, head: Head, writer: asyncio.StreamWriter, conn: Pending) -> Run | None:
         run = self._run_for(head)
-        if run is not None:
-            conn.release()  # authenticated: no longer counted against its source
+        if run is not None and not conn.admit(run):
+            run = None
         if run is None:
             await respond(
                 writer,
@@ -555,7 +576,7 @@ class Gate:
     async def _local(self, head: Head, path: str, writer: asyncio.StreamWriter, conn: Pending) -> None:
         """Requests addressed to the gate itself: the package-index view."""
         if self.index is not None and path.startswith("/run/"):
-            await self.index.handle(head, path, writer, conn.release)
+            await self.index.handle(head, path, writer, conn.admit)
             return
         await respond(writer, 404, "Not Found", "egress gate: nothing here\n")
 
@@ -572,6 +593,14 @@ class Pending:
             return False
         counts[self.source] = counts.get(self.source, 0) + 1
         self.held = True
+        return True
+
+    def admit(self, run: Run) -> bool:
+        """The run's token is used from this connection: allowed when the token is not bound to
+        another uid; then the connection no longer counts as unauthenticated."""
+        if not run.usable_by(self.source):
+            return False
+        self.release()
         return True
 
     def release(self) -> None:

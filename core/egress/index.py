@@ -143,16 +143,13 @@ class PackageIndex:
             return False
         return host in self._file_hosts or self.gate.rules.allowed("site", host, port)
 
-    async def handle(
-        self, head: Head, path: str, writer: asyncio.StreamWriter, authenticated: Callable[[], None]
-    ) -> None:
+    async def handle(self, head: Head, path: str, writer: asyncio.StreamWriter, admit: Callable[[Run], bool]) -> None:
         method = head.first[0]
         parts = path.split("?", 1)[0].split("/")  # ["", "run", token, view, ...]
         run = self.gate.run_by_token(parts[2]) if len(parts) > 3 else None
-        if run is None:
+        if run is None or not admit(run):  # admit: the token's uid binding holds for this peer
             await respond(writer, 403, "Forbidden", "this sandbox run has no valid gate credentials\n")
             return
-        authenticated()
         with self.gate.slot(run):  # an index request takes a slot like a proxied one
             await self._handle(run, method, parts, writer)
 

@@ -1,0 +1,83 @@
+"""Issue 29: attacks from inside the real bubblewrap sandbox that got out, each replayed through
+`GatedLocalSandbox` (the class `run_script` and `sandbox run` use) behind a real gate."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator
+
+import pytest
+
+from chat_approvals.core.egress import Gate, GateConfig
+from chat_approvals.core.sandbox import GatedLocalSandbox, detect_confinement
+from tests.gate_support import FakeGrants, origin_app, start_site
+
+CONF = detect_confinement()
+AS_ROOT = CONF.confined and CONF.setpriv is not None
+
+
+@pytest.fixture(autouse=True)
+def need_confinement() -> None:
+    if not CONF.confined:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the sandbox cannot be confined here: {CONF.note}")
+        pytest.skip(CONF.note)
+
+
+@pytest.fixture
+async def gated() -> AsyncIterator[tuple[Gate, FakeGrants, GatedLocalSandbox]]:
+    runner, port = await start_site(origin_app("http"))
+    grants = FakeGrants()
+    gate = await Gate(GateConfig(resolve=[f"files.test=127.0.0.1:{port}"]), backend=grants).start()
+    box = GatedLocalSandbox(gate_unix_socket=gate.unix_path, gate_port=gate.port, confinement=CONF)
+    try:
+        yield gate, grants, box
+    finally:
+        await gate.close()
+        await runner.cleanup()
+
+
+def fetch_with(proxy: str, url: str) -> str:
+    """A script that fetches `url` through `proxy` and prints the status (or the error code)."""
+    return f"""
+import urllib.request, urllib.error
+op = urllib.request.build_opener(urllib.request.ProxyHandler({{'http': {proxy!r}}}))
+try:
+    print(op.open({url!r}, timeout=10).status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+"""
+
+
+# ---- item 9: the gate token is bound to the run's uid ----
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="runs share the server's kernel uid without root: nothing to bind to")
+async def test_token_leaked_to_another_run_carries_no_grants(
+    gated: tuple[Gate, FakeGrants, GatedLocalSandbox],
+) -> None:
+    """Run B (bob's, granted files.test) leaks its token; run A (mallory's, nothing granted) uses it
+    from inside its own sandbox: 407, since B's token is bound to B's uid. A's own token works."""
+    gate, grants, box = gated
+    grants.grant("bob", "chat-b", "site", "files.test")
+    grants.grant("mallory", "chat-a", "site", "files.test")
+    run_b = gate.open_run(user="bob", chat="chat-b", turn_id="tb")
+    run_a = gate.open_run(user="mallory", chat="chat-a", turn_id="ta")
+    # B is running in the sandbox under its own uid, which binds its token (as `_run` does for A)
+    assert gate.bind_uid(run_b.token, 199_999)
+    stolen = gate.proxy_url(run_b)
+    res = await box.execute_code(
+        fetch_with(stolen, "http://files.test/hello") + fetch_with(gate.proxy_url(run_a), "http://files.test/hello"),
+        "python",
+        env=gate.sandbox_env(run_a),
+    )
+    assert res.stdout.split() == ["407", "200"], (res.stdout, res.stderr)
+    assert run_a.uid is not None and run_a.uid != 199_999
+    # and from outside the sandbox (TCP), a bound token is refused too
+    op = urllib.request.build_opener(urllib.request.ProxyHandler({"http": gate.proxy_url(run_a)}))
+    with pytest.raises(urllib.error.HTTPError) as e:
+        await asyncio.to_thread(op.open, "http://files.test/hello", None, 10)
+    assert e.value.code == 407
