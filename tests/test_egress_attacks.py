@@ -237,3 +237,51 @@ async def test_granted_name_resolving_to_an_ipv6_transition_address_is_refused(
         assert out.startswith(b"HTTP/1.1 403") and b"non-public" in out, out
     finally:
         await gate.close()
+
+
+# ---- item 8: a revoked package stops downloading ----
+
+
+async def test_revoked_package_file_stops_downloading() -> None:
+    """A granted package's file trickles for 20 s; the package is revoked once it has started:
+    the gate ends the download within a couple of re-checks (before: it ran to the end)."""
+
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(
+            text='<a href="../../packages/slow-1.0.tar.gz">slow-1.0.tar.gz</a>', content_type="text/html"
+        )
+
+    async def slow(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Length": str(200 * 1024)})
+        await resp.prepare(request)
+        for _ in range(200):
+            await resp.write(b"x" * 1024)
+            await asyncio.sleep(0.1)
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/simple/slow/", page)
+    app.router.add_get("/packages/{f}", slow)
+    idx, iport = await start_site(app)
+    grants = FakeGrants()
+    grants.grant(USER, CHAT, "package", "slow")
+    gate = await Gate(
+        GateConfig(package_index=f"http://127.0.0.1:{iport}/simple/", grant_recheck=0.2), backend=grants
+    ).start()
+    try:
+        run = gate.open_run(user=USER, chat=CHAT, turn_id=TURN)
+        out = await raw(gate.port, f"GET /run/{run.token}/simple/slow/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        link = out.split(b'href="')[1].split(b'"')[0].decode()
+        r, w = await asyncio.open_connection("127.0.0.1", gate.port)
+        w.write(f"GET {link} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        assert (await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 10)).startswith(b"HTTP/1.1 200")
+        await asyncio.wait_for(r.readexactly(1024), 10)
+        grants.revoke(USER, CHAT, "package", "slow")
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        rest = await asyncio.wait_for(r.read(), 15)  # until the gate closes it
+        assert loop.time() - t0 < 3 and len(rest) < 100 * 1024
+        w.close()
+    finally:
+        await gate.close()
+        await idx.cleanup()

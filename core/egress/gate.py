@@ -463,13 +463,19 @@ class Gate:
                 await body
 
     async def _while_granted(self, run: Run, host: str, port: int, work: Awaitable[object]) -> None:
-        """Runs an open connection's copying. When a grant (not the operator's allow list) let it
-        through, the grant is re-checked every `grant_recheck` seconds and the connection ends once
-        it is gone: a revoke or an expiry, on whichever replica it happened, bites on tunnels
-        already open, not only on the next connection."""
+        await self.while_granted(run, "site", host, port, work)
+
+    async def while_granted(
+        self, run: Run, kind: SubjectKind, name: str, port: int | None, work: Awaitable[object]
+    ) -> None:
+        """Runs an open connection's copying (a tunnel, a plain-HTTP exchange, a package file's
+        download). When a grant (not the operator's allow list) let it through, the grant is
+        re-checked every `grant_recheck` seconds and the connection ends once it is gone: a revoke
+        or an expiry, on whichever replica it happened, bites on what is already open, not only on
+        the next connection."""
         task = asyncio.ensure_future(work)
         try:
-            if self.rules.allowed("site", host, port):
+            if self.rules.allowed(kind, name, port):
                 await task
                 return
             while True:
@@ -477,8 +483,8 @@ class Gate:
                 if done:
                     task.result()
                     return
-                if not await self._still_granted(run, host):
-                    log.info("grant for %s is gone: closing an open connection of run %s", host, run.turn_id)
+                if not await self._still_granted(run, kind, name):
+                    log.info("grant for %s %s is gone: closing an open connection of run %s", kind, name, run.turn_id)
                     return
         finally:
             if not task.done():
@@ -486,13 +492,11 @@ class Gate:
                 with contextlib.suppress(BaseException):
                     await task
 
-    async def _still_granted(self, run: Run, host: str) -> bool:
+    async def _still_granted(self, run: Run, kind: SubjectKind, name: str) -> bool:
         try:
-            return await run.backend.is_allowed(
-                user=run.user, chat=run.chat, kind="site", name=host, turn_id=run.turn_id
-            )
+            return await run.backend.is_allowed(user=run.user, chat=run.chat, kind=kind, name=name, turn_id=run.turn_id)
         except Exception:  # a store hiccup does not cut a live download; the next check decides
-            log.warning("grant re-check for %s failed; keeping the connection until the next check", host,
+            log.warning("grant re-check for %s failed; keeping the connection until the next check", name,
                         exc_info=True)  # fmt: skip
             return True
 

@@ -29,7 +29,7 @@ import hmac
 import html
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import SplitResult, urljoin, urlsplit
@@ -57,6 +57,10 @@ class IndexGate(Protocol):
     def slot(self, run: Run) -> AbstractContextManager[None]: ...
 
     async def decide(self, run: Run, kind: SubjectKind, name: str, port: int | None, url: str | None) -> str | None: ...
+
+    async def while_granted(
+        self, run: Run, kind: SubjectKind, name: str, port: int | None, work: Awaitable[object]
+    ) -> None: ...
 
 
 log = logging.getLogger(__name__)
@@ -249,6 +253,10 @@ class PackageIndex:
                 extra=[("X-Egress-Gate-Refused", f"package={project}")],
             )
             return
+        # re-checked while it downloads: a revoke ends a package file like a tunnel
+        await self.gate.while_granted(run, "package", project, None, self._download(url, writer, head_only=head_only))
+
+    async def _download(self, url: str, writer: asyncio.StreamWriter, *, head_only: bool) -> None:
         try:
             async with self._http().get(url, allow_redirects=False) as r:
                 if r.status != 200:
