@@ -343,6 +343,7 @@ class GatedLocalSandbox(PosixShellSandbox):
                 "socket": GATE_SOCKET if confined else None,
                 "port": self.gate_port,
                 "script_name": name,
+                "own_uid": uid is not None,
             }
             pass_fds = [status_w]
             if confined:

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from chat_approvals.core.egress import Gate, GateConfig
 from chat_approvals.core.sandbox import GatedLocalSandbox, detect_confinement
 from tests.gate_support import FakeGrants, origin_app, start_site
+from tests.serve_process import ROOT
 
 CONF = detect_confinement()
 AS_ROOT = CONF.confined and CONF.setpriv is not None
@@ -81,3 +85,56 @@ async def test_token_leaked_to_another_run_carries_no_grants(
     with pytest.raises(urllib.error.HTTPError) as e:
         await asyncio.to_thread(op.open, "http://files.test/hello", None, 10)
     assert e.value.code == 407
+
+
+# ---- item 1: a fresh, empty session keyring per run ----
+
+KEYCTL = """
+import ctypes, platform
+NR = {'x86_64': 250, 'aarch64': 219}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def keyctl(*args):
+    return libc.syscall(ctypes.c_long(NR), *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+def read(serial):
+    buf = ctypes.create_string_buffer(4096)
+    n = keyctl(11, serial, buf, 4096)  # KEYCTL_READ
+    return buf.raw[:max(n, 0)]
+"""
+
+SERVER = (
+    KEYCTL
+    + """
+import os, struct, subprocess, sys
+assert keyctl(1, ctypes.c_char_p(b'server-session')) > 0  # KEYCTL_JOIN_SESSION_KEYRING, named
+add_key = {'x86_64': 248, 'aarch64': 217}[platform.machine()]
+secret = b'server-secret-K1'
+kid = libc.syscall(ctypes.c_long(add_key), b'user', b'chat-approvals-secret', secret, ctypes.c_size_t(len(secret)),
+                   ctypes.c_long(-3))  # into the session keyring
+assert kid > 0 and read(kid) == secret
+sys.exit(subprocess.call(sys.argv[1:]))
+"""
+)
+
+PROBE = (
+    KEYCTL
+    + """
+import struct
+ring = read(-3)  # the session keyring's members, as key serials
+ids = struct.unpack(f'{len(ring) // 4}i', ring)
+print('members', len(ids), 'secret' if any(b'server-secret' in read(i) for i in ids) else 'none')
+"""
+)
+
+
+def test_run_gets_a_fresh_empty_session_keyring(tmp_path: Path) -> None:
+    """The server itself starts under a session keyring holding a secret (as systemd gives every
+    service one); `sandbox run` scripts then read their session keyring: empty, no secret."""
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    cmd = [sys.executable, "-c", SERVER, sys.executable, "-m", "chat_approvals", "sandbox", "run", "--chat", "c1",
+           "--user", "mallory", "--store", f"sqlite:///{tmp_path}/rows.db", "--objects", str(tmp_path / "objects"),
+           str(script)]  # fmt: skip
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["members", "0", "none"], (p.stdout, p.stderr)
