@@ -47,6 +47,8 @@ from strands.sandbox import ExecutionResult, PosixShellSandbox, StreamChunk
 from strands.sandbox.errors import SandboxTimeoutError
 from strands.sandbox.posix_shell import validate_env_keys
 
+from chat_approvals.core import sandbox_seccomp
+
 log = logging.getLogger(__name__)
 
 _INIT = Path(__file__).with_name("sandbox_init.py")
@@ -56,6 +58,7 @@ _SYSTEM_DIRS = ("/usr", "/etc")
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 UID_BASE, UID_SPAN = 200_000, 65_536  # as root: each run gets its own unprivileged uid from here
 LIMIT_MARK = "[sandbox limit hit: "
+SHM_SIZE = 16 << 20  # /dev/shm of a run: POSIX semaphores and the like, not a way around the memory limit
 
 
 @dataclass(frozen=True)
@@ -102,8 +105,13 @@ UNCONFINED = (
 )
 CONFINED = (
     "sandbox confined (bubblewrap): {user}, no capabilities; own filesystem view, process, IPC and "
-    "network namespaces; the only way out is the egress gate"
+    "network namespaces; the only way out is the egress gate; {memory}"
 )
+MEMORY_SECCOMP = (
+    "memory: each process's address space is capped and a seccomp filter refuses memfd, SysV shared "
+    "memory and nested user namespaces, but the run as a whole is not capped (no cgroup v2 delegation)"
+)
+MEMORY_NO_SECCOMP = "memory: each process's address space is capped; no seccomp filter on this architecture"
 
 
 def system_binds() -> list[str]:
@@ -171,7 +179,8 @@ def _probe() -> Confinement:
     if p.returncode != 0:
         why = p.stderr.decode(errors="replace").strip() or f"bwrap exited {p.returncode}"
         return Confinement("none", UNCONFINED.format(why=f"bubblewrap cannot make namespaces here: {why}"))
-    return Confinement("bwrap", CONFINED.format(user=user), bwrap, setpriv)
+    memory = MEMORY_SECCOMP if sandbox_seccomp.supported() else MEMORY_NO_SECCOMP
+    return Confinement("bwrap", CONFINED.format(user=user, memory=memory), bwrap, setpriv)
 
 
 def detect_confinement(*, allow: bool = True) -> Confinement:
@@ -298,7 +307,9 @@ class GatedLocalSandbox(PosixShellSandbox):
                 self._uids.add(uid)
                 return uid
 
-    def _bwrap_argv(self, uid: int | None, init_fd: int, script_fd: int | None, config: str) -> list[str]:
+    def _bwrap_argv(
+        self, uid: int | None, init_fd: int, script_fd: int | None, config: str, seccomp_fd: int | None = None
+    ) -> list[str]:
         conf = self.confinement
         assert conf.bwrap is not None and self.gate_unix_socket
         a = [conf.bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
@@ -307,6 +318,10 @@ class GatedLocalSandbox(PosixShellSandbox):
             a[1:1] = ["--unshare-user", "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL", "--disable-userns"]
         a += system_binds()
         a += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(self.limits.disk), "--tmpfs", "/tmp"]
+        # /dev/shm is a tmpfs as large as half the host's memory otherwise, and uncounted by RLIMIT_AS
+        a += ["--perms", "1777", "--size", str(SHM_SIZE), "--tmpfs", "/dev/shm"]
+        if seccomp_fd is not None:
+            a += ["--seccomp", str(seccomp_fd)]
         for d in self._dirs:
             a += [*_dirs_for(d + "/x"), "--ro-bind", d, d]
         a += [*_dirs_for(GATE_SOCKET), "--bind", self.gate_unix_socket, GATE_SOCKET]
@@ -357,8 +372,15 @@ class GatedLocalSandbox(PosixShellSandbox):
                     files.append(tmp)
                     script_fd = tmp.fileno()
                     cfg["script"] = f"{INSIDE}/script"
+                seccomp_fd = None
+                if sandbox_seccomp.supported():
+                    bpf = tempfile.TemporaryFile()  # noqa: SIM115
+                    bpf.write(sandbox_seccomp.program())
+                    bpf.seek(0)
+                    files.append(bpf)
+                    seccomp_fd = bpf.fileno()
                 pass_fds += [f.fileno() for f in files]
-                full = self._bwrap_argv(uid, init.fileno(), script_fd, json.dumps(cfg))
+                full = self._bwrap_argv(uid, init.fileno(), script_fd, json.dumps(cfg), seccomp_fd)
             else:
                 if code is not None:
                     (Path(home) / name).write_text(code, encoding="utf-8")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -138,3 +139,53 @@ def test_run_gets_a_fresh_empty_session_keyring(tmp_path: Path) -> None:
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["members", "0", "none"], (p.stdout, p.stderr)
+
+
+# ---- items 6 and 3: no nested user namespace, no memory the per-process limit does not count ----
+
+ESCAPES = """
+import ctypes, json, os, shutil, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+out = {}
+def errno_of(rc):
+    return 'ALLOWED' if rc >= 0 else os.strerror(ctypes.get_errno())
+out['unshare_user'] = errno_of(libc.unshare(0x10000000))  # CLONE_NEWUSER
+if shutil.which('unshare'):
+    p = subprocess.run(['unshare', '-Ur', 'id', '-u'], capture_output=True, text=True)
+    out['unshare_cmd'] = 'ALLOWED' if p.returncode == 0 else 'refused'
+try:
+    os.memfd_create('hoard'); out['memfd'] = 'ALLOWED'
+except OSError as e:
+    out['memfd'] = e.strerror
+out['shmget'] = errno_of(libc.shmget(0, 256 << 20, 0o1600))  # IPC_PRIVATE, IPC_CREAT|0600
+try:
+    with open('/dev/shm/hoard', 'wb') as f:
+        for _ in range(64):
+            f.write(b'x' * (1 << 20))
+    out['dev_shm'] = 'ALLOWED'
+except OSError as e:
+    out['dev_shm'] = e.strerror
+pid = os.fork()  # threads and processes still work
+if pid == 0:
+    os._exit(7)
+out['fork'] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+print(json.dumps(out))
+"""
+
+
+async def test_no_nested_user_namespace_and_no_uncounted_memory(
+    gated: tuple[Gate, FakeGrants, GatedLocalSandbox],
+) -> None:
+    """`unshare -Ur` gave a full capability set inside as root; memfd, SysV shm and /dev/shm held
+    gigabytes the address-space limit does not count. All refused now; fork still works, and the
+    banner says which memory regime is in force."""
+    _, _, box = gated
+    res = await box.execute_code(ESCAPES, "python")
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["unshare_user"] == "Operation not permitted", out
+    assert out.get("unshare_cmd", "refused") == "refused", out
+    assert out["memfd"] == "Operation not permitted", out
+    assert out["shmget"] == "Operation not permitted", out
+    assert out["dev_shm"] == "No space left on device", out
+    assert out["fork"] == 7
+    assert "seccomp filter refuses memfd" in CONF.note and "run as a whole is not capped" in CONF.note
