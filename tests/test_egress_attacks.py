@@ -285,3 +285,59 @@ async def test_revoked_package_file_stops_downloading() -> None:
     finally:
         await gate.close()
         await idx.cleanup()
+
+
+# ---- item 5: pre-authentication limits per run uid and in total, head bytes, a flood logged once ----
+
+HOLDER = """
+import socket, sys, time
+held = [socket.socket(socket.AF_UNIX) for _ in range(int(sys.argv[2]))]
+for s in held:
+    s.connect(sys.argv[1])
+print('held', flush=True)
+time.sleep(30)
+"""
+
+
+async def test_unauthenticated_limit_is_per_uid_not_per_process(caplog: pytest.LogCaptureFixture) -> None:
+    """A fork chain (connect, fork, parent exits) gets new pids but keeps its uid: another process
+    of the same uid gets nothing more once the uid's share is held; a flood is logged once."""
+    import subprocess
+    import sys
+
+    gate = await Gate(GateConfig(max_unauth_per_source=3), backend=FakeGrants()).start()
+    assert gate.unix_path is not None
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", HOLDER, gate.unix_path, "3", stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None
+        assert await asyncio.wait_for(holder.stdout.readline(), 10) == b"held\n"
+        await asyncio.sleep(0.1)
+        with caplog.at_level("WARNING", logger="chat_approvals.core.egress.gate"):
+            for _ in range(5):  # another process, same uid: dropped at once, logged once
+                r, w = await asyncio.open_unix_connection(gate.unix_path)
+                assert await asyncio.wait_for(r.read(), 5) == b""
+                w.close()
+        assert len([rec for rec in caplog.records if "dropping new connections" in rec.message]) == 1
+    finally:
+        holder.kill()
+        await holder.wait()
+        await gate.close()
+
+
+async def test_unauthenticated_limit_in_total_and_head_bytes_capped() -> None:
+    gate = await Gate(GateConfig(max_unauth_total=4, max_unauth_per_source=100), backend=FakeGrants()).start()
+    try:
+        held = [await asyncio.open_connection("127.0.0.1", gate.port) for _ in range(4)]
+        await asyncio.sleep(0.1)
+        r, w = await asyncio.open_connection("127.0.0.1", gate.port)
+        assert await asyncio.wait_for(r.read(), 5) == b""  # the fifth, from anyone, is dropped
+        for _, hw in held:
+            hw.close()
+        await asyncio.sleep(0.2)
+        # an unfinished 60 KB head is not held: refused once past the head limit
+        out = await raw(gate.port, b"GET http://files.test/ HTTP/1.1\r\n" + b"X-Pad: " + b"a" * 60_000)
+        assert out.startswith(b"HTTP/1.1 431"), out[:80]
+    finally:
+        await gate.close()

@@ -16,6 +16,7 @@ import base64
 import contextlib
 import logging
 import os
+import resource
 import secrets
 import socket
 import struct
@@ -69,7 +70,10 @@ class GateConfig(BaseModel):
     head_timeout: float = 5.0  # a connection that has not authenticated by then is closed
     grant_recheck: float = 5.0  # an open connection a grant allowed is re-checked this often: a revoke ends it
     max_conns_per_run: int = 64
-    max_unauth_per_source: int = 32  # connections not yet authenticated, per peer (IP, or process on the unix socket)
+    max_unauth_per_source: int = 32  # not yet authenticated, per peer: an IP, or a uid on the unix socket
+    max_unauth_total: int = 256  # not yet authenticated, from everyone together
+    head_limit: int = 16 * 1024  # bytes of a request head: what an unauthenticated peer can make us hold
+    fd_reserve: int = 256  # descriptors the gate leaves for the server's own work (store, sockets, logs)
     package_file_hosts: list[str] = Field(default_factory=list)  # more hosts the index's file links may point at
 
 
@@ -97,13 +101,20 @@ class Gate:
         self.unix_path: str | None = None
         self._conns: set[asyncio.Task[None]] = set()
         self._pending: dict[object, int] = {}  # unauthenticated connections per source (event loop only)
+        self._pending_total = 0
+        self._conn_budget = 1 << 20  # set from RLIMIT_NOFILE at start
+        self._flooding = False  # a refusal of connections was logged; logged again only after it ends
         self.index = PackageIndex(self, cfg.package_index, cfg.package_file_hosts) if cfg.package_index else None
         self.on_decision: Callable[[bool], None] | None = None  # metrics: allowed (True) or refused
 
     # ---- lifecycle ----
 
     async def start(self) -> Gate:
-        srv = await asyncio.start_server(self._accept, self.cfg.listen_host, self.cfg.port)
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        # each connection holds up to two descriptors (the script's and the upstream's)
+        self._conn_budget = max(8, (soft - self.cfg.fd_reserve) // 2) if soft != resource.RLIM_INFINITY else 1 << 20
+        limit = self.cfg.head_limit
+        srv = await asyncio.start_server(self._accept, self.cfg.listen_host, self.cfg.port, limit=limit)
         self._servers.append(srv)
         self.port = srv.sockets[0].getsockname()[1]
         if self.cfg.unix:
@@ -113,7 +124,7 @@ class Gate:
                 path = os.path.join(self._tmpdir, "gate.sock")
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-            self._servers.append(await asyncio.start_unix_server(self._accept, path))
+            self._servers.append(await asyncio.start_unix_server(self._accept, path, limit=limit))
             os.chmod(path, 0o666)  # the sandboxed child may run as another user
             self.unix_path = path
             _BY_SOCKET[path] = weakref.ref(self)
@@ -285,8 +296,12 @@ class Gate:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Pending(self, _source(writer))
-        if not conn.take():  # too many unauthenticated connections from this peer: drop at once
+        why = conn.take()
+        if why:  # too many unauthenticated connections, or descriptors running out: drop at once
             writer.transport.abort()
+            if not self._flooding:  # once per flood, not per connection
+                self._flooding = True
+                log.warning("egress gate: dropping new connections (%s, from %s)", why, conn.source)
             return
         task = asyncio.current_task()
         if task is not None:  # tracked so close() can end held tunnels
@@ -591,13 +606,20 @@ class Pending:
     def __init__(self, gate: Gate, source: object) -> None:
         self.gate, self.source, self.held = gate, source, False
 
-    def take(self) -> bool:
-        counts = self.gate._pending
-        if counts.get(self.source, 0) >= self.gate.cfg.max_unauth_per_source:
-            return False
+    def take(self) -> str | None:
+        """None when counted; otherwise why the connection is dropped."""
+        g = self.gate
+        counts = g._pending
+        if counts.get(self.source, 0) >= g.cfg.max_unauth_per_source:
+            return "too many unauthenticated connections from one peer"
+        if g._pending_total >= g.cfg.max_unauth_total:
+            return "too many unauthenticated connections in total"
+        if len(g._conns) >= g._conn_budget:
+            return "the descriptors left are kept for the server's own work"
         counts[self.source] = counts.get(self.source, 0) + 1
+        g._pending_total += 1
         self.held = True
-        return True
+        return None
 
     def admit(self, run: Run) -> bool:
         """The run's token is used from this connection: allowed when the token is not bound to
@@ -614,17 +636,20 @@ class Pending:
             counts[self.source] -= 1
             if counts[self.source] <= 0:
                 del counts[self.source]
+            self.gate._pending_total -= 1
+            if self.gate._pending_total == 0:
+                self.gate._flooding = False
 
 
 def _source(writer: asyncio.StreamWriter) -> object:
-    """Who is connecting: the peer IP on TCP; on the unix socket the peer process (SO_PEERCRED),
-    which for a confined run is that run's own forwarder."""
+    """Who is connecting: the peer IP on TCP; on the unix socket the peer's uid (SO_PEERCRED),
+    which as root is the run's own (a fork chain of new pids is still one run)."""
     sock = writer.get_extra_info("socket")
     if sock is not None and sock.family == socket.AF_UNIX:
         with contextlib.suppress(OSError):
-            pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
-            return ("unix", pid, uid)
-        return ("unix", None, None)
+            _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+            return ("unix", uid)
+        return ("unix", None)
     peer = writer.get_extra_info("peername")
     return ("tcp", peer[0] if isinstance(peer, tuple) else str(peer))
 

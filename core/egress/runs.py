@@ -51,7 +51,7 @@ class Run:
         a token leaked to another run (or read off by anyone on TCP) carries no grants."""
         if self.uid is None:
             return True
-        return isinstance(source, tuple) and len(source) == 3 and source[0] == "unix" and source[2] == self.uid
+        return isinstance(source, tuple) and len(source) == 2 and source[0] == "unix" and source[1] == self.uid
 
     def blocked_subjects(self) -> list[str]:
         with self._lock:

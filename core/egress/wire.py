@@ -9,7 +9,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Literal
 
-MAX_HEAD = 64 * 1024
+MAX_HEAD = 64 * 1024  # the gate's own StreamReader limit (GateConfig.head_limit) is lower still
 CHUNK = 64 * 1024  # the StreamReader's default 64 KiB limit bounds each connection's buffer
 
 # RFC 9110 7.6.1 connection-specific fields, plus the proxy's own. Transfer-Encoding stays:
