@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import functools
 import json
 import logging
@@ -57,6 +58,7 @@ GATE_SOCKET = f"{INSIDE}/gate.sock"
 _SYSTEM_DIRS = ("/usr", "/etc")
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 UID_BASE, UID_SPAN = 200_000, 65_536  # as root: each run gets its own unprivileged uid from here
+UID_LOCKS = "/run/chat-approvals-sandbox-uids"  # one lock file per uid in use, shared by the host's replicas
 LIMIT_MARK = "[sandbox limit hit: "
 SHM_SIZE = 16 << 20  # /dev/shm of a run: POSIX semaphores and the like, not a way around the memory limit
 
@@ -236,7 +238,7 @@ class GatedLocalSandbox(PosixShellSandbox):
         self.output_limit = output_limit
         py = sys.executable
         self.interpreters = interpreters or {"python": py, "python3": py, "sh": "/bin/sh", "bash": "/bin/bash"}
-        self._uids: set[int] = set()
+        self._uids: dict[int, int] = {}  # the run uids in use here, each with its lock's descriptor
         self._dirs = interpreter_dirs(list(self.interpreters.values()))
 
     @property
@@ -301,11 +303,29 @@ class GatedLocalSandbox(PosixShellSandbox):
         return env
 
     def _uid(self) -> int:
-        while True:
-            uid = UID_BASE + secrets.randbelow(UID_SPAN)
-            if uid not in self._uids:
-                self._uids.add(uid)
-                return uid
+        """A uid no other run on this host has right now, in this process or another replica's:
+        each is claimed by an exclusive lock on its own file, held until the run ends (the kernel
+        drops it if the process dies)."""
+        os.makedirs(UID_LOCKS, mode=0o700, exist_ok=True)
+        start = secrets.randbelow(UID_SPAN)
+        for i in range(UID_SPAN):
+            uid = UID_BASE + (start + i) % UID_SPAN
+            if uid in self._uids:
+                continue
+            fd = os.open(f"{UID_LOCKS}/{uid}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self._uids[uid] = fd
+            return uid
+        raise RuntimeError("every sandbox uid is in use")
+
+    def _release_uid(self, uid: int) -> None:
+        fd = self._uids.pop(uid, None)
+        if fd is not None:
+            os.close(fd)
 
     def _bwrap_argv(
         self, uid: int | None, init_fd: int, script_fd: int | None, config: str, seccomp_fd: int | None = None
@@ -401,7 +421,7 @@ class GatedLocalSandbox(PosixShellSandbox):
             for f in files:
                 f.close()
             if uid is not None:
-                self._uids.discard(uid)
+                self._release_uid(uid)
             raise
         os.close(status_w)
         for f in files:
@@ -412,7 +432,7 @@ class GatedLocalSandbox(PosixShellSandbox):
         finally:
             os.close(status_r)
             if uid is not None:
-                self._uids.discard(uid)
+                self._release_uid(uid)
             if host_dir is not None:
                 await asyncio.to_thread(shutil.rmtree, host_dir, True)
 

@@ -341,3 +341,33 @@ async def test_unauthenticated_limit_in_total_and_head_bytes_capped() -> None:
         assert out.startswith(b"HTTP/1.1 431"), out[:80]
     finally:
         await gate.close()
+
+
+# ---- item 10: the smaller ones ----
+
+
+async def test_malformed_port_is_a_400_without_a_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    gate = await Gate(GateConfig(), backend=FakeGrants()).start()
+    try:
+        with caplog.at_level("WARNING"):
+            for port in ("99999", "8o", "-1"):
+                out = await raw(gate.port, f"GET http://files.test:{port}/ HTTP/1.1\r\n\r\n".encode())
+                assert out.startswith(b"HTTP/1.1 400"), out
+        assert [r for r in caplog.records if r.levelname in ("ERROR", "WARNING")] == []
+    finally:
+        await gate.close()
+
+
+async def test_refused_url_is_recorded_without_userinfo() -> None:
+    """What a card shows of a refused URL never carries the script's userinfo."""
+    grants = FakeGrants()
+    gate = await Gate(GateConfig(), backend=grants).start()
+    try:
+        run = gate.open_run(user=USER, chat=CHAT, turn_id=TURN)
+        url = "http://security-team-approved:ok@evil.test/x?y=1"
+        out = await raw(gate.port, f"GET {url} HTTP/1.1\r\n{auth(run)}\r\n\r\n".encode())
+        assert out.startswith(b"HTTP/1.1 403"), out
+        [ref] = grants.refusals
+        assert ref.url == "http://evil.test/x?y=1"
+    finally:
+        await gate.close()

@@ -189,3 +189,26 @@ async def test_no_nested_user_namespace_and_no_uncounted_memory(
     assert out["dev_shm"] == "No space left on device", out
     assert out["fork"] == 7
     assert "seccomp filter refuses memfd" in CONF.note and "run as a whole is not capped" in CONF.note
+
+
+# ---- item 10: two replicas never hand out the same run uid ----
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="run uids are drawn only when the server is root")
+def test_two_replicas_never_pick_the_same_uid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each sandbox picks its uids on its own (as two replicas' would); with the random draw forced
+    to collide, the lock on the uid still gives the second one another."""
+    import chat_approvals.core.sandbox as sandbox_mod
+
+    monkeypatch.setattr(sandbox_mod.secrets, "randbelow", lambda n: 7)
+    a = GatedLocalSandbox(gate_unix_socket=None, gate_port=1, confinement=CONF)
+    b = GatedLocalSandbox(gate_unix_socket=None, gate_port=1, confinement=CONF)
+    ua, ub = a._uid(), b._uid()
+    try:
+        assert ua != ub
+    finally:
+        a._release_uid(ua)
+        b._release_uid(ub)
+    again = b._uid()  # released: free again
+    b._release_uid(again)
+    assert again == ua

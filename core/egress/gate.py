@@ -322,7 +322,11 @@ class Gate:
                 await self._tunnel(head, reader, writer, conn)
             elif target.startswith("http://"):
                 u = urlsplit(target)
-                if self._is_self(u.hostname, u.port or 80):
+                try:
+                    port = u.port or 80
+                except ValueError:  # a malformed port is the client's error, never a traceback
+                    raise WireError(400, "bad port in the request target") from None
+                if self._is_self(u.hostname, port):
                     await self._local(head, u.path + (f"?{u.query}" if u.query else ""), writer, conn)
                 else:
                     await self._forward(head, reader, writer, conn)
@@ -420,8 +424,7 @@ class Gate:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
-        target = head.first[1]
-        refusal = await self.decide(run, "site", host, port, target)
+        refusal = await self.decide(run, "site", host, port, _shown_url(u))
         if refusal:
             await respond(writer, 403, "Forbidden", refusal + "\n", extra=_gate_hdr("site", host))
             return
@@ -652,6 +655,13 @@ def _source(writer: asyncio.StreamWriter) -> object:
         return ("unix", None)
     peer = writer.get_extra_info("peername")
     return ("tcp", peer[0] if isinstance(peer, tuple) else str(peer))
+
+
+def _shown_url(u: SplitResult) -> str:
+    """The URL as a card may show it: without userinfo, which a script can fill with anything
+    (`http://security-team-approved:ok@host/`)."""
+    netloc = u.netloc.rpartition("@")[2]
+    return u._replace(netloc=netloc).geturl()
 
 
 async def pipe_both(
