@@ -48,7 +48,8 @@ from strands.sandbox import ExecutionResult, PosixShellSandbox, StreamChunk
 from strands.sandbox.errors import SandboxTimeoutError
 from strands.sandbox.posix_shell import validate_env_keys
 
-from chat_approvals.core import sandbox_seccomp
+from chat_approvals.core import sandbox_cgroup, sandbox_seccomp
+from chat_approvals.core.sandbox_cgroup import RunCgroups
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ class Limits:
     file_size: int = 256 << 20  # largest file, bytes
     disk: int = 512 << 20  # everything written in the run folder and /tmp, bytes
     open_files: int = 512
+    run_memory: int | None = None  # the run as a whole, where a cgroup leaf can cap it; None: `memory`
 
     def describe(self, name: str) -> str:
         return {
@@ -84,6 +86,7 @@ class Limits:
             "file_size": f"file size ({self.file_size >> 20} MiB)",
             "disk": f"bytes written in the run folder and /tmp ({self.disk >> 20} MiB)",
             "open_files": f"open files ({self.open_files})",
+            "run_memory": f"memory of the whole run ({(self.run_memory or self.memory) >> 20} MiB)",
         }[name]
 
 
@@ -93,6 +96,7 @@ class Confinement:
     note: str
     bwrap: str | None = None
     setpriv: str | None = None  # set when the server is root: the run drops to its own uid
+    cgroups: RunCgroups | None = None  # where the host delegates cgroup v2: a leaf per run
 
     @property
     def confined(self) -> bool:
@@ -109,9 +113,14 @@ CONFINED = (
     "sandbox confined (bubblewrap): {user}, no capabilities; own filesystem view, process, IPC and "
     "network namespaces; the only way out is the egress gate; {memory}"
 )
+MEMORY_CGROUP = (
+    "memory: the run as a whole is capped by a cgroup v2 leaf (memory.max with shared memory counted, "
+    "pids.max), each process's address space too, and a seccomp filter refuses memfd, SysV shared "
+    "memory and nested user namespaces"
+)
 MEMORY_SECCOMP = (
     "memory: each process's address space is capped and a seccomp filter refuses memfd, SysV shared "
-    "memory and nested user namespaces, but the run as a whole is not capped (no cgroup v2 delegation)"
+    "memory and nested user namespaces, but the run as a whole is not capped ({why})"
 )
 MEMORY_NO_SECCOMP = "memory: each process's address space is capped; no seccomp filter on this architecture"
 
@@ -181,8 +190,12 @@ def _probe() -> Confinement:
     if p.returncode != 0:
         why = p.stderr.decode(errors="replace").strip() or f"bwrap exited {p.returncode}"
         return Confinement("none", UNCONFINED.format(why=f"bubblewrap cannot make namespaces here: {why}"))
-    memory = MEMORY_SECCOMP if sandbox_seccomp.supported() else MEMORY_NO_SECCOMP
-    return Confinement("bwrap", CONFINED.format(user=user, memory=memory), bwrap, setpriv)
+    cgroups, why = sandbox_cgroup.detect()
+    if not sandbox_seccomp.supported():
+        memory = MEMORY_NO_SECCOMP
+    else:
+        memory = MEMORY_CGROUP if cgroups is not None else MEMORY_SECCOMP.format(why=why)
+    return Confinement("bwrap", CONFINED.format(user=user, memory=memory), bwrap, setpriv, cgroups)
 
 
 def detect_confinement(*, allow: bool = True) -> Confinement:
@@ -368,12 +381,14 @@ class GatedLocalSandbox(PosixShellSandbox):
         status_r, status_w = os.pipe()
         os.set_blocking(status_r, False)
         files: list[Any] = []
+        leaf: Path | None = None  # the run's cgroup leaf, where the host has them
+        join_leaf = None
         try:
             cfg: dict[str, Any] = {
                 "workdir": home,
                 "disk_path": "/tmp" if confined else home,
                 "argv": argv,
-                "limits": {k: v for k, v in asdict(self.limits).items() if k not in ("wall", "disk")},
+                "limits": {k: v for k, v in asdict(self.limits).items() if k not in ("wall", "disk", "run_memory")},
                 "status_fd": status_w,
                 "socket": GATE_SOCKET if confined else None,
                 "port": self.gate_port,
@@ -401,6 +416,10 @@ class GatedLocalSandbox(PosixShellSandbox):
                     seccomp_fd = bpf.fileno()
                 pass_fds += [f.fileno() for f in files]
                 full = self._bwrap_argv(uid, init.fileno(), script_fd, json.dumps(cfg), seccomp_fd)
+                cg = self.confinement.cgroups
+                if cg is not None:
+                    leaf = cg.leaf(self.limits.run_memory or self.limits.memory, self.limits.nproc)
+                    join_leaf = functools.partial(sandbox_cgroup.join, leaf)
             else:
                 if code is not None:
                     (Path(home) / name).write_text(code, encoding="utf-8")
@@ -414,8 +433,11 @@ class GatedLocalSandbox(PosixShellSandbox):
                 env=self._env(home, env),
                 pass_fds=pass_fds,
                 start_new_session=True,  # one process group: the time limit kills the whole tree
+                preexec_fn=join_leaf,  # into the run's cgroup before bubblewrap, so all it starts is in
             )
         except BaseException:
+            if leaf is not None:
+                RunCgroups.remove(leaf)
             os.close(status_r)
             os.close(status_w)
             for f in files:
@@ -427,17 +449,19 @@ class GatedLocalSandbox(PosixShellSandbox):
         for f in files:
             f.close()
         try:
-            async for item in self._collect(proc, limit, status_r):
+            async for item in self._collect(proc, limit, status_r, leaf):
                 yield item
         finally:
             os.close(status_r)
+            if leaf is not None:
+                await asyncio.to_thread(RunCgroups.remove, leaf)
             if uid is not None:
                 self._release_uid(uid)
             if host_dir is not None:
                 await asyncio.to_thread(shutil.rmtree, host_dir, True)
 
     async def _collect(
-        self, proc: asyncio.subprocess.Process, limit: float, status_r: int
+        self, proc: asyncio.subprocess.Process, limit: float, status_r: int, leaf: Path | None = None
     ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
         kept: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         dropped = {"stdout": 0, "stderr": 0}
@@ -494,6 +518,9 @@ class GatedLocalSandbox(PosixShellSandbox):
         status = _read_status(status_r)
         stderr = text("stderr")
         hit = ["wall"] if timed_out else limits_hit(self.limits, status, stderr)
+        for h in RunCgroups.hits(leaf) if leaf is not None else []:  # the OOM killer, or pids.max
+            if h not in hit:
+                hit.append(h)
         if hit:
             stderr += "".join(f"\n{LIMIT_MARK}{self.limits.describe(h)}]" for h in hit) + "\n"
         if timed_out:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import subprocess
@@ -15,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from chat_approvals.core import sandbox_cgroup
 from chat_approvals.core.egress import Gate, GateConfig
-from chat_approvals.core.sandbox import GatedLocalSandbox, detect_confinement
+from chat_approvals.core.sandbox import GatedLocalSandbox, Limits, detect_confinement
+from chat_approvals.core.sandbox_cgroup import RunCgroups
 from tests.gate_support import FakeGrants, origin_app, start_site
 from tests.serve_process import ROOT
 
@@ -188,7 +191,48 @@ async def test_no_nested_user_namespace_and_no_uncounted_memory(
     assert out["shmget"] == "Operation not permitted", out
     assert out["dev_shm"] == "No space left on device", out
     assert out["fork"] == 7
-    assert "seccomp filter refuses memfd" in CONF.note and "run as a whole is not capped" in CONF.note
+    assert "seccomp filter refuses memfd" in CONF.note
+    if CONF.cgroups is None:  # the banner says the run as a whole is not capped, and why
+        assert "run as a whole is not capped (" in CONF.note
+    else:
+        assert "run as a whole is capped by a cgroup v2 leaf" in CONF.note
+
+
+@pytest.mark.skipif(CONF.cgroups is None, reason="no cgroup v2 delegation on this host (see the banner)")
+async def test_run_memory_as_a_whole_is_capped_and_named(gated: tuple[Gate, FakeGrants, GatedLocalSandbox]) -> None:
+    """Three processes each well under the per-process limit hold more than the run's cap
+    together, tmpfs pages included: the run is stopped and the result names the run's memory."""
+    gate, _, _ = gated
+    box = GatedLocalSandbox(
+        gate_unix_socket=gate.unix_path, gate_port=gate.port, confinement=CONF, limits=Limits(run_memory=192 << 20)
+    )
+    code = """
+import os, time
+for i in range(3):
+    if os.fork() == 0:
+        b = bytearray(96 << 20)
+        for j in range(0, len(b), 4096):
+            b[j] = 1
+        time.sleep(5)
+        os._exit(0)
+for _ in range(3):
+    os.wait()
+print('all held')
+"""
+    res = await box.execute_code(code, "python")
+    assert "memory of the whole run (192 MiB)" in res.stderr, (res.stdout, res.stderr)
+
+
+def test_cgroup_regime_is_detected_and_its_events_are_read(tmp_path: Path) -> None:
+    """On this host: detect() either gives a parent whose leaves take both limits, or says why not;
+    a leaf's events file naming the OOM killer or pids.max is read as the limit hit."""
+    cg, why = sandbox_cgroup.detect()
+    assert (cg is None) == (CONF.cgroups is None) and why
+    (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    (tmp_path / "pids.events").write_text("max 0\n")
+    assert RunCgroups.hits(tmp_path) == ["run_memory"]
+    (tmp_path / "pids.events").write_text("max 2\n")
+    assert RunCgroups.hits(tmp_path) == ["run_memory", "nproc"]
 
 
 # ---- item 10: two replicas never hand out the same run uid ----
@@ -212,3 +256,34 @@ def test_two_replicas_never_pick_the_same_uid(monkeypatch: pytest.MonkeyPatch) -
     again = b._uid()  # released: free again
     b._release_uid(again)
     assert again == ua
+
+
+async def test_cgroup_leaf_wiring_on_a_stand_in_hierarchy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gated: tuple[Gate, FakeGrants, GatedLocalSandbox]
+) -> None:
+    """The kernel's part cannot run on a cgroup v1 host, so a plain folder stands in for
+    /sys/fs/cgroup: detect() enables both controllers, a real confined run writes its leaf's
+    memory.max and pids.max and joins it ("0" into cgroup.procs) before bubblewrap starts."""
+    root = tmp_path / "cg"
+    (root / "cgroup.controllers").parent.mkdir()
+    (root / "cgroup.controllers").write_text("cpu memory pids\n")
+    own = next(x[3:] for x in Path("/proc/self/cgroup").read_text().splitlines() if x.startswith("0::")).strip()
+    d = root / own.lstrip("/")
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "cgroup.controllers").write_text("cpu memory pids\n")
+    monkeypatch.setattr(sandbox_cgroup, "ROOT", root)
+    monkeypatch.setattr(RunCgroups, "remove", staticmethod(lambda leaf: None))  # keep the leaf to look at
+    cg, why = sandbox_cgroup.detect()
+    assert cg is not None and cg.base == d / "sandbox-runs", why
+    assert (d / "cgroup.subtree_control").read_text() == "+memory +pids"
+    conf = dataclasses.replace(CONF, cgroups=cg)
+    gate = gated[0]
+    box = GatedLocalSandbox(
+        gate_unix_socket=gate.unix_path, gate_port=gate.port, confinement=conf, limits=Limits(run_memory=300 << 20)
+    )
+    before = set(cg.base.iterdir())  # detect()'s own probe leaf
+    res = await box.execute_code("print('ran')", "python")
+    assert res.stdout.strip() == "ran", res.stderr
+    [leaf] = set(cg.base.iterdir()) - before
+    assert (leaf / "memory.max").read_text() == str(300 << 20)
+    assert (leaf / "pids.max").read_text() == "128" and (leaf / "cgroup.procs").read_text() == "0"
