@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from strands.sandbox import ExecutionResult
 
 from chat_approvals.core import sandbox_cgroup
 from chat_approvals.core.egress import Gate, GateConfig
@@ -287,3 +288,44 @@ async def test_cgroup_leaf_wiring_on_a_stand_in_hierarchy(
     [leaf] = set(cg.base.iterdir()) - before
     assert (leaf / "memory.max").read_text() == str(300 << 20)
     assert (leaf / "pids.max").read_text() == "128" and (leaf / "cgroup.procs").read_text() == "0"
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="without root every run is the server's uid: its user keyring is not cleared")
+async def test_keys_left_in_the_uid_keyring_are_gone_for_the_next_run(
+    gated: tuple[Gate, FakeGrants, GatedLocalSandbox], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run 1 leaves a key in its uid's user keyring; run 2 gets the same uid (the draw forced):
+    its user keyring is empty."""
+    import chat_approvals.core.sandbox as sandbox_mod
+
+    monkeypatch.setattr(sandbox_mod.secrets, "randbelow", lambda n: 11)
+    _, _, box = gated
+    leave = (
+        KEYCTL
+        + """
+add_key = {'x86_64': 248, 'aarch64': 217}[platform.machine()]
+kid = libc.syscall(ctypes.c_long(add_key), b'user', b'left-behind', b'K2', ctypes.c_size_t(2), ctypes.c_long(-4))
+print('added', kid > 0, os.getuid())
+"""
+    )
+    look = (
+        KEYCTL
+        + """
+print('members', len(read(-4)) // 4, os.getuid())
+"""
+    )
+    first = await run_to_the_end(box, "import os\n" + leave)
+    second = await run_to_the_end(box, "import os\n" + look)
+    assert first.stdout.split()[:2] == ["added", "True"], first.stderr
+    assert first.stdout.split()[2] == second.stdout.split()[2]  # the same uid
+    assert second.stdout.split()[:2] == ["members", "0"], second.stdout
+
+
+async def run_to_the_end(box: GatedLocalSandbox, code: str) -> ExecutionResult:
+    """Drain the stream to its end, so the run's clean-up (its uid's release) has happened."""
+    result = None
+    async for item in box.execute_code_streaming(code, "python"):
+        if isinstance(item, ExecutionResult):
+            result = item
+    assert result is not None
+    return result
