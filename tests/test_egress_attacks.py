@@ -371,3 +371,23 @@ async def test_refused_url_is_recorded_without_userinfo() -> None:
         assert ref.url == "http://evil.test/x?y=1"
     finally:
         await gate.close()
+
+
+async def test_descriptor_reserve_drops_new_connections_first() -> None:
+    """With only a few descriptors left above the reserve, new connections are dropped at once
+    rather than the server running out of them for its own work."""
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    cfg = GateConfig(fd_reserve=soft, max_unauth_per_source=100, max_unauth_total=100)  # leaves the minimum, 8
+    gate = await Gate(cfg, backend=FakeGrants()).start()
+    try:
+        held = [await asyncio.open_connection("127.0.0.1", gate.port) for _ in range(8)]
+        await asyncio.sleep(0.1)
+        r, w = await asyncio.open_connection("127.0.0.1", gate.port)
+        assert await asyncio.wait_for(r.read(), 5) == b""
+        for _, hw in held:
+            hw.close()
+        w.close()
+    finally:
+        await gate.close()
