@@ -121,7 +121,7 @@ class RawOrigin:
             got = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 5)
             w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
             await w.drain()
-            while data := await asyncio.wait_for(r.read(65536), 2):
+            while data := await asyncio.wait_for(r.read(65536), 0.5):
                 got += data
         except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
             pass
