@@ -14,8 +14,11 @@ in its own mount, PID, IPC, UTS and network namespaces:
   127.0.0.1:PORT to the gate's socket;
 - its lifetime: `--die-with-parent` and the PID namespace, so the whole tree (double-forked
   `setsid` daemons too) dies with the run;
+- its system calls: a seccomp filter (`core/sandbox_seccomp.py`) refuses nested user
+  namespaces, memfd and SysV shared memory; its kernel session keyring is a fresh, empty one;
 - its resources: wall and CPU time, address space, processes, file size, bytes written (the
-  size of its `/tmp`), open files (`Limits`). A run that hits one is stopped and its stderr ends
+  size of its `/tmp`), open files (`Limits`), and where the host delegates cgroup v2, the
+  memory of the run as a whole (`core/sandbox_cgroup.py`). A run that hits one is stopped and its stderr ends
   with `[sandbox limit hit: ...]`, which the tool puts on a `limit hit:` line.
 
 Where bubblewrap cannot run, `detect_confinement()` says why; the server then refuses to start

@@ -4,9 +4,11 @@ Every sandbox run gets its own proxy credentials, `run-<token>:x`, and the gate 
 to (user, chat, turn_id). Each request is decided from its host and port, in this order:
 launch-time deny list (wins), launch-time allow list, then the user's grants for that chat,
 asked through the injected backend at request time (a revoke takes effect on the next
-connection). Each plain-HTTP request is answered with `Connection: close`, so a redirect is
-always a new request (and an HTTPS redirect to another host is a new CONNECT) and is decided
-afresh. The gate also serves the package-index view (`core.egress.index`).
+connection). Each proxy connection carries one request (its body framed, nothing after it sent
+on; a strict parser refuses what could read as two), answered with `Connection: close`, so a
+redirect is always a new request (and an HTTPS redirect to another host is a new CONNECT) and is
+decided afresh. A granted tunnel carries TLS or one plain-HTTP request for the granted Host.
+The gate also serves the package-index view (`core.egress.index`).
 """
 
 from __future__ import annotations
