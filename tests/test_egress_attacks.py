@@ -200,6 +200,10 @@ async def test_plain_http_tunnel_carries_one_request_for_the_granted_host(
     await settle(origin)
     assert out.startswith(b"HTTP/1.1 200 Connection Established\r\n\r\nHTTP/1.1 400"), out
     assert origin.requests() == 0
+    out = await raw(gate.port, connect + b"GET //evil.test/x HTTP/1.1\r\nHost: files.test\r\n\r\n")
+    await settle(origin)
+    assert out.startswith(b"HTTP/1.1 200 Connection Established\r\n\r\nHTTP/1.1 400"), out
+    assert origin.requests() == 0
     inner = b"GET /x HTTP/1.1\r\nHost: files.test\r\n\r\nGET /y HTTP/1.1\r\nHost: evil.test\r\n\r\n"
     out = await raw(gate.port, connect + inner)
     await settle(origin)

@@ -386,7 +386,8 @@ class Gate:
                     await self._while_granted(run, host, port, pipe_both(reader, writer, up_r, up_w, idle))
                     return
                 inner = await asyncio.wait_for(read_head(reader, prefix=first), self.cfg.head_timeout)
-                if inner is None or not inner.first[1].startswith("/") or inner.first[0] == "CONNECT":
+                path = inner.first[1] if inner is not None else ""
+                if not path.startswith("/") or path.startswith("//") or inner is None or inner.first[0] == "CONNECT":
                     raise WireError(400, "a tunnel carries TLS or one origin-form HTTP request")
                 self._check_host_header(inner, host, port)
                 framing = request_framing(inner)
