@@ -14,8 +14,11 @@ in its own mount, PID, IPC, UTS and network namespaces:
   127.0.0.1:PORT to the gate's socket;
 - its lifetime: `--die-with-parent` and the PID namespace, so the whole tree (double-forked
   `setsid` daemons too) dies with the run;
+- its system calls: a seccomp filter (`core/sandbox_seccomp.py`) refuses nested user
+  namespaces, memfd and SysV shared memory; its kernel session keyring is a fresh, empty one;
 - its resources: wall and CPU time, address space, processes, file size, bytes written (the
-  size of its `/tmp`), open files (`Limits`). A run that hits one is stopped and its stderr ends
+  size of its `/tmp`), open files (`Limits`), and where the host delegates cgroup v2, the
+  memory of the run as a whole (`core/sandbox_cgroup.py`). A run that hits one is stopped and its stderr ends
   with `[sandbox limit hit: ...]`, which the tool puts on a `limit hit:` line.
 
 Where bubblewrap cannot run, `detect_confinement()` says why; the server then refuses to start
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import functools
 import json
 import logging
@@ -41,10 +45,14 @@ from collections.abc import AsyncGenerator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from strands.sandbox import ExecutionResult, PosixShellSandbox, StreamChunk
 from strands.sandbox.errors import SandboxTimeoutError
 from strands.sandbox.posix_shell import validate_env_keys
+
+from chat_approvals.core import sandbox_cgroup, sandbox_seccomp
+from chat_approvals.core.sandbox_cgroup import RunCgroups
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +62,9 @@ GATE_SOCKET = f"{INSIDE}/gate.sock"
 _SYSTEM_DIRS = ("/usr", "/etc")
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 UID_BASE, UID_SPAN = 200_000, 65_536  # as root: each run gets its own unprivileged uid from here
+UID_LOCKS = "/run/chat-approvals-sandbox-uids"  # one lock file per uid in use, shared by the host's replicas
 LIMIT_MARK = "[sandbox limit hit: "
+SHM_SIZE = 16 << 20  # /dev/shm of a run: POSIX semaphores and the like, not a way around the memory limit
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,7 @@ class Limits:
     file_size: int = 256 << 20  # largest file, bytes
     disk: int = 512 << 20  # everything written in the run folder and /tmp, bytes
     open_files: int = 512
+    run_memory: int | None = None  # the run as a whole, where a cgroup leaf can cap it; None: `memory`
 
     def describe(self, name: str) -> str:
         return {
@@ -78,6 +89,7 @@ class Limits:
             "file_size": f"file size ({self.file_size >> 20} MiB)",
             "disk": f"bytes written in the run folder and /tmp ({self.disk >> 20} MiB)",
             "open_files": f"open files ({self.open_files})",
+            "run_memory": f"memory of the whole run ({(self.run_memory or self.memory) >> 20} MiB)",
         }[name]
 
 
@@ -87,6 +99,7 @@ class Confinement:
     note: str
     bwrap: str | None = None
     setpriv: str | None = None  # set when the server is root: the run drops to its own uid
+    cgroups: RunCgroups | None = None  # where the host delegates cgroup v2: a leaf per run
 
     @property
     def confined(self) -> bool:
@@ -101,8 +114,18 @@ UNCONFINED = (
 )
 CONFINED = (
     "sandbox confined (bubblewrap): {user}, no capabilities; own filesystem view, process, IPC and "
-    "network namespaces; the only way out is the egress gate"
+    "network namespaces; the only way out is the egress gate; {memory}"
 )
+MEMORY_CGROUP = (
+    "memory: the run as a whole is capped by a cgroup v2 leaf (memory.max with shared memory counted, "
+    "pids.max), each process's address space too, and a seccomp filter refuses memfd, SysV shared "
+    "memory and nested user namespaces"
+)
+MEMORY_SECCOMP = (
+    "memory: each process's address space is capped and a seccomp filter refuses memfd, SysV shared "
+    "memory and nested user namespaces, but the run as a whole is not capped ({why})"
+)
+MEMORY_NO_SECCOMP = "memory: each process's address space is capped; no seccomp filter on this architecture"
 
 
 def system_binds() -> list[str]:
@@ -170,7 +193,12 @@ def _probe() -> Confinement:
     if p.returncode != 0:
         why = p.stderr.decode(errors="replace").strip() or f"bwrap exited {p.returncode}"
         return Confinement("none", UNCONFINED.format(why=f"bubblewrap cannot make namespaces here: {why}"))
-    return Confinement("bwrap", CONFINED.format(user=user), bwrap, setpriv)
+    cgroups, why = sandbox_cgroup.detect()
+    if not sandbox_seccomp.supported():
+        memory = MEMORY_NO_SECCOMP
+    else:
+        memory = MEMORY_CGROUP if cgroups is not None else MEMORY_SECCOMP.format(why=why)
+    return Confinement("bwrap", CONFINED.format(user=user, memory=memory), bwrap, setpriv, cgroups)
 
 
 def detect_confinement(*, allow: bool = True) -> Confinement:
@@ -226,7 +254,7 @@ class GatedLocalSandbox(PosixShellSandbox):
         self.output_limit = output_limit
         py = sys.executable
         self.interpreters = interpreters or {"python": py, "python3": py, "sh": "/bin/sh", "bash": "/bin/bash"}
-        self._uids: set[int] = set()
+        self._uids: dict[int, int] = {}  # the run uids in use here, each with its lock's descriptor
         self._dirs = interpreter_dirs(list(self.interpreters.values()))
 
     @property
@@ -291,13 +319,33 @@ class GatedLocalSandbox(PosixShellSandbox):
         return env
 
     def _uid(self) -> int:
-        while True:
-            uid = UID_BASE + secrets.randbelow(UID_SPAN)
-            if uid not in self._uids:
-                self._uids.add(uid)
-                return uid
+        """A uid no other run on this host has right now, in this process or another replica's:
+        each is claimed by an exclusive lock on its own file, held until the run ends (the kernel
+        drops it if the process dies)."""
+        os.makedirs(UID_LOCKS, mode=0o700, exist_ok=True)
+        start = secrets.randbelow(UID_SPAN)
+        for i in range(UID_SPAN):
+            uid = UID_BASE + (start + i) % UID_SPAN
+            if uid in self._uids:
+                continue
+            fd = os.open(f"{UID_LOCKS}/{uid}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self._uids[uid] = fd
+            return uid
+        raise RuntimeError("every sandbox uid is in use")
 
-    def _bwrap_argv(self, uid: int | None, init_fd: int, script_fd: int | None, config: str) -> list[str]:
+    def _release_uid(self, uid: int) -> None:
+        fd = self._uids.pop(uid, None)
+        if fd is not None:
+            os.close(fd)
+
+    def _bwrap_argv(
+        self, uid: int | None, init_fd: int, script_fd: int | None, config: str, seccomp_fd: int | None = None
+    ) -> list[str]:
         conf = self.confinement
         assert conf.bwrap is not None and self.gate_unix_socket
         a = [conf.bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
@@ -306,6 +354,10 @@ class GatedLocalSandbox(PosixShellSandbox):
             a[1:1] = ["--unshare-user", "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL", "--disable-userns"]
         a += system_binds()
         a += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(self.limits.disk), "--tmpfs", "/tmp"]
+        # /dev/shm is a tmpfs as large as half the host's memory otherwise, and uncounted by RLIMIT_AS
+        a += ["--perms", "1777", "--size", str(SHM_SIZE), "--tmpfs", "/dev/shm"]
+        if seccomp_fd is not None:
+            a += ["--seccomp", str(seccomp_fd)]
         for d in self._dirs:
             a += [*_dirs_for(d + "/x"), "--ro-bind", d, d]
         a += [*_dirs_for(GATE_SOCKET), "--bind", self.gate_unix_socket, GATE_SOCKET]
@@ -327,19 +379,24 @@ class GatedLocalSandbox(PosixShellSandbox):
         uid = self._uid() if confined and self.confinement.setpriv else None
         host_dir = None if confined else tempfile.mkdtemp(prefix="sandbox-run-")
         home = f"/tmp/run-{secrets.token_hex(6)}" if confined else str(host_dir)
+        if uid is not None:
+            _bind_token(self.gate_unix_socket, env, uid)
         status_r, status_w = os.pipe()
         os.set_blocking(status_r, False)
         files: list[Any] = []
+        leaf: Path | None = None  # the run's cgroup leaf, where the host has them
+        join_leaf = None
         try:
             cfg: dict[str, Any] = {
                 "workdir": home,
                 "disk_path": "/tmp" if confined else home,
                 "argv": argv,
-                "limits": {k: v for k, v in asdict(self.limits).items() if k not in ("wall", "disk")},
+                "limits": {k: v for k, v in asdict(self.limits).items() if k not in ("wall", "disk", "run_memory")},
                 "status_fd": status_w,
                 "socket": GATE_SOCKET if confined else None,
                 "port": self.gate_port,
                 "script_name": name,
+                "own_uid": uid is not None,
             }
             pass_fds = [status_w]
             if confined:
@@ -353,8 +410,19 @@ class GatedLocalSandbox(PosixShellSandbox):
                     files.append(tmp)
                     script_fd = tmp.fileno()
                     cfg["script"] = f"{INSIDE}/script"
+                seccomp_fd = None
+                if sandbox_seccomp.supported():
+                    bpf = tempfile.TemporaryFile()  # noqa: SIM115
+                    bpf.write(sandbox_seccomp.program())
+                    bpf.seek(0)
+                    files.append(bpf)
+                    seccomp_fd = bpf.fileno()
                 pass_fds += [f.fileno() for f in files]
-                full = self._bwrap_argv(uid, init.fileno(), script_fd, json.dumps(cfg))
+                full = self._bwrap_argv(uid, init.fileno(), script_fd, json.dumps(cfg), seccomp_fd)
+                cg = self.confinement.cgroups
+                if cg is not None:
+                    leaf = cg.leaf(self.limits.run_memory or self.limits.memory, self.limits.nproc)
+                    join_leaf = functools.partial(sandbox_cgroup.join, leaf)
             else:
                 if code is not None:
                     (Path(home) / name).write_text(code, encoding="utf-8")
@@ -368,30 +436,35 @@ class GatedLocalSandbox(PosixShellSandbox):
                 env=self._env(home, env),
                 pass_fds=pass_fds,
                 start_new_session=True,  # one process group: the time limit kills the whole tree
+                preexec_fn=join_leaf,  # into the run's cgroup before bubblewrap, so all it starts is in
             )
         except BaseException:
+            if leaf is not None:
+                RunCgroups.remove(leaf)
             os.close(status_r)
             os.close(status_w)
             for f in files:
                 f.close()
             if uid is not None:
-                self._uids.discard(uid)
+                self._release_uid(uid)
             raise
         os.close(status_w)
         for f in files:
             f.close()
         try:
-            async for item in self._collect(proc, limit, status_r):
+            async for item in self._collect(proc, limit, status_r, leaf):
                 yield item
         finally:
             os.close(status_r)
+            if leaf is not None:
+                await asyncio.to_thread(RunCgroups.remove, leaf)
             if uid is not None:
-                self._uids.discard(uid)
+                self._release_uid(uid)
             if host_dir is not None:
                 await asyncio.to_thread(shutil.rmtree, host_dir, True)
 
     async def _collect(
-        self, proc: asyncio.subprocess.Process, limit: float, status_r: int
+        self, proc: asyncio.subprocess.Process, limit: float, status_r: int, leaf: Path | None = None
     ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
         kept: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         dropped = {"stdout": 0, "stderr": 0}
@@ -448,6 +521,9 @@ class GatedLocalSandbox(PosixShellSandbox):
         status = _read_status(status_r)
         stderr = text("stderr")
         hit = ["wall"] if timed_out else limits_hit(self.limits, status, stderr)
+        for h in RunCgroups.hits(leaf) if leaf is not None else []:  # the OOM killer, or pids.max
+            if h not in hit:
+                hit.append(h)
         if hit:
             stderr += "".join(f"\n{LIMIT_MARK}{self.limits.describe(h)}]" for h in hit) + "\n"
         if timed_out:
@@ -455,6 +531,18 @@ class GatedLocalSandbox(PosixShellSandbox):
         rc = proc.returncode if proc.returncode is not None else 1
         code = 128 - rc if rc < 0 else rc
         yield ExecutionResult(exit_code=code, stdout=text("stdout"), stderr=stderr)
+
+
+def _bind_token(unix_path: str | None, env: dict[str, str] | None, uid: int) -> None:
+    """Bind the run's gate token (in its proxy URL) to the uid it runs as, so the token is worth
+    nothing to any other run it leaks to (the gate checks the peer's uid by SO_PEERCRED)."""
+    from chat_approvals.core.egress.gate import gate_at  # the gate imports nothing of the sandbox
+
+    gate = gate_at(unix_path)
+    proxy = (env or {}).get("HTTP_PROXY", "")
+    user = urlsplit(proxy).username or ""
+    if gate is not None and user.startswith("run-"):
+        gate.bind_uid(user[4:], uid)
 
 
 def _read_status(fd: int) -> dict[str, Any] | None:

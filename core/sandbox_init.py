@@ -1,11 +1,12 @@
 """The first process of a sandbox run, already inside its confinement. Standard library only:
 it is handed to the sandbox as a file and run by path, with nothing of the project importable.
 
-It makes the run's fresh folder (HOME and working folder), copies the script into it, listens on
-127.0.0.1:PORT inside the run's empty network namespace and copies every connection to the gate's
-unix socket (the one socket bound into the sandbox), runs the script with the resource limits
-set, and at the end writes one JSON line of status (exit code, signal, CPU seconds, whether the
-run's disk was full) to a status descriptor the server reads. It exits with the script's code.
+It first leaves the server's kernel session keyring for a fresh, empty one. It makes the run's
+fresh folder (HOME and working folder), copies the script into it, listens on 127.0.0.1:PORT
+inside the run's empty network namespace and copies every connection to the gate's unix socket
+(the one socket bound into the sandbox), runs the script with the resource limits set, and at
+the end writes one JSON line of status (exit code, signal, CPU seconds, whether the run's disk
+was full) to a status descriptor the server reads. It exits with the script's code.
 
 usage: sandbox_init.py CONFIG_JSON
 """
@@ -14,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import os
+import platform
 import resource
 import shutil
 import signal
@@ -40,6 +43,30 @@ def _apply_limits(limits: dict[str, int]) -> None:
             hard = value + 1 if name == "cpu" else value  # CPU: SIGXCPU at the soft limit, SIGKILL a second later
             resource.setrlimit(res, (value, hard))
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # a shell child dies by the signal instead of ignoring it
+
+
+# keyctl(2): no libc wrapper, so the raw system call, by architecture
+_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "i686": 288, "armv7l": 311, "ppc64le": 271, "s390x": 280}
+KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_CLEAR = 1, 7
+KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -4, -5
+
+
+def _fresh_keyrings(own_uid: bool) -> str:
+    """Leave the server's session keyring for a new, empty, anonymous one, so the run neither
+    reads the server's keys nor leaves any for a later run. With a uid of its own (root mode)
+    that uid's user keyrings are emptied too: a key a previous run of the uid left there is gone.
+    Returns what was done, for the status line."""
+    nr = _SYS_KEYCTL.get(platform.machine())
+    if nr is None:
+        return "unknown architecture"
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    if libc.syscall(ctypes.c_long(nr), ctypes.c_long(KEYCTL_JOIN_SESSION_KEYRING), ctypes.c_void_p(None)) < 0:
+        return f"keyctl failed: {os.strerror(ctypes.get_errno())}"
+    if own_uid:
+        for ring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING):
+            libc.syscall(ctypes.c_long(nr), ctypes.c_long(KEYCTL_CLEAR), ctypes.c_long(ring))
+    return "fresh"
 
 
 async def _pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
@@ -73,6 +100,7 @@ async def _forward(unix_path: str, port: int) -> asyncio.AbstractServer:
 
 
 async def main(cfg: dict[str, Any]) -> int:
+    keyring = _fresh_keyrings(bool(cfg.get("own_uid")))  # before anything of the script's runs
     wd = cfg["workdir"]
     os.makedirs(wd, mode=0o700, exist_ok=True)
     if cfg.get("script"):
@@ -97,6 +125,7 @@ async def main(cfg: dict[str, Any]) -> int:
             "signal": -rc if rc < 0 else None,
             "cpu": usage.ru_utime + usage.ru_stime,
             "disk_full": disk_full,
+            "keyring": keyring,
         }
         with contextlib.suppress(OSError):
             os.write(status_fd, (json.dumps(status) + "\n").encode())

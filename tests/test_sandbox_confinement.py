@@ -302,6 +302,7 @@ if os.fork() == 0:
         s = socket.create_connection((proxy.hostname, proxy.port))
         s.sendall(f'CONNECT files.test:443 HTTP/1.1\\r\\nProxy-Authorization: Basic {auth}\\r\\n\\r\\n'.encode())
         s.recv(100)
+        s.sendall(b'\\x16')  # a TLS record starts so: a granted tunnel carries TLS (or one HTTP request)
         while True:
             s.sendall(b'daemon alive\\n')
             time.sleep(0.1)
@@ -342,6 +343,7 @@ auth = base64.b64encode(f'{proxy.username}:{proxy.password}'.encode()).decode()
 s = socket.create_connection((proxy.hostname, proxy.port))
 s.sendall(f'CONNECT files.test:443 HTTP/1.1\\r\\nProxy-Authorization: Basic {auth}\\r\\n\\r\\n'.encode())
 s.recv(100)
+s.sendall(b'\\x16')  # a TLS record starts so: a granted tunnel carries TLS (or one HTTP request)
 start = time.monotonic()
 try:
     while time.monotonic() - start < 20:

@@ -4,9 +4,11 @@ Every sandbox run gets its own proxy credentials, `run-<token>:x`, and the gate 
 to (user, chat, turn_id). Each request is decided from its host and port, in this order:
 launch-time deny list (wins), launch-time allow list, then the user's grants for that chat,
 asked through the injected backend at request time (a revoke takes effect on the next
-connection). Each plain-HTTP request is answered with `Connection: close`, so a redirect is
-always a new request (and an HTTPS redirect to another host is a new CONNECT) and is decided
-afresh. The gate also serves the package-index view (`core.egress.index`).
+connection). Each proxy connection carries one request (its body framed, nothing after it sent
+on; a strict parser refuses what could read as two), answered with `Connection: close`, so a
+redirect is always a new request (and an HTTPS redirect to another host is a new CONNECT) and is
+decided afresh. A granted tunnel carries TLS or one plain-HTTP request for the granted Host.
+The gate also serves the package-index view (`core.egress.index`).
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ import base64
 import contextlib
 import logging
 import os
+import resource
 import secrets
 import socket
 import struct
 import tempfile
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from urllib.parse import SplitResult, urlsplit
 
@@ -31,7 +35,18 @@ from chat_approvals.core.egress.backend import GrantsBackend
 from chat_approvals.core.egress.index import PackageIndex
 from chat_approvals.core.egress.policy import Resolve, Rules, is_public
 from chat_approvals.core.egress.runs import Blocked, Run
-from chat_approvals.core.egress.wire import Head, WireError, close, encode_head, pipe, read_head, respond
+from chat_approvals.core.egress.wire import (
+    Framing,
+    Head,
+    WireError,
+    close,
+    copy_body,
+    encode_head,
+    pipe,
+    read_head,
+    request_framing,
+    respond,
+)
 from chat_approvals.core.models import Refusal, SubjectKind
 from chat_approvals.core.subjects import canonical_host, never_allowable_reason
 
@@ -57,8 +72,20 @@ class GateConfig(BaseModel):
     head_timeout: float = 5.0  # a connection that has not authenticated by then is closed
     grant_recheck: float = 5.0  # an open connection a grant allowed is re-checked this often: a revoke ends it
     max_conns_per_run: int = 64
-    max_unauth_per_source: int = 32  # connections not yet authenticated, per peer (IP, or process on the unix socket)
+    max_unauth_per_source: int = 32  # not yet authenticated, per peer: an IP, or a uid on the unix socket
+    max_unauth_total: int = 256  # not yet authenticated, from everyone together
+    head_limit: int = 16 * 1024  # bytes of a request head: what an unauthenticated peer can make us hold
+    fd_reserve: int = 256  # descriptors the gate leaves for the server's own work (store, sockets, logs)
     package_file_hosts: list[str] = Field(default_factory=list)  # more hosts the index's file links may point at
+
+
+_BY_SOCKET: dict[str, weakref.ref[Gate]] = {}  # so a sandbox can bind a run to its uid without more wiring
+
+
+def gate_at(unix_path: str | None) -> Gate | None:
+    """The started gate listening on this unix socket in this process, if any."""
+    ref = _BY_SOCKET.get(unix_path or "")
+    return ref() if ref is not None else None
 
 
 class Gate:
@@ -76,13 +103,20 @@ class Gate:
         self.unix_path: str | None = None
         self._conns: set[asyncio.Task[None]] = set()
         self._pending: dict[object, int] = {}  # unauthenticated connections per source (event loop only)
+        self._pending_total = 0
+        self._conn_budget = 1 << 20  # set from RLIMIT_NOFILE at start
+        self._flooding = False  # a refusal of connections was logged; logged again only after it ends
         self.index = PackageIndex(self, cfg.package_index, cfg.package_file_hosts) if cfg.package_index else None
         self.on_decision: Callable[[bool], None] | None = None  # metrics: allowed (True) or refused
 
     # ---- lifecycle ----
 
     async def start(self) -> Gate:
-        srv = await asyncio.start_server(self._accept, self.cfg.listen_host, self.cfg.port)
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        # each connection holds up to two descriptors (the script's and the upstream's)
+        self._conn_budget = max(8, (soft - self.cfg.fd_reserve) // 2) if soft != resource.RLIM_INFINITY else 1 << 20
+        limit = self.cfg.head_limit
+        srv = await asyncio.start_server(self._accept, self.cfg.listen_host, self.cfg.port, limit=limit)
         self._servers.append(srv)
         self.port = srv.sockets[0].getsockname()[1]
         if self.cfg.unix:
@@ -92,9 +126,10 @@ class Gate:
                 path = os.path.join(self._tmpdir, "gate.sock")
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-            self._servers.append(await asyncio.start_unix_server(self._accept, path))
+            self._servers.append(await asyncio.start_unix_server(self._accept, path, limit=limit))
             os.chmod(path, 0o666)  # the sandboxed child may run as another user
             self.unix_path = path
+            _BY_SOCKET[path] = weakref.ref(self)
         log.info("egress gate on %s:%s (unix %s)", self.cfg.listen_host, self.port, self.unix_path)
         return self
 
@@ -115,6 +150,7 @@ class Gate:
         if self.index is not None:
             await self.index.close()
         if self.unix_path:
+            _BY_SOCKET.pop(self.unix_path, None)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.unix_path)
         if self._tmpdir:
@@ -137,6 +173,15 @@ class Gate:
         with self._runs_lock:
             self._runs[run.token] = run
         return run
+
+    def bind_uid(self, token: str, uid: int) -> bool:
+        """From now on the run's token works only on a unix-socket connection from `uid` (the
+        run's own uid, which its forwarder inside the sandbox runs as)."""
+        run = self.run_by_token(token)
+        if run is None:
+            return False
+        run.uid = uid
+        return True
 
     def close_run(self, run: Run) -> None:
         """The run's credentials stop working, and its connections still open (a tunnel a
@@ -253,8 +298,12 @@ class Gate:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Pending(self, _source(writer))
-        if not conn.take():  # too many unauthenticated connections from this peer: drop at once
+        why = conn.take()
+        if why:  # too many unauthenticated connections, or descriptors running out: drop at once
             writer.transport.abort()
+            if not self._flooding:  # once per flood, not per connection
+                self._flooding = True
+                log.warning("egress gate: dropping new connections (%s, from %s)", why, conn.source)
             return
         task = asyncio.current_task()
         if task is not None:  # tracked so close() can end held tunnels
@@ -275,7 +324,11 @@ class Gate:
                 await self._tunnel(head, reader, writer, conn)
             elif target.startswith("http://"):
                 u = urlsplit(target)
-                if self._is_self(u.hostname, u.port or 80):
+                try:
+                    port = u.port or 80
+                except ValueError:  # a malformed port is the client's error, never a traceback
+                    raise WireError(400, "bad port in the request target") from None
+                if self._is_self(u.hostname, port):
                     await self._local(head, u.path + (f"?{u.query}" if u.query else ""), writer, conn)
                 else:
                     await self._forward(head, reader, writer, conn)
@@ -320,8 +373,27 @@ class Gate:
             await writer.drain()
             try:
                 idle = self.cfg.idle_timeout
+                if self.rules.allowed("site", host, port):  # the operator opened it: any protocol
+                    await pipe_both(reader, writer, up_r, up_w, idle)
+                    return
+                # a grant names a site: TLS (whose first byte is 0x16), or one plain-HTTP request
+                # whose Host is that site, never another site on the granted address
+                first = await asyncio.wait_for(reader.read(1), idle)
+                if not first:
+                    return
+                if first == b"\x16":
+                    up_w.write(first)
+                    await self._while_granted(run, host, port, pipe_both(reader, writer, up_r, up_w, idle))
+                    return
+                inner = await asyncio.wait_for(read_head(reader, prefix=first), self.cfg.head_timeout)
+                path = inner.first[1] if inner is not None else ""
+                if not path.startswith("/") or path.startswith("//") or inner is None or inner.first[0] == "CONNECT":
+                    raise WireError(400, "a tunnel carries TLS or one origin-form HTTP request")
+                self._check_host_header(inner, host, port)
+                framing = request_framing(inner)
+                u = urlsplit(f"http://{host}{inner.first[1]}")
                 await self._while_granted(
-                    run, host, port, asyncio.gather(pipe(reader, up_w, idle), pipe(up_r, writer, idle))
+                    run, host, port, self._exchange(inner, u, host, port, framing, reader, writer, up_r, up_w)
                 )
             finally:
                 await close(up_w)
@@ -338,6 +410,7 @@ class Gate:
         except ValueError as e:
             raise WireError(400, f"bad port in {target!r}") from e
         self._check_host_header(head, host, port)
+        request_framing(head)  # an ambiguous request is refused before anything is decided
         run = await self._admit(head, writer, conn)
         if run is None:
             return
@@ -354,14 +427,16 @@ class Gate:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
-        target = head.first[1]
-        refusal = await self.decide(run, "site", host, port, target)
+        refusal = await self.decide(run, "site", host, port, _shown_url(u))
         if refusal:
             await respond(writer, 403, "Forbidden", refusal + "\n", extra=_gate_hdr("site", host))
             return
         up_r, up_w = await self._open_upstream(host, port)
         try:
-            await self._while_granted(run, host, port, self._exchange(head, u, host, port, reader, writer, up_r, up_w))
+            framing = request_framing(head)
+            await self._while_granted(
+                run, host, port, self._exchange(head, u, host, port, framing, reader, writer, up_r, up_w)
+            )
         finally:
             await close(up_w)
 
@@ -371,12 +446,14 @@ class Gate:
         u: SplitResult,
         host: str,
         port: int,
+        framing: Framing,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         up_r: asyncio.StreamReader,
         up_w: asyncio.StreamWriter,
     ) -> None:
-        """One plain-HTTP request to the origin and its answer back to the script."""
+        """One plain-HTTP request to the origin and its answer back to the script: exactly one
+        body is sent on, and nothing the script sends after it (a pipelined request) ever is."""
         method = head.first[0]
         # the origin gets exactly the Host the gate decided on (a different one was refused)
         headers = [(k, v) for k, v in head.without_hop_by_hop() if k.lower() != "host"]
@@ -386,10 +463,10 @@ class Gate:
         path = (u.path or "/") + (f"?{u.query}" if u.query else "")
         up_w.write(encode_head(f"{method} {path} HTTP/1.1", headers))
         await up_w.drain()
-        body = asyncio.ensure_future(pipe(reader, up_w, self.cfg.idle_timeout))
+        body = asyncio.ensure_future(copy_body(reader, up_w, framing, self.cfg.idle_timeout))
         try:
             while True:
-                resp = await asyncio.wait_for(read_head(up_r), self.cfg.idle_timeout)
+                resp = await asyncio.wait_for(read_head(up_r, strict=False), self.cfg.idle_timeout)
                 if resp is None:
                     raise WireError(502, f"{host} closed the connection without answering")
                 version, status, reason = resp.first
@@ -407,13 +484,19 @@ class Gate:
                 await body
 
     async def _while_granted(self, run: Run, host: str, port: int, work: Awaitable[object]) -> None:
-        """Runs an open connection's copying. When a grant (not the operator's allow list) let it
-        through, the grant is re-checked every `grant_recheck` seconds and the connection ends once
-        it is gone: a revoke or an expiry, on whichever replica it happened, bites on tunnels
-        already open, not only on the next connection."""
+        await self.while_granted(run, "site", host, port, work)
+
+    async def while_granted(
+        self, run: Run, kind: SubjectKind, name: str, port: int | None, work: Awaitable[object]
+    ) -> None:
+        """Runs an open connection's copying (a tunnel, a plain-HTTP exchange, a package file's
+        download). When a grant (not the operator's allow list) let it through, the grant is
+        re-checked every `grant_recheck` seconds and the connection ends once it is gone: a revoke
+        or an expiry, on whichever replica it happened, bites on what is already open, not only on
+        the next connection."""
         task = asyncio.ensure_future(work)
         try:
-            if self.rules.allowed("site", host, port):
+            if self.rules.allowed(kind, name, port):
                 await task
                 return
             while True:
@@ -421,8 +504,8 @@ class Gate:
                 if done:
                     task.result()
                     return
-                if not await self._still_granted(run, host):
-                    log.info("grant for %s is gone: closing an open connection of run %s", host, run.turn_id)
+                if not await self._still_granted(run, kind, name):
+                    log.info("grant for %s %s is gone: closing an open connection of run %s", kind, name, run.turn_id)
                     return
         finally:
             if not task.done():
@@ -430,13 +513,11 @@ class Gate:
                 with contextlib.suppress(BaseException):
                     await task
 
-    async def _still_granted(self, run: Run, host: str) -> bool:
+    async def _still_granted(self, run: Run, kind: SubjectKind, name: str) -> bool:
         try:
-            return await run.backend.is_allowed(
-                user=run.user, chat=run.chat, kind="site", name=host, turn_id=run.turn_id
-            )
+            return await run.backend.is_allowed(user=run.user, chat=run.chat, kind=kind, name=name, turn_id=run.turn_id)
         except Exception:  # a store hiccup does not cut a live download; the next check decides
-            log.warning("grant re-check for %s failed; keeping the connection until the next check", host,
+            log.warning("grant re-check for %s failed; keeping the connection until the next check", name,
                         exc_info=True)  # fmt: skip
             return True
 
@@ -458,8 +539,8 @@ class Gate:
 
     async def _admit(self, head: Head, writer: asyncio.StreamWriter, conn: Pending) -> Run | None:
         run = self._run_for(head)
-        if run is not None:
-            conn.release()  # authenticated: no longer counted against its source
+        if run is not None and not conn.admit(run):
+            run = None
         if run is None:
             await respond(
                 writer,
@@ -520,7 +601,7 @@ class Gate:
     async def _local(self, head: Head, path: str, writer: asyncio.StreamWriter, conn: Pending) -> None:
         """Requests addressed to the gate itself: the package-index view."""
         if self.index is not None and path.startswith("/run/"):
-            await self.index.handle(head, path, writer, conn.release)
+            await self.index.handle(head, path, writer, conn.admit)
             return
         await respond(writer, 404, "Not Found", "egress gate: nothing here\n")
 
@@ -531,12 +612,27 @@ class Pending:
     def __init__(self, gate: Gate, source: object) -> None:
         self.gate, self.source, self.held = gate, source, False
 
-    def take(self) -> bool:
-        counts = self.gate._pending
-        if counts.get(self.source, 0) >= self.gate.cfg.max_unauth_per_source:
-            return False
+    def take(self) -> str | None:
+        """None when counted; otherwise why the connection is dropped."""
+        g = self.gate
+        counts = g._pending
+        if counts.get(self.source, 0) >= g.cfg.max_unauth_per_source:
+            return "too many unauthenticated connections from one peer"
+        if g._pending_total >= g.cfg.max_unauth_total:
+            return "too many unauthenticated connections in total"
+        if len(g._conns) >= g._conn_budget:
+            return "the descriptors left are kept for the server's own work"
         counts[self.source] = counts.get(self.source, 0) + 1
+        g._pending_total += 1
         self.held = True
+        return None
+
+    def admit(self, run: Run) -> bool:
+        """The run's token is used from this connection: allowed when the token is not bound to
+        another uid; then the connection no longer counts as unauthenticated."""
+        if not run.usable_by(self.source):
+            return False
+        self.release()
         return True
 
     def release(self) -> None:
@@ -546,19 +642,39 @@ class Pending:
             counts[self.source] -= 1
             if counts[self.source] <= 0:
                 del counts[self.source]
+            self.gate._pending_total -= 1
+            if self.gate._pending_total == 0:
+                self.gate._flooding = False
 
 
 def _source(writer: asyncio.StreamWriter) -> object:
-    """Who is connecting: the peer IP on TCP; on the unix socket the peer process (SO_PEERCRED),
-    which for a confined run is that run's own forwarder."""
+    """Who is connecting: the peer IP on TCP; on the unix socket the peer's uid (SO_PEERCRED),
+    which as root is the run's own (a fork chain of new pids is still one run)."""
     sock = writer.get_extra_info("socket")
     if sock is not None and sock.family == socket.AF_UNIX:
         with contextlib.suppress(OSError):
-            pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
-            return ("unix", pid, uid)
-        return ("unix", None, None)
+            _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+            return ("unix", uid)
+        return ("unix", None)
     peer = writer.get_extra_info("peername")
     return ("tcp", peer[0] if isinstance(peer, tuple) else str(peer))
+
+
+def _shown_url(u: SplitResult) -> str:
+    """The URL as a card may show it: without userinfo, which a script can fill with anything
+    (`http://security-team-approved:ok@host/`)."""
+    netloc = u.netloc.rpartition("@")[2]
+    return u._replace(netloc=netloc).geturl()
+
+
+async def pipe_both(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    up_r: asyncio.StreamReader,
+    up_w: asyncio.StreamWriter,
+    idle: float,
+) -> None:
+    await asyncio.gather(pipe(reader, up_w, idle), pipe(up_r, writer, idle))
 
 
 def _gate_hdr(kind: str | None = None, name: str | None = None) -> list[tuple[str, str]]:

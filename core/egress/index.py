@@ -8,7 +8,9 @@ user's grants for the chat, at request time); a refused name gets a 403 and is r
 rewritten to `/run/<token>/files/<project>/<ref>/<filename>`, where `ref` carries the upstream
 URL and an HMAC over (run, project, URL): the gate serves only files it listed, for that run,
 and decides the name again when the file is fetched (a revoke between the page and the file
-bites). Core-metadata hints (PEP 658/714) are dropped, so pip downloads the file itself.
+bites). No upstream redirect is followed, for pages and files alike: a redirect's target (a
+loopback, private or ungranted address) was never checked, so a 3xx is a 502 to pip.
+Core-metadata hints (PEP 658/714) are dropped, so pip downloads the file itself.
 
 Only links to the index's own origin, to its known file hosts (`files.pythonhosted.org` for
 pypi.org, `GateConfig.package_file_hosts`) or to allow-listed hosts are signed; every other
@@ -27,7 +29,7 @@ import hmac
 import html
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import SplitResult, urljoin, urlsplit
@@ -55,6 +57,10 @@ class IndexGate(Protocol):
     def slot(self, run: Run) -> AbstractContextManager[None]: ...
 
     async def decide(self, run: Run, kind: SubjectKind, name: str, port: int | None, url: str | None) -> str | None: ...
+
+    async def while_granted(
+        self, run: Run, kind: SubjectKind, name: str, port: int | None, work: Awaitable[object]
+    ) -> None: ...
 
 
 log = logging.getLogger(__name__)
@@ -141,16 +147,13 @@ class PackageIndex:
             return False
         return host in self._file_hosts or self.gate.rules.allowed("site", host, port)
 
-    async def handle(
-        self, head: Head, path: str, writer: asyncio.StreamWriter, authenticated: Callable[[], None]
-    ) -> None:
+    async def handle(self, head: Head, path: str, writer: asyncio.StreamWriter, admit: Callable[[Run], bool]) -> None:
         method = head.first[0]
         parts = path.split("?", 1)[0].split("/")  # ["", "run", token, view, ...]
         run = self.gate.run_by_token(parts[2]) if len(parts) > 3 else None
-        if run is None:
+        if run is None or not admit(run):  # admit: the token's uid binding holds for this peer
             await respond(writer, 403, "Forbidden", "this sandbox run has no valid gate credentials\n")
             return
-        authenticated()
         with self.gate.slot(run):  # an index request takes a slot like a proxied one
             await self._handle(run, method, parts, writer)
 
@@ -193,7 +196,9 @@ class PackageIndex:
             return
         try:
             async with self._http().get(
-                page_url, headers={"Accept": "application/vnd.pypi.simple.v1+html, text/html;q=0.1"}
+                page_url,
+                headers={"Accept": "application/vnd.pypi.simple.v1+html, text/html;q=0.1"},
+                allow_redirects=False,  # a redirect's target was never checked: follow none
             ) as r:
                 if r.status == 404:
                     await respond(writer, 404, "Not Found", f"the upstream index has no {name}\n")
@@ -248,8 +253,12 @@ class PackageIndex:
                 extra=[("X-Egress-Gate-Refused", f"package={project}")],
             )
             return
+        # re-checked while it downloads: a revoke ends a package file like a tunnel
+        await self.gate.while_granted(run, "package", project, None, self._download(url, writer, head_only=head_only))
+
+    async def _download(self, url: str, writer: asyncio.StreamWriter, *, head_only: bool) -> None:
         try:
-            async with self._http().get(url) as r:
+            async with self._http().get(url, allow_redirects=False) as r:
                 if r.status != 200:
                     await respond(writer, 502, "Bad Gateway", f"upstream file answered {r.status}\n")
                     return

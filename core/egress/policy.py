@@ -100,7 +100,33 @@ class Resolve:
         return self.entries.get((host, port)) or self.entries.get((host, None))
 
 
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052: the low 32 bits are an IPv4 address
+_REFUSED_V6 = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "::/96",  # IPv4-compatible (deprecated, RFC 4291): embeds an IPv4 address
+        "64:ff9b:1::/48",  # local-use NAT64 (RFC 8215)
+        "fec0::/10",  # site-local (deprecated, RFC 3879)
+        "2001::/32",  # Teredo: embeds an obfuscated IPv4 address
+    )
+)
+
+
 def is_public(ip: str) -> bool:
     """Addresses a granted name may connect to without an explicit --gate-resolve: global only,
-    so that approving a name cannot open the host's loopback or private network."""
-    return ipaddress.ip_address(ip).is_global
+    so that approving a name cannot open the host's loopback or private network. An IPv6 address
+    that carries an IPv4 one (mapped, NAT64, 6to4) is judged by the IPv4 address it carries, since
+    a translator on the path would deliver it there; the deprecated and tunnelling ranges are
+    refused outright (`is_global` calls several of them public)."""
+    a = ipaddress.ip_address(ip)
+    if isinstance(a, ipaddress.IPv6Address):
+        a = ipaddress.IPv6Address(int(a))  # drop a %scope
+        if a.ipv4_mapped is not None:
+            return is_public(str(a.ipv4_mapped))
+        if a in _NAT64:
+            return is_public(str(ipaddress.IPv4Address(int(a) & 0xFFFFFFFF)))
+        if a.sixtofour is not None:
+            return is_public(str(a.sixtofour))
+        if any(a in n for n in _REFUSED_V6):
+            return False
+    return a.is_global

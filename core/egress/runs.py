@@ -38,12 +38,20 @@ class Run:
     denied: list[str] = field(default_factory=list)  # operator policy: no approval can change it
     active: int = 0  # connections open through the gate right now
     closed: bool = False
+    uid: int | None = None  # set by the sandbox: only a peer with this uid (SO_PEERCRED) may use the token
     tasks: set[asyncio.Task[None]] = field(default_factory=set)  # its open connections, ended with the run
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def username(self) -> str:
         return f"run-{self.token}"
+
+    def usable_by(self, source: object) -> bool:
+        """A token bound to a run's uid works only from that uid's connection to the unix socket, so
+        a token leaked to another run (or read off by anyone on TCP) carries no grants."""
+        if self.uid is None:
+            return True
+        return isinstance(source, tuple) and len(source) == 2 and source[0] == "unix" and source[1] == self.uid
 
     def blocked_subjects(self) -> list[str]:
         with self._lock:
