@@ -22,7 +22,7 @@ from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
 from chat_approvals.core.agent_factory import prepare
 from chat_approvals.core.approval_tool import request_approval
-from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.metrics import Metrics
 from chat_approvals.core.models import Answer, Grant
 from chat_approvals.core.observed import observe
@@ -93,7 +93,8 @@ async def interrupt_vs_rerun(root: Path) -> list[tuple[str, str, str]]:
     rows = Counting(SqliteRows(root / "a.db"))
     objects = Counting(FileObjects(root / "o"))
     tally = ModelTally()
-    a = Approvals(StoreIO(rows, objects), agent_factory=tally.factory())  # type: ignore[arg-type]
+    a_root = bootstrap(StoreIO(rows, objects), agent_factory=tally.factory())  # type: ignore[arg-type]
+    a = a_root.approvals
     turn = await a.run_turn(chat="c1", user="u", text=TEXT, platform="http")
     assert turn.offer is not None
     pointer = rows.get_pointer("c1")
@@ -117,7 +118,7 @@ async def interrupt_vs_rerun(root: Path) -> list[tuple[str, str, str]]:
 
     # One interrupted cycle: model calls and tool bodies.
     t1 = ModelTally()
-    b = Approvals(StoreIO(SqliteRows(root / "b.db"), FileObjects(root / "ob")), agent_factory=t1.factory())
+    b = bootstrap(StoreIO(SqliteRows(root / "b.db"), FileObjects(root / "ob")), agent_factory=t1.factory()).approvals
     turn = await b.run_turn(chat="c", user="u", text=TEXT, platform="http")
     assert turn.offer is not None
     await b.resume(
@@ -130,10 +131,11 @@ async def interrupt_vs_rerun(root: Path) -> list[tuple[str, str, str]]:
 
     # The rejected design: end the turn at the refusal, then run it again with the host approved.
     t2 = ModelTally()
-    c = Approvals(StoreIO(SqliteRows(root / "c.db"), FileObjects(root / "oc")), agent_factory=t2.factory())
+    c_root = bootstrap(StoreIO(SqliteRows(root / "c.db"), FileObjects(root / "oc")), agent_factory=t2.factory())
+    c = c_root.approvals
     first = await c.run_turn(chat="c", user="u", text=TEXT, platform="http", unattended=True)  # ends at the refusal
     now = time.time()
-    c.store.rows.put_grant(
+    c_root.store.rows.put_grant(
         Grant(
             user="u", chat="c", kind="site", name="data.example.org", card_id="x", created_at=now, expires_at=now + 60
         ),
@@ -161,7 +163,8 @@ async def http_latency(root: Path, cycles: int) -> list[tuple[str, str, str]]:
     # As `serve` runs it: every store call timed and counted (/metrics), the facade's counters.
     metrics = Metrics()
     rows, objects = observe(SqliteRows(root / "h.db"), metrics), observe(FileObjects(root / "oh"), metrics)
-    a = Approvals(StoreIO(rows, objects), metrics=metrics)
+    a_root = bootstrap(StoreIO(rows, objects), metrics=metrics)
+    a = a_root.approvals
     server = TestServer(build_app(a, ServerConfig(api_token=TOKEN), sweep=False), host="127.0.0.1")
     await server.start_server()
     base = str(server.make_url("")).rstrip("/")
@@ -216,7 +219,7 @@ async def http_latency(root: Path, cycles: int) -> list[tuple[str, str, str]]:
             )
     finally:
         await server.close()
-        a.store.close()
+        a_root.close()
     return out
 
 

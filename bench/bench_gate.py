@@ -29,6 +29,8 @@ import tempfile
 import time
 from typing import Any
 
+from chat_approvals.core.bootstrap import bootstrap
+
 CHUNK = b"x" * (1 << 20)
 
 
@@ -87,7 +89,6 @@ async def gate_role(http_port: int, echo_port: int, backend_kind: str) -> None:
 
     backend: Any = AllowAll()
     if backend_kind == "sqlite":
-        from chat_approvals.core.approvals import Approvals
         from chat_approvals.core.models import Grant
         from chat_approvals.store.aio import StoreIO
         from chat_approvals.store.file_objects import FileObjects
@@ -100,7 +101,7 @@ async def gate_role(http_port: int, echo_port: int, backend_kind: str) -> None:
         for host in ("files.test", "echo.test"):
             io.rows.put_grant(Grant(user="U", chat="C", kind="site", name=host, card_id="c_bench",
                                     created_at=now, expires_at=now + 3600), now + 7200)  # fmt: skip
-        backend = Approvals(io, clock=clock).gate_backend
+        backend = bootstrap(io, clock=clock).approvals.gate_backend
     resolve = [f"files.test=127.0.0.1:{http_port}", f"echo.test=127.0.0.1:{echo_port}"]
     gate = await Gate(GateConfig(resolve=resolve, unix=False, max_conns_per_run=100_000), backend=backend).start()
     run = gate.open_run(user="U", chat="C", turn_id="T")

@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from chat_approvals.core.agent_factory import default_factory
 from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import SystemClock
 from chat_approvals.core.models import Answer
 from chat_approvals.store.aio import StoreIO
@@ -140,9 +141,8 @@ def run(cycles: int, from_store: bool = False) -> list[dict[str, Any]]:
         calls: Counter[str] = Counter()
         wire: Counter[str] = Counter()
         io = StoreIO(Counted(rows, calls, "rows"), Counted(objects, calls, "objects"))  # type: ignore[arg-type]
-        a = Approvals(io, agent_factory=default_factory("scripted"))
-        if from_store:  # no Agent held: every click reads the snapshot, as in another process
-            a.resumes.paused.size = 0
+        # from_store: no Agent held, every click reads the snapshot, as in another process
+        a = bootstrap(io, agent_factory=default_factory("scripted"), held_agents=0 if from_store else 128).approvals
         asyncio.run(_cycle(a, "warm-up"))  # imports, connections, first table touch
         calls.clear()
         for c in clients:

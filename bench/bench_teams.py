@@ -69,7 +69,7 @@ from bench.server_process import (
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app, freeze_heap
 from chat_approvals.bots.teams_bot import TEAMS, TeamsConfig
-from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import SystemClock
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.open import open_objects, open_rows
@@ -174,7 +174,7 @@ async def in_process() -> AsyncIterator[list[Served]]:
         clock = SystemClock()
         db = f"sqlite:///{Path(tmp) / 'rows.db'}"  # objects in the same file: the server's default
         store = StoreIO(open_rows(db), open_objects(db, clock))
-        approvals = Approvals(store, clock=clock)
+        approvals = bootstrap(store, clock=clock).approvals
         teams = TeamsConfig(invoke_budget=INVOKE_BUDGET)
         app = build_app(approvals, ServerConfig(host="127.0.0.1"), sweep=False, teams=teams)
         server = TestServer(app, host="127.0.0.1")

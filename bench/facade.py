@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, cast
 
 from chat_approvals.core.agent_factory import default_factory
-from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import SystemClock
 from chat_approvals.core.models import Answer
 from chat_approvals.store.aio import StoreIO
@@ -88,9 +88,10 @@ class FacadeCycle:
             raise ValueError(f"objects: one of {sorted(OBJECTS)}")
         store = open_objects(db if objects == "sqlite" else str((root / "objects").resolve()), clock)
         self.io = CountingIO(rows, store, self.tally)
-        self.approvals = Approvals(self.io, clock=clock, agent_factory=default_factory("scripted"))
-        if not held_agents:  # every click resumes from the stored snapshot, as in another process
-            self.approvals.resumes.paused.size = 0
+        # held_agents False: every click resumes from the stored snapshot, as in another process
+        self.approvals = bootstrap(
+            self.io, clock=clock, agent_factory=default_factory("scripted"), held_agents=128 if held_agents else 0
+        ).approvals
 
     async def cycle(self, chat: str) -> None:
         a = self.approvals

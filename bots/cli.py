@@ -26,9 +26,9 @@ from chat_approvals import __version__
 from chat_approvals.bots import teams_package
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.cpus import pin_process
-from chat_approvals.bots.gate import build_gate, confinement_line, gate_config
+from chat_approvals.bots.gate import confinement_line, gate_config
 from chat_approvals.bots.logs import LEVELS, holding, say, setup_logging
-from chat_approvals.bots.server import build_app, build_approvals, freeze_heap_at_startup
+from chat_approvals.bots.server import freeze_heap_at_startup, open_root, serve_app
 from chat_approvals.bots.slack_app import SlackConfig
 from chat_approvals.bots.teams_bot import TeamsConfig
 from chat_approvals.cards.http_json import grant_body, resume_body, turn_body
@@ -261,11 +261,11 @@ def _print(body: Any) -> None:
 
 
 async def _with_approvals(cfg: ServerConfig, work: Callable[[Approvals], Awaitable[int]]) -> int:
-    approvals = build_approvals(cfg)
+    root = open_root(cfg)
     try:
-        return await work(approvals)
+        return await work(root.approvals)
     finally:
-        approvals.store.close()
+        root.close()
 
 
 def cmd_run(args: argparse.Namespace, cfg: ServerConfig) -> int:
@@ -368,14 +368,14 @@ def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
     sock = bind(cfg.host, cfg.port)  # before anything starts or is announced: a busy port is one line
     try:
         exporting = tracing.setup_export()
-        gate = build_gate(cfg)
-        approvals = build_approvals(cfg, gate=gate)
+        root = open_root(cfg)
+        approvals = root.approvals
     except BaseException:
         sock.close()
         raise
     try:
         with holding() as front_ends:
-            app = build_app(approvals, cfg, gate=gate)  # a mistake found here is said before any banner
+            app = serve_app(root, cfg)  # a mistake found here is said before any banner
         freeze_heap_at_startup(app)
         front = "on" if cfg.tokens() else "off (set CHAT_APPROVALS_API_TOKEN or --api-token)"
         where = _http(cfg.host, cfg.port)
@@ -398,7 +398,7 @@ def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
         web.run_app(app, sock=sock, print=None)
     finally:
         sock.close()
-        approvals.store.close()
+        root.close()
     return 0
 
 
@@ -460,10 +460,11 @@ def cmd_sandbox(args: argparse.Namespace, cfg: ServerConfig) -> int:
     if not confinement.confined and not cfg.sandbox_unconfined:
         raise NotConfined(f"{confinement.note}. Install bubblewrap, or pass --sandbox-unconfined to accept that")
     print(f"chat-approvals sandbox: {confinement.note}", file=sys.stderr, flush=True)
-    gate = Gate(gate_config(cfg))
+    root = open_root(cfg, gate=lambda backend: Gate(gate_config(cfg), backend=backend))
+    gate = root.gate
+    assert gate is not None  # built on the grant book by the root
 
-    async def work(a: Approvals) -> int:
-        gate.backend = a.gate_backend
+    async def work() -> int:
         await gate.start()
         try:
             box = GatedLocalSandbox(gate_unix_socket=gate.unix_path, gate_port=gate.port,
@@ -498,7 +499,13 @@ def cmd_sandbox(args: argparse.Namespace, cfg: ServerConfig) -> int:
         finally:
             await gate.close()
 
-    return asyncio.run(_with_approvals(cfg, work))
+    async def closing() -> int:
+        try:
+            return await work()
+        finally:
+            root.close()
+
+    return asyncio.run(closing())
 
 
 def cmd_store(args: argparse.Namespace, cfg: ServerConfig) -> int:

@@ -1,7 +1,7 @@
 """Server wiring for the sandbox and its egress gate (core/egress, core/sandbox).
 
-The gate object is made before the agent factory (the run_script tool closes over it), learns
-the facade once that exists, and starts and stops with the aiohttp app.
+The composition root (core/bootstrap.py) builds the gate on the grant book, before the agent
+factory (the run_script tool closes over it); it starts and stops with the aiohttp app.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from collections.abc import AsyncIterator, Callable
 from aiohttp import web
 
 from chat_approvals.bots.config import ServerConfig
-from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.clock import Clock
-from chat_approvals.core.egress import Gate, GateConfig
+from chat_approvals.core.egress import Gate, GateConfig, GrantsBackend
 from chat_approvals.core.sandbox import detect_confinement
 from chat_approvals.core.tools_sandbox import NotConfined, make_run_script
 
@@ -33,12 +32,12 @@ def gate_config(cfg: ServerConfig) -> GateConfig:
     )
 
 
-def build_gate(cfg: ServerConfig, clock: Clock | None = None) -> Gate | None:
+def build_gate(cfg: ServerConfig, clock: Clock | None = None, backend: GrantsBackend | None = None) -> Gate | None:
     """None when the sandbox is off. Bad --gate-* values raise ValueError (the CLI prints it), and
     so does a sandbox that cannot be confined without --sandbox-unconfined (before anything is opened)."""
     if not cfg.sandbox:
         return None
-    gate = Gate(gate_config(cfg), clock=clock)
+    gate = Gate(gate_config(cfg), backend=backend, clock=clock)
     if not cfg.agent:
         require_confinement(cfg)
     return gate
@@ -68,8 +67,7 @@ def confinement_line(cfg: ServerConfig) -> str:
     return f"on; {detect_confinement().note}"
 
 
-def mount_gate(app: web.Application, gate: Gate, approvals: Approvals) -> None:
-    gate.backend = approvals.gate_backend
+def mount_gate(app: web.Application, gate: Gate) -> None:
     app.cleanup_ctx.append(_lifecycle(gate))
 
 

@@ -17,7 +17,7 @@ from aiohttp import web
 from chat_approvals.bots.admission import Admission
 from chat_approvals.bots.approvers import ApproverDirectory
 from chat_approvals.bots.config import ServerConfig
-from chat_approvals.bots.gate import mount_gate, sandbox_tools
+from chat_approvals.bots.gate import build_gate, mount_gate, sandbox_tools
 from chat_approvals.bots.http_api import mount_http_api
 from chat_approvals.bots.logs import say
 from chat_approvals.bots.slack_app import mount_slack
@@ -27,12 +27,14 @@ from chat_approvals.bots.teams_bot import TeamsConfig, mount_teams
 from chat_approvals.bots.webhooks import Backoff, Deliverer, mount_webhooks, sink_id
 from chat_approvals.core.agent_factory import AgentFactory, default_factory, gated_factory, user_factory
 from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import GateBuilder, Root, bootstrap
 from chat_approvals.core.clock import Clock, SystemClock
-from chat_approvals.core.egress import Gate
+from chat_approvals.core.egress import Gate, GrantsBackend
 from chat_approvals.core.metrics import Metrics
 from chat_approvals.core.models import StoreFault
 from chat_approvals.core.observed import observe
 from chat_approvals.core.policy import load_policy
+from chat_approvals.core.ports import Outbox
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.open import open_objects, open_rows
 
@@ -41,8 +43,8 @@ log = logging.getLogger("chat_approvals")
 CONFIG: web.AppKey[ServerConfig] = web.AppKey("config", ServerConfig)
 FACADE: web.AppKey[Approvals] = web.AppKey("facade", Approvals)
 GATE: web.AppKey[Gate] = web.AppKey("gate", Gate)
+ROOT: web.AppKey[Root[StoreIO]] = web.AppKey("root", Root)
 T = TypeVar("T")
-READY_PROBE_CHAT = "\x00readyz"  # a key no front end can name: the read finds nothing, cheaply
 
 
 def build_factory(cfg: ServerConfig, gate: Gate | None = None) -> AgentFactory:
@@ -56,27 +58,58 @@ def build_factory(cfg: ServerConfig, gate: Gate | None = None) -> AgentFactory:
     return gated_factory(base, cfg.confirm_tools)
 
 
-def build_approvals(
-    cfg: ServerConfig, clock: Clock | None = None, factory: AgentFactory | None = None, gate: Gate | None = None
-) -> Approvals:
+def open_root(
+    cfg: ServerConfig,
+    clock: Clock | None = None,
+    factory: AgentFactory | None = None,
+    gate: Callable[[GrantsBackend | None], Gate | None] | None = None,
+) -> Root[StoreIO]:
+    """The one call that builds a process's core from its configuration (serve, the CLI's store
+    commands, the embedding API): what can be refused is refused before the store opens, then
+    `core.bootstrap` builds the grant book, the gate on it, the agent, the services and the facade.
+    `factory`: the agent (None: `--agent`, else the default agent on `--model`); `gate`: makes
+    the egress gate on a backend (None: `--sandbox`'s)."""
     clock = clock or SystemClock()
     # The policy first: a bad file stops start-up (PolicyError names the line) before anything opens.
     policy = load_policy(cfg.policy) if cfg.policy else None
     approvers = ApproverDirectory(policy, teams_tenant=_teams_tenant()) if policy is not None else None
+    on_grants = checked_gate(gate or (lambda backend: build_gate(cfg, clock, backend=backend)))
     metrics = Metrics(clock.now)
     rows = _opening(cfg.store, "--store", lambda: open_rows(cfg.store))
     objects = _opening(cfg.objects_url(), "--objects", lambda: open_objects(cfg.objects_url(), clock))
-    store = StoreIO(observe(rows, metrics), observe(objects, metrics))
-    return Approvals(
-        store,
+    return bootstrap(
+        StoreIO(observe(rows, metrics), observe(objects, metrics)),
         settings=cfg.protocol(),
         clock=clock,
-        agent_factory=factory or build_factory(cfg, gate),
+        gate=on_grants,
+        factory_on_gate=(lambda _gate: factory) if factory else (lambda built: build_factory(cfg, built)),
         policy=policy,
         approvers=approvers,
         metrics=metrics,
         audit_sinks=[sink_id(u) for u in cfg.audit_webhook],
     )
+
+
+def checked_gate(make: Callable[[GrantsBackend | None], Gate | None]) -> GateBuilder | None:
+    """The gate the root builds on the grant book, from `make` (None: no gate). A trial build,
+    then dropped, checks its values and the sandbox's confinement now, before the store opens."""
+    if make(None) is None:
+        return None
+
+    def on(backend: GrantsBackend | None) -> Gate:
+        built = make(backend)
+        assert built is not None  # the trial build made one
+        return built
+
+    return on
+
+
+def serve_app(root: Root[StoreIO], cfg: ServerConfig, **kw: Any) -> web.Application:
+    """`build_app` on what the root built: its facade, its gate and its outbox; the root itself is
+    kept as `app[ROOT]` (its `close()` closes the store)."""
+    app = build_app(root.approvals, cfg, gate=root.gate, outbox=root.outbox, **kw)
+    app[ROOT] = root
+    return app
 
 
 def _opening(url: str, flag: str, opener: Callable[[], T]) -> T:
@@ -126,9 +159,8 @@ async def readyz(request: web.Request) -> web.Response:
     """200 only when the store answers a cheap read in time and (with --sandbox) the gate
     listens; otherwise 503 with the reason."""
     app, cfg = request.app, request.app[CONFIG]
-    store = app[FACADE].store
     try:
-        await asyncio.wait_for(store.run(store.rows.get_pointer, READY_PROBE_CHAT), timeout=cfg.readyz_timeout)
+        await asyncio.wait_for(app[FACADE].probe(), timeout=cfg.readyz_timeout)
     except TimeoutError:
         return _not_ready(f"the store did not answer within {cfg.readyz_timeout:g} s")
     except Exception as e:
@@ -193,10 +225,12 @@ def build_app(
     sweep: bool = True,
     teams: TeamsConfig | None = None,
     gate: Gate | None = None,
+    outbox: Outbox | None = None,
     teams_validator: TokenValidator | None = None,
 ) -> web.Application:
-    """`teams_validator` is for tests only (a validator pointed at a local OpenID configuration);
-    with an app id the server builds its own, on Bot Framework's endpoints."""
+    """`gate`, `outbox`: the root's (`serve_app` passes them); the outbox is needed only with
+    --audit-webhook. `teams_validator` is for tests only (a validator pointed at a local OpenID
+    configuration); with an app id the server builds its own, on Bot Framework's endpoints."""
     metrics = approvals.metrics
     app = web.Application(middlewares=[ack_timer(metrics, "/slack/events"), store_faults])
     app[CONFIG] = cfg
@@ -218,9 +252,11 @@ def build_app(
     if gate is not None:
         app[GATE] = gate
         gate.on_decision = lambda allowed: metrics.gate.labels("allowed" if allowed else "refused").inc()
-        mount_gate(app, gate, approvals)  # the sandbox's egress gate starts and stops with the app
+        mount_gate(app, gate)  # the sandbox's egress gate starts and stops with the app
     if cfg.audit_webhook:
-        mount_webhooks(app, audit_deliverers(approvals, cfg))
+        if outbox is None:
+            raise ValueError("--audit-webhook needs the root's outbox (build the app with serve_app)")
+        mount_webhooks(app, audit_deliverers(approvals, outbox, cfg))
     if sweep:
         app.cleanup_ctx.append(_sweeper(approvals, cfg.sweep_every))
     return app
@@ -257,15 +293,14 @@ def _closing(admission: Admission) -> Callable[[web.Application], AsyncIterator[
     return ctx
 
 
-def audit_deliverers(approvals: Approvals, cfg: ServerConfig) -> list[Deliverer]:
+def audit_deliverers(approvals: Approvals, outbox: Outbox, cfg: ServerConfig) -> list[Deliverer]:
     if not cfg.audit_webhook_secret:
         raise ValueError("--audit-webhook needs --audit-webhook-secret (the receiver verifies the signature with it)")
-    rows = approvals.store.rows
     deliverers = [
         Deliverer(
             url,
             cfg.audit_webhook_secret,
-            rows,
+            outbox,
             approvals.clock,
             approvals.metrics,
             poll=cfg.audit_webhook_poll,

@@ -7,7 +7,8 @@ when its lease lapses). Items go out oldest first, one at a time, and a failure 
 batch and backs off: so per chat (indeed overall) the receiver sees append order, with
 repeats possible only after a failure (dedupe by `id`).
 
-Delivery runs on its own task and its own store executor: it never blocks or slows a click.
+Delivery runs on its own task and reads and acknowledges items through the core's `Outbox`
+port (core/ports.py), asynchronously: it never blocks a click, and never touches the row store.
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import aiohttp
@@ -32,7 +32,7 @@ from aiohttp import web
 from chat_approvals.core.clock import Clock
 from chat_approvals.core.metrics import Metrics
 from chat_approvals.core.models import OutboxItem
-from chat_approvals.store.base import RowStore
+from chat_approvals.core.ports import Outbox
 
 log = logging.getLogger("chat_approvals.webhooks")
 
@@ -72,7 +72,7 @@ class Deliverer:
         self,
         url: str,
         secret: str,
-        rows: RowStore,
+        outbox: Outbox,
         clock: Clock,
         metrics: Metrics,
         *,
@@ -85,7 +85,7 @@ class Deliverer:
         self.url = url
         self.sink = sink_id(url)
         self.secret = secret
-        self.rows = rows
+        self.outbox = outbox
         self.clock = clock
         self.metrics = metrics
         self.poll = poll
@@ -95,7 +95,6 @@ class Deliverer:
         self.backoff = backoff or Backoff()
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.wake = asyncio.Event()
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="outbox")
         self._failures = 0
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -105,17 +104,13 @@ class Deliverer:
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self.wake.set)
 
-    async def _store(self, fn: Callable[[], object]) -> object:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
-
     async def once(self, session: aiohttp.ClientSession) -> bool:
         """One pass: claim a batch and deliver it in order. True when it delivered every item
         it claimed (so more may be waiting), False after a failure or when there was nothing."""
         now = self.clock.now()
-        items = await self._store(
-            lambda: self.rows.claim_outbox(self.sink, self.holder, now, now + self.lease, self.batch)
+        items = await self.outbox.claim(
+            sink=self.sink, holder=self.holder, now=now, lease_until=now + self.lease, limit=self.batch
         )
-        assert isinstance(items, list)
         if not items:
             self.metrics.webhook_lag.set(0)
             return False
@@ -123,7 +118,7 @@ class Deliverer:
         for item in items:
             if not await self._post(session, item):
                 return False
-            await self._store(lambda i=item: self.rows.delete_outbox(self.sink, i.id))  # type: ignore[misc]
+            await self.outbox.delete(sink=self.sink, item_id=item.id)
         return len(items) == self.batch
 
     async def _post(self, session: aiohttp.ClientSession, item: OutboxItem) -> bool:
@@ -173,12 +168,9 @@ class Deliverer:
         restarted, delivers at once instead of after the lease lapses."""
         now = self.clock.now()
         try:
-            await self._store(lambda: self.rows.claim_outbox(self.sink, self.holder, now, now - 1, 1))
+            await self.outbox.claim(sink=self.sink, holder=self.holder, now=now, lease_until=now - 1, limit=1)
         except Exception as e:  # the lease lapses by itself
             log.warning("audit webhook %s: lease release failed: %s", self.sink, e)
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def mount_webhooks(app: web.Application, deliverers: list[Deliverer]) -> None:
@@ -194,6 +186,5 @@ def mount_webhooks(app: web.Application, deliverers: list[Deliverer]) -> None:
                 await t
         for d in deliverers:
             await d.release()
-            d.close()
 
     app.cleanup_ctx.append(ctx)

@@ -15,11 +15,11 @@ from aiohttp import web
 from strands import Agent
 
 from chat_approvals.bots.config import ServerConfig
-from chat_approvals.bots.gate import build_gate
-from chat_approvals.bots.server import FACADE, build_approvals
-from chat_approvals.bots.server import build_app as build_server_app
+from chat_approvals.bots.server import FACADE, open_root, serve_app
 from chat_approvals.core.agent_factory import AgentFactory, gated_factory, prepare
 from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import Root
+from chat_approvals.store.aio import StoreIO
 
 log = logging.getLogger("chat_approvals")
 
@@ -45,15 +45,14 @@ def build_app(config: ServerConfig | None = None, agent_factory: Callable[[], Ag
     a sandbox that cannot be confined) before anything is opened or started.
     """
     cfg = config if config is not None else ServerConfig()
-    gate = build_gate(cfg)
     factory = gated_factory(_checked(agent_factory), cfg.confirm_tools) if agent_factory else None
-    approvals = build_approvals(cfg, factory=factory, gate=gate)
+    root = open_root(cfg, factory=factory)
     try:
-        app = build_server_app(approvals, cfg, gate=gate)
+        app = serve_app(root, cfg)
     except BaseException:
-        approvals.store.close()  # nothing started: do not leave the store open behind the error
+        root.close()  # nothing started: do not leave the store open behind the error
         raise
-    app.on_cleanup.append(_close_store(approvals))  # after the cleanup contexts: the queue drained, the gate closed
+    app.on_cleanup.append(_close_store(root))  # after the cleanup contexts: the queue drained, the gate closed
     return app
 
 
@@ -77,9 +76,9 @@ def _checked(fn: Callable[[], Agent]) -> AgentFactory:
     return make
 
 
-def _close_store(approvals: Approvals) -> Callable[[web.Application], Awaitable[None]]:
+def _close_store(root: Root[StoreIO]) -> Callable[[web.Application], Awaitable[None]]:
     async def close(_app: web.Application) -> None:
-        approvals.store.close()
+        root.close()
         log.debug("store closed")
 
     return close

@@ -2,7 +2,8 @@
 
 Every process must register the same tools under the same names: a snapshot carries no tools,
 and a resume that misses one fails silently as "Unknown tool". `prepare` therefore adds the
-approval tool and the batch hook to whatever agent a factory returns, and checks the result.
+approval tool and the batch hook to whatever agent a factory returns, and checks the result;
+the default agent gets them at construction (core/agent_hooks.py).
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from strands import Agent
-from strands.hooks import BeforeToolCallEvent
 from strands.models.model import Model
 
-from chat_approvals.core.approval_tool import request_approval
-from chat_approvals.core.batch_rule import APPROVAL_TOOL, enforce_batch_rule
+from chat_approvals.core.agent_hooks import ApprovalHooks, approval_tools, checked, equip
+from chat_approvals.core.batch_rule import APPROVAL_TOOL
 from chat_approvals.core.demo_tools import make_save_note
 from chat_approvals.core.scripted_model import ScriptedModel
 from chat_approvals.core.tool_gate import attach, parse_names, resolve
@@ -63,12 +63,8 @@ def build_model(spec: str) -> Model:
 
 
 def prepare(agent: Agent) -> Agent:
-    if APPROVAL_TOOL not in agent.tool_names:
-        agent.tool_registry.process_tools([request_approval])
-    agent.hooks.add_callback(BeforeToolCallEvent, enforce_batch_rule)
-    if APPROVAL_TOOL not in agent.tool_names:
-        raise RuntimeError("the approval tool could not be registered on the agent")
-    return agent
+    """An agent from a user's factory: the approval tool and the batch hook (core/agent_hooks.py)."""
+    return equip(agent)
 
 
 def default_factory(
@@ -79,11 +75,12 @@ def default_factory(
     build_model(model)  # fail at start-up, not at the first turn
     demo = [make_save_note(Path(notes_dir))] if notes_dir is not None else []
 
-    def make() -> Agent:
-        return prepare(
+    def make() -> Agent:  # the approval tool and hooks at construction (core/agent_hooks.py)
+        return checked(
             Agent(
                 model=build_model(model),
-                tools=[request_approval, *demo, *extra_tools],
+                tools=[*approval_tools(), *demo, *extra_tools],
+                hooks=[ApprovalHooks()],
                 system_prompt=SYSTEM_PROMPT,
                 callback_handler=None,
             )

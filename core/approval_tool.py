@@ -16,6 +16,7 @@ from chat_approvals.core import wording
 from chat_approvals.core.batch_rule import APPROVAL_TOOL
 from chat_approvals.core.context import RequestContext, context_of, tool_access_of
 from chat_approvals.core.models import ApprovalCard, parse_answer
+from chat_approvals.core.strands_compat import answered_response
 from chat_approvals.core.subjects import host_of, normalize_package, unique
 
 INTERRUPT_NAME = "chat-approvals:approval"
@@ -29,15 +30,14 @@ def _result(tool_context: ToolContext, status: str, text: str) -> dict[str, Any]
 
 def own_interrupt_answered(tool_context: ToolContext) -> bool:
     """Has THIS call's interrupt been answered? Reads the SDK's interrupt state, which has no
-    public accessor in 1.62. If it cannot be read, assume yes: never merging again is the safe
-    mistake (R2)."""
+    public accessor in 1.62 (core/strands_compat.py, 1). If it cannot be read, assume yes: never
+    merging again is the safe mistake (R2)."""
     try:
-        interrupt_id = tool_context._interrupt_id(INTERRUPT_NAME)
-        found = tool_context.agent._interrupt_state.interrupts.get(interrupt_id)
+        answered, _ = answered_response(tool_context, INTERRUPT_NAME)
     except Exception as e:
         log.warning("interrupt state unreadable, treating the interrupt as answered: %s", e)
         return True
-    return found is not None and found.response is not None
+    return answered
 
 
 def outcome_text(card: ApprovalCard, response: Any) -> tuple[str, str]:

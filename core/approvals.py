@@ -1,18 +1,15 @@
 """The facade every front end calls. Front ends never touch the store or the agent directly.
 
-Thin: each call goes to one service built in `core.bootstrap`; no service refers back here.
+Thin: each call goes to one service built in `core.bootstrap`, the composition root, which
+hands the facade its services; no service refers back here.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
-from typing import Generic, TypeVar
 
 from chat_approvals.core import tracing, wording
-from chat_approvals.core.agent_factory import AgentFactory, default_factory
-from chat_approvals.core.bootstrap import build_services, default_worker_id
 from chat_approvals.core.egress.backend import GrantsBackend
 from chat_approvals.core.metrics import Metrics
 from chat_approvals.core.models import (
@@ -23,59 +20,44 @@ from chat_approvals.core.models import (
     Refusal,
     ResumeResult,
     SubjectKind,
-    SystemClock,
     TurnResult,
 )
 from chat_approvals.core.policy import ApproverCheck, Policy
-from chat_approvals.core.ports import Store
 from chat_approvals.core.resume import OnClaimed
+from chat_approvals.core.services import Services
 from chat_approvals.core.settings import Settings
 
 log = logging.getLogger("chat_approvals.approvals")
 
-S = TypeVar("S", bound=Store)
+READY_PROBE_CHAT = "\x00readyz"  # a key no front end can name: the read finds nothing, cheaply
 
 
-class Approvals(Generic[S]):
-    """Generic in the store it was handed, which its opener may still reach as `store`."""
+class Approvals:
+    """Built by the composition root (core/bootstrap.py), which hands it its services."""
 
     def __init__(
         self,
-        store: S,
+        services: Services,
         *,
-        settings: Settings | None = None,
-        clock: Clock | None = None,
-        agent_factory: AgentFactory | None = None,
-        worker_id: str | None = None,
+        settings: Settings,
+        clock: Clock,
+        metrics: Metrics,
+        worker_id: str,
         policy: Policy | None = None,
         approvers: ApproverCheck | None = None,
-        metrics: Metrics | None = None,
-        audit_sinks: Sequence[str] = (),
     ) -> None:
-        """`audit_sinks`: the audit webhooks' ids; their senders subscribe with `trail.on_outbox`."""
-        self.store = store  # kept for close() by whoever opened it
-        self.settings = settings or Settings()
-        self.clock = clock or SystemClock()
-        self.metrics = metrics or Metrics(self.clock.now)  # counted here, at the boundary (docs/operating.md)
-        self.worker_id = worker_id or default_worker_id()
-        s = build_services(
-            store,
-            settings=self.settings,
-            clock=self.clock,
-            factory=agent_factory or default_factory(),
-            worker_id=self.worker_id,
-            policy=policy,
-            approvers=approvers,
-            audit_sinks=audit_sinks,
-        )
+        self.settings = settings
+        self.clock = clock
+        self.metrics = metrics  # counted here, at the boundary (docs/operating.md)
+        self.worker_id = worker_id
         self.policy = policy
         self.approvers = approvers
-        self._rows, self._objects = s.rows, s.objects
-        self.trail = s.trail
-        self._grants = s.grants
-        self._pauser = s.pauser
-        self.turns = s.turns
-        self.resumes = s.resumes
+        self._rows, self._objects = services.rows, services.objects
+        self.trail = services.trail
+        self._grants = services.grants
+        self._pauser = services.pauser
+        self.turns = services.turns
+        self.resumes = services.resumes
 
     @property
     def gate_backend(self) -> GrantsBackend:
@@ -154,6 +136,10 @@ class Approvals(Generic[S]):
         self, *, user: str, chat: str, kind: SubjectKind, name: str, turn_id: str | None = None
     ) -> bool:
         return await self._grants.is_allowed(user=user, chat=chat, kind=kind, name=name, turn_id=turn_id)
+
+    async def probe(self) -> None:
+        """One cheap read of the store (readiness): raises what the store raises."""
+        await self._rows.pointer(chat=READY_PROBE_CHAT)
 
     async def audit(self, chat: str) -> list[AuditEvent]:
         return await self._rows.audit(chat=chat)

@@ -1,8 +1,10 @@
-"""Wiring: the one place the core's services are built and handed what each one uses.
+"""The composition root: the one place the core is built, in this order: the grant book, the
+egress gate on it (when there is one), the agent factory (its tools may close over the gate), the
+services, and the facade handed those services.
 
-`build_services` is called by the `Approvals` facade's constructor; `bots.server.build_approvals`
-(used by `serve` and the CLI) opens the store from the configuration and calls the facade. No
-service holds the facade: each gets the narrow ports and values it needs.
+`bootstrap` is called once per process by `bots.server.open_root` (serve, the CLI and the
+embedding API all go through it) and directly by tests and the bench. No service holds the
+facade, and nothing is wired after construction: each part is handed what it uses when built.
 """
 
 from __future__ import annotations
@@ -10,23 +12,35 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
-from chat_approvals.core.agent_factory import AgentFactory
+from chat_approvals.core.agent_factory import AgentFactory, default_factory
+from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.audit import AuditTrail
-from chat_approvals.core.context import ScopedAccess, ToolAccess
+from chat_approvals.core.context import ScopedAccess
+from chat_approvals.core.egress import Gate, GrantsBackend
 from chat_approvals.core.grants import GrantBook
 from chat_approvals.core.history import History
 from chat_approvals.core.lease import LeaseKeeper
-from chat_approvals.core.models import Clock
+from chat_approvals.core.metrics import Metrics
+from chat_approvals.core.models import Clock, SystemClock
 from chat_approvals.core.pause import Pauser
 from chat_approvals.core.paused_agents import PausedAgents
 from chat_approvals.core.policy import ApproverCheck, Policy
-from chat_approvals.core.ports import Objects, Rows, Store
+from chat_approvals.core.ports import Outbox, Ports, Store
 from chat_approvals.core.resume import ResumeService
+from chat_approvals.core.services import Services
 from chat_approvals.core.settings import Settings
 from chat_approvals.core.turns import TurnRunner
+
+S = TypeVar("S", bound=Store)
+
+GateBuilder = Callable[[GrantsBackend], Gate]
+"""Builds the egress gate on its grants backend (the grant book)."""
+FactoryBuilder = Callable[[Gate | None], AgentFactory]
+"""Builds the agent factory once the gate exists (the sandbox tool closes over it)."""
 
 
 def default_worker_id() -> str:
@@ -34,21 +48,76 @@ def default_worker_id() -> str:
 
 
 @dataclass(frozen=True)
-class Services:
-    rows: Rows
-    objects: Objects
-    trail: AuditTrail
-    keeper: LeaseKeeper
-    pauser: Pauser
-    history: History
-    grants: GrantBook
-    tool_access: ToolAccess
-    turns: TurnRunner
-    resumes: ResumeService
+class Root(Generic[S]):
+    """What the root built: the facade, the store it runs on (closed with `close()`, by whoever
+    opened it), the outbox port (the audit webhooks' senders read it), and the gate, if any."""
+
+    approvals: Approvals
+    store: S
+    outbox: Outbox
+    gate: Gate | None = None
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def bootstrap(
+    store: S,
+    *,
+    settings: Settings | None = None,
+    clock: Clock | None = None,
+    agent_factory: AgentFactory | None = None,
+    gate: GateBuilder | None = None,
+    factory_on_gate: FactoryBuilder | None = None,
+    worker_id: str | None = None,
+    policy: Policy | None = None,
+    approvers: ApproverCheck | None = None,
+    metrics: Metrics | None = None,
+    audit_sinks: Sequence[str] = (),
+    held_agents: int = 128,
+) -> Root[S]:
+    """`agent_factory`: the agent of every turn and resume (None: the default scripted agent), or
+    `factory_on_gate`, called with the built gate (or None) for a factory whose tools use it.
+    `gate`: builds the egress gate on the grant book. `policy`: the approval policy file (None:
+    only the owner answers, fixed grant TTL); `approvers`: who counts as an approver, per front
+    end (bots/approvers.py); `audit_sinks`: the audit webhooks' ids (each audit event is written
+    with one outbox item per sink). `held_agents`: how many paused Agents this process keeps for
+    a click that reaches it (0: every click resumes from the stored snapshot, as another
+    process would; the bench and tests measure that path).
+
+    The store is the caller's: if building fails after it was handed over, it is closed here."""
+    settings = settings or Settings()
+    clock = clock or SystemClock()
+    try:
+        ports = store.ports()
+        trail = AuditTrail(ports.steps, retention=settings.retention, sinks=audit_sinks)  # every audit event
+        grants = GrantBook(ports.rows, trail, settings, clock)
+        built_gate = gate(grants) if gate is not None else None
+        factory = factory_on_gate(built_gate) if factory_on_gate else agent_factory or default_factory()
+        worker = worker_id or default_worker_id()
+        services = build_services(
+            ports, trail, grants, settings=settings, clock=clock, factory=factory, worker_id=worker,
+            policy=policy, approvers=approvers, held_agents=held_agents,
+        )  # fmt: skip
+        approvals = Approvals(
+            services,
+            settings=settings,
+            clock=clock,
+            metrics=metrics or Metrics(clock.now),  # counted at the facade, the boundary (docs/operating.md)
+            worker_id=worker,
+            policy=policy,
+            approvers=approvers,
+        )
+    except BaseException:
+        store.close()  # nothing started: do not leave the store open behind the error
+        raise
+    return Root(approvals, store, ports.outbox, built_gate)
 
 
 def build_services(
-    store: Store,
+    ports: Ports,
+    trail: AuditTrail,
+    grants: GrantBook,
     *,
     settings: Settings,
     clock: Clock,
@@ -56,19 +125,13 @@ def build_services(
     worker_id: str,
     policy: Policy | None = None,
     approvers: ApproverCheck | None = None,
-    audit_sinks: Sequence[str] = (),
+    held_agents: int = 128,
 ) -> Services:
-    """`policy`: the approval policy file (None: only the owner answers, fixed grant TTL);
-    `approvers`: who counts as an approver, per front end (bots/approvers.py); `audit_sinks`:
-    the audit webhooks' ids (each audit event is written with one outbox item per sink)."""
-    ports = store.ports()
     rows, objects, steps = ports.rows, ports.objects, ports.steps
-    trail = AuditTrail(steps, retention=settings.retention, sinks=audit_sinks)  # every audit event
     keeper = LeaseKeeper(settings.heartbeat_every)  # renews claims and turn leases
-    paused = PausedAgents()  # the Agents this process paused, for a click that reaches it
+    paused = PausedAgents(held_agents)  # the Agents this process paused, for a click that reaches it
     pauser = Pauser(rows, steps, trail, settings, clock, policy, paused)
     history = History(settings, clock)
-    grants = GrantBook(rows, trail, settings, clock)
     access = ScopedAccess(grants)  # what the model-facing tools may do, and nothing more
     turns = TurnRunner(
         rows=rows,

@@ -29,13 +29,13 @@ from typing import Any
 from strands import Agent
 from strands.hooks import BeforeToolCallEvent
 from strands.interventions import Deny, InterventionAction, Proceed
-from strands.interventions.registry import InterventionRegistry
 from strands.vended_interventions.hitl import HumanInTheLoop
 
 from chat_approvals.core import wording
 from chat_approvals.core.batch_rule import APPROVAL_TOOL
 from chat_approvals.core.context import context_of
 from chat_approvals.core.models import ToolCall, parse_answer
+from chat_approvals.core.strands_compat import add_interventions, added_interventions, own_interventions
 
 GATE_INTERRUPT = HumanInTheLoop.name  # "strands:human-in-the-loop": the intervention's own name
 REASON_KIND = "chat-approvals:tool"  # marks the reason our gate writes (a user's own HITL writes a string)
@@ -153,19 +153,15 @@ def attach(agent: Agent, gated: frozenset[str]) -> Agent:
     second one: both would raise the same interrupt id for the same call."""
     if gate_of(agent) is not None:
         return agent
-    registry = getattr(agent, "_intervention_registry", None)
-    handlers = registry.handlers if registry is not None else []
-    if any(h.name == GATE_INTERRUPT for h in handlers):
+    if any(h.name == GATE_INTERRUPT for h in own_interventions(agent)):
         raise ConfirmToolsError(
             "--confirm-tools: the agent already has a HumanInTheLoop intervention; use one or the other"
         )
-    gate = ToolGate(gated)
-    # A second registry on the same hooks: the documented way is Agent(interventions=[...]), which
-    # a user's factory did not know about. Kept on the agent so `attach` sees it next time.
-    agent._chat_approvals_gate = InterventionRegistry([gate], agent.hooks)  # type: ignore[attr-defined]
+    # The documented way is Agent(interventions=[...]), which a user's factory did not know
+    # about: a second registry on the same hooks (core/strands_compat.py, 3).
+    add_interventions(agent, [ToolGate(gated)])
     return agent
 
 
 def gate_of(agent: Agent) -> ToolGate | None:
-    registry = getattr(agent, "_chat_approvals_gate", None)
-    return next((h for h in registry.handlers if isinstance(h, ToolGate)), None) if registry else None
+    return next((h for h in added_interventions(agent) if isinstance(h, ToolGate)), None)

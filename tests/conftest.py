@@ -12,6 +12,7 @@ from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
 from chat_approvals.core.agent_factory import AgentFactory
 from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.models import Answer, CardOffer, ResumeResult
 from chat_approvals.core.settings import Settings
@@ -57,7 +58,7 @@ def store(store_paths: tuple[Path, Path], clock: ManualClock) -> Iterator[StoreI
 
 
 def make_approvals(store: StoreIO, clock: ManualClock, factory: AgentFactory, **settings: object) -> Approvals:
-    return Approvals(store, settings=Settings(**settings), clock=clock, agent_factory=factory)  # type: ignore[arg-type]
+    return bootstrap(store, settings=Settings(**settings), clock=clock, agent_factory=factory).approvals  # type: ignore[arg-type]
 
 
 @pytest.fixture

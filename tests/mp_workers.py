@@ -7,21 +7,22 @@ import os
 from typing import Any
 
 from chat_approvals.core.agent_factory import user_factory
-from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import Root, bootstrap
 from chat_approvals.core.models import Answer
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
 from chat_approvals.store.sqlite_rows import SqliteRows
 
 
-def open_approvals(db: str, objects: str) -> Approvals:
+def open_root(db: str, objects: str) -> Root[StoreIO]:
     io = StoreIO(SqliteRows(db), FileObjects(objects))
-    return Approvals(io, agent_factory=user_factory("tests.agents:work_agent"))
+    return bootstrap(io, agent_factory=user_factory("tests.agents:work_agent"))
 
 
 def race(db: str, objects: str, card_id: str, secret: str, rounds: int, barrier: Any, env: dict[str, str]) -> list[str]:
     os.environ.update(env)
-    a = open_approvals(db, objects)
+    a_root = open_root(db, objects)
+    a = a_root.approvals
 
     async def go() -> list[str]:
         out = []
@@ -34,12 +35,12 @@ def race(db: str, objects: str, card_id: str, secret: str, rounds: int, barrier:
     try:
         return asyncio.run(go())
     finally:
-        a.store.close()
+        a_root.close()
 
 
 def resume_once(db: str, objects: str, card_id: str, secret: str, env: dict[str, str]) -> None:
     os.environ.update(env)
-    a = open_approvals(db, objects)
+    a = open_root(db, objects).approvals
     asyncio.run(a.resume(card_id=card_id, user="alice", secret=secret, answer=Answer(approved=True)))
 
 
@@ -53,10 +54,13 @@ def vote(
     os.environ.update(env)
     p = parse_policy(policy)
     io = StoreIO(SqliteRows(db), FileObjects(objects))
-    a = Approvals(io, agent_factory=user_factory("tests.agents:work_agent"), policy=p, approvers=ApproverDirectory(p))
+    a_root = bootstrap(
+        io, agent_factory=user_factory("tests.agents:work_agent"), policy=p, approvers=ApproverDirectory(p)
+    )
+    a = a_root.approvals
     barrier.wait(timeout=60)
     try:
         res = asyncio.run(a.resume(card_id=card_id, user=user, secret=secret, answer=Answer(approved=True)))
         return res.outcome
     finally:
-        a.store.close()
+        a_root.close()

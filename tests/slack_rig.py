@@ -21,7 +21,7 @@ from chat_approvals.bots.slack_app import SLACK, SlackFrontEnd
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.identity import SlackUser
 from chat_approvals.core.agent_factory import AgentFactory
-from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import Root, bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.policy import parse_policy
 from chat_approvals.store.aio import StoreIO
@@ -39,15 +39,15 @@ OWNER_KEY = SlackUser(None, P.TEAM, OWNER).key  # R17: the identity grants and o
 DM = "D0DMCHAN1"
 
 
-def open_approvals(
+def open_root(
     folder: Path, clock: ManualClock, factory: AgentFactory | None = None, policy: str | None = None
-) -> Approvals:
+) -> Root[StoreIO]:
     db = f"sqlite:///{folder}/rows.db"  # objects in the same file: the server's default (issue 12)
     store = StoreIO(open_rows(db), open_objects(db, clock))
     if policy is None:
-        return Approvals(store, clock=clock, agent_factory=factory)
+        return bootstrap(store, clock=clock, agent_factory=factory)
     p = parse_policy(policy)  # issue 13: the approval policy, with the approvers the server would build
-    return Approvals(store, clock=clock, agent_factory=factory, policy=p, approvers=ApproverDirectory(p))
+    return bootstrap(store, clock=clock, agent_factory=factory, policy=p, approvers=ApproverDirectory(p))
 
 
 def assert_valid_blocks(call: Call) -> list[dict[str, Any]]:
@@ -96,7 +96,8 @@ class SlackRig:
             self.standin = standin
         else:
             await self.standin.start()
-        self.approvals = open_approvals(self.folder, self.clock, self.factory, self.policy)
+        self.root = open_root(self.folder, self.clock, self.factory, self.policy)
+        self.approvals, self.store = self.root.approvals, self.root.store
         env = {
             "SLACK_BOT_TOKEN": "xoxb-test-token",
             "SLACK_SIGNING_SECRET": "" if self.socket_mode else P.SIGNING_SECRET,
@@ -129,7 +130,7 @@ class SlackRig:
             await self.session.close()
         if self.runner is not None:
             await self.runner.cleanup()
-        self.approvals.store.close()
+        self.root.close()
         if standin:
             await self.standin.stop()
         if self._tmp is not None:
@@ -210,7 +211,7 @@ class SlackRig:
 
     async def snapshot(self, card_id: str) -> dict[str, Any]:
         """What a refused click must not change: the pointer, the grants, the audit trail."""
-        io = self.approvals.store
+        io = self.store
         pointer = await io.run(io.rows.get_pointer_by_card, card_id)
         chat = pointer.chat if pointer else ""
         return {

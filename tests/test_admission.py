@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from chat_approvals.core import wording
 from chat_approvals.core.clock import ManualClock
 from tests.agents import held_resume_factory
-from tests.slack_rig import OWNER, SlackRig, buttons, open_approvals
+from tests.slack_rig import OWNER, SlackRig, buttons, open_root
 from tests.slack_standin import Call
 
 URL = "https://example.org/data.csv"
@@ -122,7 +122,7 @@ async def test_r10_clicks_are_acked_while_a_resume_runs_and_resume_in_arrival_or
     assert await metric(rig, "chat_approvals_resume_queue_depth") == 3
     assert await metric(rig, "chat_approvals_resume_queue_running") == 1
     for c in cs[1:]:  # queued, not started: nothing claimed
-        p = await rig.approvals.store.run(rig.approvals.store.rows.get_pointer_by_card, card_id_of(c))
+        p = await rig.store.run(rig.store.rows.get_pointer_by_card, card_id_of(c))
         assert p is not None and p.state == "pending"
     hold.release()
     await rig.settle()
@@ -157,7 +157,7 @@ async def test_a_full_queue_refuses_the_click_and_changes_nothing(hold: Hold) ->
         assert await rig.click(rig.click_payload(cs[2])) == (200, "")
         await rig.settle()
         assert [i for i, state in updates_by_card(rig, cs) if state == "approved"] == [0, 1, 2]
-        p = await rig.approvals.store.run(rig.approvals.store.rows.get_pointer_by_card, card_id_of(cs[2]))
+        p = await rig.store.run(rig.store.rows.get_pointer_by_card, card_id_of(cs[2]))
         assert p is not None and p.state == "done"
     finally:
         hold.release()
@@ -183,13 +183,13 @@ async def test_shutdown_works_off_the_queued_clicks_first(hold: Hold, tmp_path: 
         await stopping
         stopped = True
         assert [i for i, state in updates_by_card(rig, cs) if state == "approved"] == [0, 1, 2]
-        approvals = open_approvals(tmp_path, ManualClock())
+        root = open_root(tmp_path, ManualClock())
         try:
             for c in cs:
-                p = await approvals.store.run(approvals.store.rows.get_pointer_by_card, card_id_of(c))
+                p = await root.store.run(root.store.rows.get_pointer_by_card, card_id_of(c))
                 assert p is not None and p.state == "done"
         finally:
-            approvals.store.close()
+            root.close()
     finally:
         hold.release()
         if not stopped:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.models import OutboxItem
 from chat_approvals.core.settings import Settings
@@ -26,9 +26,9 @@ def outbox(store: StoreIO, sink: str) -> list[OutboxItem]:
 async def test_every_event_of_a_turn_and_its_answer_has_an_outbox_item_per_sink_in_order(
     store: StoreIO, clock: ManualClock, counter: Counter
 ) -> None:
-    a = Approvals(
+    a = bootstrap(
         store, settings=Settings(), clock=clock, agent_factory=scripted_factory(counter), audit_sinks=[*SINKS, "hook-a"]
-    )
+    ).approvals
     nudges: list[int] = []
     a.trail.on_outbox = lambda: nudges.append(1)
     turn = await a.run_turn(chat="c1", user="alice", text=URL_TEXT, platform="http")
@@ -53,7 +53,7 @@ async def test_every_event_of_a_turn_and_its_answer_has_an_outbox_item_per_sink_
 async def test_without_sinks_events_are_written_with_no_outbox(
     store: StoreIO, clock: ManualClock, counter: Counter
 ) -> None:
-    a = Approvals(store, settings=Settings(), clock=clock, agent_factory=scripted_factory(counter))
+    a = bootstrap(store, settings=Settings(), clock=clock, agent_factory=scripted_factory(counter)).approvals
     nudges: list[int] = []
     a.trail.on_outbox = lambda: nudges.append(1)
     turn = await a.run_turn(chat="c1", user="alice", text=URL_TEXT, platform="http")

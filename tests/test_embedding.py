@@ -21,6 +21,7 @@ from strands import Agent
 
 import chat_approvals
 from chat_approvals import ServerConfig, approvals_of, build_app, build_model
+from chat_approvals.bots.server import ROOT as SERVER_ROOT
 from tests.serve_process import ROOT, free_port, stop, wait_healthy
 
 TOKEN = "embed-token"
@@ -123,7 +124,7 @@ async def test_a_cycle_through_the_prefixed_routes_of_an_app_mounted_in_another(
     finally:
         await server.close()  # the host's clean-up runs the mounted app's
 
-    store = approvals_of(approvals).store
+    store = approvals[SERVER_ROOT].store
     with pytest.raises(RuntimeError):  # closed: its worker pool takes no more work
         await store.run(store.rows.get_pointer, "chat-1")
     left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
@@ -150,7 +151,7 @@ async def test_a_factory_that_returns_no_agent_fails_its_turn_plainly(tmp_path: 
         with pytest.raises(TypeError, match="not a strands Agent"):
             await facade.run_turn(chat="c", user="u", text="hi", platform="http")
     finally:
-        facade.store.close()
+        app[SERVER_ROOT].close()
 
 
 def test_the_public_api_is_the_curated_all() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from chat_approvals.core.agent_factory import user_factory
-from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import Root, bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.models import Answer
 from chat_approvals.store.aio import StoreIO
@@ -22,23 +22,23 @@ from tests import mp_workers
 from tests.agents import BLOCK_ENV, WORK_LOG_ENV
 
 
-def _card(db: Path, objects: Path, clock: ManualClock | None = None) -> tuple[Approvals, str, str]:
+def _card(db: Path, objects: Path, clock: ManualClock | None = None) -> tuple[Root[StoreIO], str, str]:
     import asyncio
 
-    a = Approvals(
+    a_root = bootstrap(
         StoreIO(SqliteRows(db), FileObjects(objects)),
         clock=clock,
         agent_factory=user_factory("tests.agents:work_agent"),
     )
-    turn = asyncio.run(a.run_turn(chat="chat-mp", user="alice", text="go", platform="http"))
+    turn = asyncio.run(a_root.approvals.run_turn(chat="chat-mp", user="alice", text="go", platform="http"))
     assert turn.offer is not None
-    return a, turn.offer.card.card_id, turn.offer.secret
+    return a_root, turn.offer.card.card_id, turn.offer.secret
 
 
 def test_r10_eight_processes_racing_25_resumes_each_run_the_turn_once(tmp_path: Path) -> None:
     db, objects, log = tmp_path / "a.db", tmp_path / "objects", tmp_path / "work.log"
-    a, card_id, secret = _card(db, objects)
-    a.store.close()
+    a_root, card_id, secret = _card(db, objects)
+    a_root.close()
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager:
         barrier = manager.Barrier(8)
@@ -72,8 +72,8 @@ def _wait_for(predicate, seconds: float) -> bool:
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 def test_r11_worker_killed_mid_resume_then_the_next_click_after_the_lease_resumes(tmp_path: Path) -> None:
     db, objects, log, block = tmp_path / "a.db", tmp_path / "objects", tmp_path / "work.log", tmp_path / "block"
-    a, card_id, secret = _card(db, objects)
-    a.store.close()
+    a_root, card_id, secret = _card(db, objects)
+    a_root.close()
     block.write_text("hold")
     ctx = mp.get_context("spawn")
     worker = ctx.Process(
@@ -95,11 +95,12 @@ def test_r11_worker_killed_mid_resume_then_the_next_click_after_the_lease_resume
     import asyncio
 
     clock = ManualClock(start=time.time())
-    b = Approvals(
+    b_root = bootstrap(
         StoreIO(SqliteRows(db), FileObjects(objects)),
         clock=clock,
         agent_factory=user_factory("tests.agents:work_agent"),
     )
+    b = b_root.approvals
     os.environ.pop(BLOCK_ENV, None)
     res = asyncio.run(b.resume(card_id=card_id, user="alice", secret=secret, answer=Answer(approved=True)))
     assert res.outcome == "in_progress"  # the dead worker's lease is still live
@@ -108,4 +109,4 @@ def test_r11_worker_killed_mid_resume_then_the_next_click_after_the_lease_resume
     assert res.outcome == "resumed" and res.result is not None and res.result.text.startswith("work done")
     done = rows.get_pointer("chat-mp")
     assert done is not None and done.state == "done" and done.claim_count == 2
-    b.store.close()
+    b_root.close()

@@ -17,7 +17,7 @@ from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
 from chat_approvals.bots.teams_bot import TeamsConfig
 from chat_approvals.bots.teams_compat import TeamsAuth
-from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
@@ -78,7 +78,7 @@ async def servers(tmp_path: Path) -> AsyncIterator[list[tuple[web.Application, s
     await standin.start()
     clock = ManualClock()
     store = StoreIO(SqliteRows(tmp_path / "r.db"), FileObjects(tmp_path / "o", clock=clock))
-    approvals = Approvals(store, clock=clock, agent_factory=scripted_factory(Counter()))
+    approvals = bootstrap(store, clock=clock, agent_factory=scripted_factory(Counter())).approvals
     env = {
         "SLACK_BOT_TOKEN": "xoxb-test",
         "SLACK_SIGNING_SECRET": P.SIGNING_SECRET,

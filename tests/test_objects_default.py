@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chat_approvals.bots.config import LEGACY_OBJECTS, ServerConfig
-from chat_approvals.bots.server import build_approvals
+from chat_approvals.bots.server import open_root
 from chat_approvals.core.agent_factory import default_factory
 from chat_approvals.core.models import Answer
 
@@ -28,7 +28,8 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 async def _one_cycle(cfg: ServerConfig) -> None:
-    approvals = build_approvals(cfg, factory=default_factory("scripted"))
+    root = open_root(cfg, factory=default_factory("scripted"))
+    approvals = root.approvals
     try:
         turn = await approvals.run_turn(chat="c1", user="u1", text=TEXT, platform="http")
         assert turn.offer is not None
@@ -37,7 +38,7 @@ async def _one_cycle(cfg: ServerConfig) -> None:
         )
         assert res.outcome == "resumed"
     finally:
-        approvals.store.close()
+        root.close()
 
 
 def _objects_in_db(db: Path) -> int:

@@ -20,6 +20,7 @@ from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.logs import REDACTED, RedactingFormatter, RedactingJsonFormatter, Redactor
 from chat_approvals.bots.server import build_app
 from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import Root, bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.egress import Gate, GateConfig
 from chat_approvals.core.metrics import Metrics
@@ -49,23 +50,28 @@ def value(text: str, name: str, **labels: str) -> float:
 
 
 @pytest.fixture
-def observed(tmp_path: Path, clock: ManualClock, counter: Counter) -> Approvals:
+def root(tmp_path: Path, clock: ManualClock, counter: Counter) -> Root[StoreIO]:
     metrics = Metrics(clock.now)
     store = StoreIO(
         observe(SqliteRows(tmp_path / "rows.db"), metrics),
         observe(FileObjects(tmp_path / "objects", clock=clock), metrics),
     )
-    return Approvals(store, settings=Settings(), clock=clock, agent_factory=scripted_factory(counter), metrics=metrics)
+    return bootstrap(store, settings=Settings(), clock=clock, agent_factory=scripted_factory(counter), metrics=metrics)
 
 
 @pytest.fixture
-async def oapi(observed: Approvals) -> AsyncIterator[Api]:
+def observed(root: Root[StoreIO]) -> Approvals:
+    return root.approvals
+
+
+@pytest.fixture
+async def oapi(observed: Approvals, root: Root[StoreIO]) -> AsyncIterator[Api]:
     server = TestServer(build_app(observed, ServerConfig(api_token=TOKEN), sweep=False), host="127.0.0.1")
     await server.start_server()
     async with aiohttp.ClientSession() as session:
         yield Api(session, str(server.make_url("")).rstrip("/"))
     await server.close()
-    observed.store.close()
+    root.close()
 
 
 async def scrape(api: Api) -> str:
@@ -75,7 +81,7 @@ async def scrape(api: Api) -> str:
 
 
 async def test_metrics_follow_a_full_cycle_and_every_refusal(
-    oapi: Api, observed: Approvals, clock: ManualClock
+    oapi: Api, observed: Approvals, clock: ManualClock, root: Root[StoreIO]
 ) -> None:
     api = oapi
     code, body = await api.turn("chat-1", "alice", URL_TEXT)
@@ -118,11 +124,11 @@ async def test_metrics_follow_a_full_cycle_and_every_refusal(
     # in progress: another worker holds a live claim (R10); expired: past the card's expiry
     _, body = await api.turn("chat-2", "alice", URL_TEXT)
     busy = body["card"]
-    p = observed.store.rows.get_pointer("chat-2")
+    p = root.store.rows.get_pointer("chat-2")
     assert p is not None
     now = clock.now()
     read = ClaimRead("chat-2", p.card_id, p.secret_hash, 0)
-    rows = observed.store.rows
+    rows = root.store.rows
     assert rows.claim(read, worker="other", now=now, lease_until=now + 30, resume_deadline=now + 900)
     assert rows.claim(read, worker="third", now=now, lease_until=now + 30, resume_deadline=now + 900) is None
     assert (await api.resume(busy["card_id"], "alice", busy["secret"]))[1]["outcome"] == "in_progress"
@@ -141,8 +147,8 @@ async def test_metrics_follow_a_full_cycle_and_every_refusal(
         assert private not in m
 
 
-async def test_store_faults_are_counted_by_backend_and_op(oapi: Api, observed: Approvals) -> None:
-    rows = observed.store.rows
+async def test_store_faults_are_counted_by_backend_and_op(oapi: Api, root: Root[StoreIO]) -> None:
+    rows = root.store.rows
     assert isinstance(rows, Observed)
 
     def broken(card_id: str) -> None:
@@ -168,7 +174,7 @@ async def test_gate_decisions_are_counted(observed: Approvals) -> None:
     assert value(m, "chat_approvals_gate_connections_total", decision="refused") == 2
 
 
-async def test_no_metrics_turns_the_endpoint_off(observed: Approvals) -> None:
+async def test_no_metrics_turns_the_endpoint_off(observed: Approvals, root: Root[StoreIO]) -> None:
     server = TestServer(build_app(observed, ServerConfig(metrics=False), sweep=False), host="127.0.0.1")
     await server.start_server()
     try:
@@ -176,7 +182,7 @@ async def test_no_metrics_turns_the_endpoint_off(observed: Approvals) -> None:
             assert r.status == 404
     finally:
         await server.close()
-        observed.store.close()
+        root.close()
 
 
 def test_two_servers_in_one_process_keep_their_own_metrics(tmp_path: Path, clock: ManualClock) -> None:
@@ -190,11 +196,11 @@ def test_two_servers_in_one_process_keep_their_own_metrics(tmp_path: Path, clock
 
 
 async def test_readyz_is_503_with_the_reason_when_the_store_fails_and_200_when_it_answers(
-    oapi: Api, observed: Approvals
+    oapi: Api, root: Root[StoreIO]
 ) -> None:
     async with oapi.session.get(f"{oapi.base}/readyz") as r:
         assert r.status == 200 and (await r.json()) == {"ready": True}
-    rows = observed.store.rows
+    rows = root.store.rows
     assert isinstance(rows, Observed)
     real = rows.inner.get_pointer
 
@@ -212,7 +218,7 @@ async def test_readyz_is_503_with_the_reason_when_the_store_fails_and_200_when_i
         assert r.status == 200
 
 
-async def test_readyz_is_503_when_the_gate_stops_listening(observed: Approvals) -> None:
+async def test_readyz_is_503_when_the_gate_stops_listening(observed: Approvals, root: Root[StoreIO]) -> None:
     gate = Gate(GateConfig(unix=False))
     server = TestServer(build_app(observed, ServerConfig(), sweep=False, gate=gate), host="127.0.0.1")
     await server.start_server()
@@ -226,7 +232,7 @@ async def test_readyz_is_503_when_the_gate_stops_listening(observed: Approvals) 
                 assert r.status == 503 and "gate" in body["reason"]
     finally:
         await server.close()
-        observed.store.close()
+        root.close()
 
 
 # --- logs -----------------------------------------------------------------------------------
@@ -339,7 +345,7 @@ async def test_a_hanging_webhook_receiver_never_holds_up_a_click(
 ) -> None:
     from aiohttp import web
 
-    from chat_approvals.bots.server import build_approvals
+    from chat_approvals.bots.server import open_root, serve_app
 
     release = asyncio.Event()
     arrived = asyncio.Event()
@@ -361,8 +367,8 @@ async def test_a_hanging_webhook_receiver_never_holds_up_a_click(
         audit_webhook_secret="whsec-0123456789",
         audit_webhook_poll=0.05,
     )
-    approvals = build_approvals(cfg, clock=clock, factory=scripted_factory(counter))
-    server = TestServer(build_app(approvals, cfg, sweep=False), host="127.0.0.1")
+    opened = open_root(cfg, clock=clock, factory=scripted_factory(counter))
+    server = TestServer(serve_app(opened, cfg, sweep=False), host="127.0.0.1")
     await server.start_server()
     try:
         async with aiohttp.ClientSession() as session:
@@ -380,7 +386,7 @@ async def test_a_hanging_webhook_receiver_never_holds_up_a_click(
         release.set()
         await server.close()
         await rserver.close()
-        approvals.store.close()
+        opened.close()
 
 
 # --- click to acknowledgement on Slack ---------------------------------------------------------

@@ -15,6 +15,7 @@ import pytest
 from chat_approvals.bots.approvers import ApproverDirectory
 from chat_approvals.core.agent_factory import user_factory
 from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.policy import parse_policy
 from chat_approvals.store.aio import StoreIO
@@ -54,13 +55,13 @@ PLAIN = "please fetch https://example.com/x.csv"
 
 def policy_approvals(store: StoreIO, clock: ManualClock, counter: Counter, text: str = POLICY) -> Approvals:
     policy = parse_policy(text)
-    return Approvals(
+    return bootstrap(
         store,
         clock=clock,
         agent_factory=scripted_factory(counter),
         policy=policy,
         approvers=ApproverDirectory(policy),
-    )
+    ).approvals
 
 
 @pytest.fixture
@@ -225,14 +226,15 @@ async def test_a_reason_of_exactly_500_characters_is_kept(papi: Api) -> None:
 def test_r10_two_approvers_in_two_processes_on_one_store_resume_once(tmp_path: Path) -> None:
     db, objects, log = tmp_path / "a.db", tmp_path / "objects", tmp_path / "work.log"
     for n in range(3):
-        a = Approvals(
+        a_root = bootstrap(
             StoreIO(SqliteRows(db), FileObjects(objects)),
             agent_factory=user_factory("tests.agents:work_agent"),
             policy=parse_policy(POLICY),
         )
+        a = a_root.approvals
         chat = f"chat-mp-{n}"
         turn = asyncio.run(a.run_turn(chat=chat, user="requester", text="go", platform="http"))
-        a.store.close()
+        a_root.close()
         assert turn.offer is not None and turn.offer.card.policy is not None and turn.offer.card.policy.quorum == 2
         ctx = mp.get_context("spawn")
         with ctx.Manager() as manager:

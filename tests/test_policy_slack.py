@@ -100,7 +100,7 @@ async def test_routing_posts_both_cards_with_a_link_and_the_policy_controls(rig:
     reason = next(b for b in thread_blocks if b["type"] == "input")
     assert reason["optional"] is True and reason["element"]["max_length"] == 500
     assert "or an approver may answer" in json.dumps(thread_blocks)
-    io = rig.approvals.store
+    io = rig.store
     pointer = await io.run(io.rows.get_pointer, routed.args and thread_chat(thread))
     assert pointer is not None and pointer.card_location is not None
     assert pointer.card_location["routed_channel"] == APPROVALS_CHANNEL
@@ -167,7 +167,7 @@ async def test_r10_quorum_two_with_a_user_group_and_votes_on_both_cards(rig: Sla
     assert rig.standin.of("usergroups.users.list")
     for copy in (thread, routed):
         assert "Approved" in updates_of(rig, copy)[-1]
-    io = rig.approvals.store
+    io = rig.store
     pointer = await io.run(io.rows.get_pointer, thread_chat(thread))
     assert pointer is not None and pointer.state == "done" and pointer.claim_count == 1
     assert [v.user for v in pointer.votes] == [key(ALICE), key(BOB)]
@@ -179,7 +179,7 @@ async def test_r10_two_approvers_clicking_at_once_resume_once(rig: SlackRig) -> 
     a, b = rig.click_payload(routed, user=ALICE), rig.click_payload(routed, user=BOB)
     assert await asyncio.gather(rig.click(a), rig.click(b)) == [(200, ""), (200, "")]
     await rig.settle()
-    io = rig.approvals.store
+    io = rig.store
     pointer = await io.run(io.rows.get_pointer, thread_chat(thread))
     assert pointer is not None and pointer.state == "done" and pointer.claim_count == 1
     replies = [

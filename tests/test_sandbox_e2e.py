@@ -15,6 +15,7 @@ from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
 from chat_approvals.core.agent_factory import default_factory
 from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.egress import Gate, GateConfig
 from chat_approvals.core.settings import Settings
@@ -38,7 +39,7 @@ async def rig(store: StoreIO, clock: ManualClock) -> AsyncIterator[Rig]:
     origin, port = await start_site(origin_app("http"))
     gate = Gate(GateConfig(resolve=[f"files.test=127.0.0.1:{port}", f"other.test=127.0.0.1:{port}"]), clock=clock)
     factory = default_factory("scripted", [make_run_script(gate, timeout=30)])
-    approvals = Approvals(store, settings=Settings(), clock=clock, agent_factory=factory)
+    approvals = bootstrap(store, settings=Settings(), clock=clock, agent_factory=factory).approvals
     app = build_app(approvals, ServerConfig(api_token=TOKEN), sweep=False, gate=gate)
     runner = web.AppRunner(app)
     await runner.setup()

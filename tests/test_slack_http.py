@@ -66,7 +66,7 @@ async def test_r9_r12_dm_card_click_resume_update_reply_in_thread(rig: SlackRig)
     assert card.args["channel"] == DM and card.args["thread_ts"]
     assert "example.org" in json.dumps(blocks) and "<!date^" in json.dumps(blocks)
     card_id = card_id_of(card)
-    io = rig.approvals.store
+    io = rig.store
     pointer = await io.run(io.rows.get_pointer_by_card, card_id)
     assert pointer is not None and pointer.card_location == {
         "channel": DM,
@@ -98,7 +98,7 @@ async def test_r12_the_resumed_turn_does_not_wait_for_the_resuming_update(rig: S
     still comes after "Resuming…", so the card never ends on "Resuming…"."""
     card = await card_for(rig)
     card_id = card_id_of(card)
-    io = rig.approvals.store
+    io = rig.store
     slow = rig.standin.hold["chat.update"] = asyncio.Event()
     status, _ = await rig.click(rig.click_payload(card))
     assert status == 200
@@ -149,7 +149,7 @@ async def test_r10_twenty_concurrent_signed_clicks_resume_once(rig: SlackRig) ->
     results = await asyncio.gather(*(rig.click(payload) for _ in range(20)))
     assert results == [(200, "")] * 20
     await rig.settle()
-    io = rig.approvals.store
+    io = rig.store
     pointer = await io.run(io.rows.get_pointer_by_card, card_id_of(card))
     assert pointer is not None and pointer.state == "done" and pointer.claim_count == 1
     audit = [e.kind for e in await rig.approvals.audit(pointer.chat)]
@@ -376,14 +376,14 @@ async def test_owners_next_message_reposts_the_open_card_with_a_new_secret(rig: 
     assert card_id_of(again) == card_id_of(card)
     old_value, new_value = (json.loads(buttons(c.args["blocks"])[0]["value"]) for c in (card, again))
     assert old_value["secret"] != new_value["secret"]
-    p = await rig.approvals.store.run(rig.approvals.store.rows.get_pointer_by_card, card_id_of(card))
+    p = await rig.store.run(rig.store.rows.get_pointer_by_card, card_id_of(card))
     assert p is not None and p.card_location is not None and p.card_location["ts"] == again.result["ts"]
     await rig.click(rig.click_payload(card))  # the old card's secret no longer works
     await rig.settle()
     assert "unknown or no longer open" in texts(rig.standin.of("chat.postEphemeral"))[-1]
     await rig.click(rig.click_payload(again))
     await rig.settle()
-    p = await rig.approvals.store.run(rig.approvals.store.rows.get_pointer_by_card, card_id_of(card))
+    p = await rig.store.run(rig.store.rows.get_pointer_by_card, card_id_of(card))
     assert p is not None and p.state == "done"
 
 
@@ -397,7 +397,7 @@ async def test_card_that_cannot_be_posted_after_retries_withdraws_its_request(ri
     reply = rig.standin.of("chat.postMessage")[-1]
     assert reply.result["ok"] and "could not show you the approval card" in texts([reply])[0]
     chat = chat_key(P.TEAM, DM, reply.args["thread_ts"])
-    p = await rig.approvals.store.run(rig.approvals.store.rows.get_pointer, chat)
+    p = await rig.store.run(rig.store.rows.get_pointer, chat)
     assert p is not None and p.state == "expired"
     assert "withdrawn" in [e.kind for e in await rig.approvals.audit(chat)]
     card = await card_for(rig)  # the chat is free again: the next message gets a card
@@ -432,7 +432,7 @@ async def test_web_api_faults_never_lose_the_result(rig: SlackRig) -> None:
     rig.standin.fail["chat.update"] = ["message_not_found", "message_not_found"]
     await rig.click(rig.click_payload(card))
     await rig.settle()
-    io = rig.approvals.store
+    io = rig.store
     pointer = await io.run(io.rows.get_pointer_by_card, card_id_of(card))
     assert pointer is not None and pointer.state == "done"
     posted = texts(rig.standin.of("chat.postMessage")[2:])
@@ -467,7 +467,7 @@ async def test_click_is_acked_before_the_resumed_agent_finishes() -> None:
         card = await card_for(rig, "go")
         assert await rig.click(rig.click_payload(card)) == (200, "")
         await rig.standin.wait_for(lambda s: bool(s.of("chat.update")))  # "Resuming…", then the agent runs
-        io = rig.approvals.store
+        io = rig.store
         pointer = await io.run(io.rows.get_pointer_by_card, card_id_of(card))
         assert pointer is not None and pointer.state == "claimed"  # acked while the agent is still held
         assert len(rig.standin.of("chat.postMessage")) == 1

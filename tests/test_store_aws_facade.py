@@ -16,6 +16,7 @@ import pytest
 
 from chat_approvals.core import wording
 from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.models import Answer
 from chat_approvals.core.settings import Settings
 from chat_approvals.store.aio import StoreIO
@@ -38,7 +39,7 @@ def aws(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreBackend
 
 def _approvals(rows: object, objects: object, b: StoreBackend) -> Approvals:
     io = StoreIO(rows, objects)  # type: ignore[arg-type]
-    return Approvals(io, settings=Settings(), clock=b.clock, agent_factory=scripted_factory(Counter()))
+    return bootstrap(io, settings=Settings(), clock=b.clock, agent_factory=scripted_factory(Counter())).approvals
 
 
 async def test_r7_s3_put_failure_means_no_pointer_and_no_card(aws: StoreBackend) -> None:

@@ -97,7 +97,7 @@ async def test_slack_says_so_in_the_thread_and_to_the_clicker() -> None:
         await rig.standin.wait_for(lambda s: len(rig.card_calls()) >= 1)
         await rig.settle()
         card = rig.card_calls()[-1]
-        with store_down(rig.approvals.store.rows):
+        with store_down(rig.store.rows):
             assert (await rig.click(rig.click_payload(card)))[0] == 200
             await rig.settle()
             await rig.standin.wait_for(lambda s: len(s.of("chat.postEphemeral")) >= 1)
@@ -124,7 +124,7 @@ async def test_teams_answers_a_card_on_a_message_and_503_on_a_click(tmp_path: Pa
         async with Bot(tmp_path / "store", ManualClock(), str(server.make_url("/_connector"))) as bot:
             assert (await bot.say(URL_TEXT))[0] == 201
             card = mock.posts()[-1]["body"]["attachments"][0]["content"]
-            rows = bot.approvals.store.rows
+            rows = bot.store.rows
             before = rows.get_pointer_by_card(card_data(card)["card_id"])
             with store_down(rows):
                 status, body = await bot.click("approve", card_data(card))

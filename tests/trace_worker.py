@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.models import Answer
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
@@ -46,7 +46,8 @@ async def main(mode: str, db: str, objects: str, card_file: str, spans_file: str
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
-    approvals = Approvals(StoreIO(SqliteRows(db), FileObjects(objects)), agent_factory=scripted_factory(Counter()))
+    approvals_root = bootstrap(StoreIO(SqliteRows(db), FileObjects(objects)), agent_factory=scripted_factory(Counter()))
+    approvals = approvals_root.approvals
     try:
         if mode == "turn":
             turn = await approvals.run_turn(chat="chat-t", user="alice", text=URL_TEXT, platform="http")
@@ -63,7 +64,7 @@ async def main(mode: str, db: str, objects: str, card_file: str, spans_file: str
             )
             assert res.outcome == "resumed", res
     finally:
-        approvals.store.close()
+        approvals_root.close()
     provider.force_flush()
     Path(spans_file).write_text(json.dumps([span_doc(s) for s in exporter.get_finished_spans()]))
 

@@ -17,7 +17,7 @@ from aiohttp import web
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
 from chat_approvals.bots.teams_bot import TEAMS, TeamsConfig
-from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
@@ -27,7 +27,7 @@ from chat_approvals.store.sqlite_rows import SqliteRows
 async def main(folder: Path, start: float, budget: float) -> None:
     clock = ManualClock(start)
     store = StoreIO(SqliteRows(folder / "rows.db"), FileObjects(folder / "objects", clock=clock))
-    approvals = Approvals(store, clock=clock)
+    approvals = bootstrap(store, clock=clock).approvals
     app = build_app(approvals, ServerConfig(host="127.0.0.1"), sweep=False, teams=TeamsConfig(invoke_budget=budget))
     runner = web.AppRunner(app)
     await runner.setup()

@@ -18,7 +18,7 @@ from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
 from chat_approvals.bots.teams_bot import TEAMS, TeamsConfig
 from chat_approvals.core.agent_factory import AgentFactory
-from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.models import Pointer
 from chat_approvals.core.policy import parse_policy
@@ -120,9 +120,10 @@ class Bot:
         self.folder.mkdir(parents=True, exist_ok=True)
         store = StoreIO(SqliteRows(self.folder / "rows.db"), FileObjects(self.folder / "objects", clock=self.clock))
         approvers = ApproverDirectory(self.policy) if self.policy is not None else None
-        self.approvals = Approvals(
+        self.store = store
+        self.approvals = bootstrap(
             store, clock=self.clock, agent_factory=self.agent_factory, policy=self.policy, approvers=approvers
-        )
+        ).approvals
         cfg = ServerConfig(
             host="127.0.0.1",
             store=f"sqlite:///{self.folder}/rows.db",
@@ -144,7 +145,7 @@ class Bot:
     async def __aexit__(self, *exc: object) -> None:
         await self.app[TEAMS].bot.drain()
         await self.client.close()
-        self.approvals.store.close()
+        self.store.close()
 
     def activity(self, name: str, **over: Any) -> dict[str, Any]:
         act = fixture(name)
@@ -170,7 +171,7 @@ class Bot:
         return await self.post(act)
 
     async def pointer(self, card_id: str) -> Pointer | None:
-        store = self.approvals.store
+        store = self.store
         return await store.run(store.rows.get_pointer_by_card, card_id)
 
     async def drain(self) -> None:

@@ -17,7 +17,7 @@ from aiohttp import web
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
 from chat_approvals.bots.teams_bot import TEAMS, TeamsConfig
-from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import SystemClock
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
@@ -79,7 +79,7 @@ async def test_e2e_approve_in_playground_then_revoke(tmp_path: Path, invoke_budg
     env = require_playground()
     clock = SystemClock()
     store = StoreIO(SqliteRows(tmp_path / "rows.db"), FileObjects(tmp_path / "objects", clock=clock))
-    approvals = Approvals(store, clock=clock)
+    approvals = bootstrap(store, clock=clock).approvals
     cfg = ServerConfig(host="127.0.0.1", port=int(env["TEAMS_E2E_BOT_PORT"]))
     app = build_app(approvals, cfg, sweep=False, teams=TeamsConfig(invoke_budget=invoke_budget))
     runner = web.AppRunner(app)
@@ -116,7 +116,7 @@ async def test_e2e_package_choice_in_playground(tmp_path: Path) -> None:
     env = require_playground()
     clock = SystemClock()
     store = StoreIO(SqliteRows(tmp_path / "rows.db"), FileObjects(tmp_path / "objects", clock=clock))
-    approvals = Approvals(store, clock=clock, agent_factory=policy_factory(packages_policy))
+    approvals = bootstrap(store, clock=clock, agent_factory=policy_factory(packages_policy)).approvals
     cfg = ServerConfig(host="127.0.0.1", port=int(env["TEAMS_E2E_BOT_PORT"]))
     runner = web.AppRunner(build_app(approvals, cfg, sweep=False, teams=TeamsConfig()))
     await runner.setup()
@@ -153,7 +153,7 @@ async def test_e2e_group_chat_approval_answered_by_a_second_user(tmp_path: Path)
     clock = SystemClock()
     store = StoreIO(SqliteRows(tmp_path / "rows.db"), FileObjects(tmp_path / "objects", clock=clock))
     policy = parse_policy(GROUP_POLICY)
-    approvals = Approvals(store, clock=clock, policy=policy, approvers=ApproverDirectory(policy))
+    approvals = bootstrap(store, clock=clock, policy=policy, approvers=ApproverDirectory(policy)).approvals
     cfg = ServerConfig(host="127.0.0.1", port=int(env["TEAMS_E2E_BOT_PORT"]))
     app = build_app(approvals, cfg, sweep=False, teams=TeamsConfig())
     runner = web.AppRunner(app)
@@ -187,7 +187,7 @@ async def test_e2e_tool_card_in_playground_saves_the_note(tmp_path: Path) -> Non
     store = StoreIO(SqliteRows(tmp_path / "rows.db"), FileObjects(tmp_path / "objects", clock=clock))
     notes = tmp_path / "notes"
     factory = gated_factory(default_factory("scripted", notes_dir=notes), "save_note")
-    approvals = Approvals(store, clock=clock, agent_factory=factory)
+    approvals = bootstrap(store, clock=clock, agent_factory=factory).approvals
     cfg = ServerConfig(host="127.0.0.1", port=int(env["TEAMS_E2E_BOT_PORT"]))
     app = build_app(approvals, cfg, sweep=False, teams=TeamsConfig())
     runner = web.AppRunner(app)

@@ -22,6 +22,7 @@ from chat_approvals.bots.server import build_app
 from chat_approvals.bots.teams_bot import TeamsConfig
 from chat_approvals.bots.teams_compat import TeamsAuth
 from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
@@ -49,8 +50,10 @@ async def issuer() -> AsyncIterator[LocalIssuer]:
 
 
 class Server:
-    def __init__(self, base: str, session: ClientSession, approvals: Approvals, counter: Counter) -> None:
-        self.base, self.session, self.approvals, self.counter = base, session, approvals, counter
+    def __init__(
+        self, base: str, session: ClientSession, approvals: Approvals, counter: Counter, store: StoreIO
+    ) -> None:
+        self.base, self.session, self.approvals, self.counter, self.store = base, session, approvals, counter, store
 
     async def post(self, activity: dict[str, Any], auth: str | bytes | None) -> tuple[int, str]:
         headers = {b"Content-Type": b"application/json"}
@@ -68,7 +71,7 @@ async def server(tmp_path: Path, issuer: LocalIssuer, no_outside: NoOutsideNames
 
     clock, counter = ManualClock(time.time()), Counter()
     store = StoreIO(SqliteRows(tmp_path / "r.db"), FileObjects(tmp_path / "o", clock=clock))
-    approvals = Approvals(store, clock=clock, agent_factory=scripted_factory(counter))
+    approvals = bootstrap(store, clock=clock, agent_factory=scripted_factory(counter)).approvals
     auth = TeamsAuth(app_id=APP_ID, app_password="not-used-no-reply-is-sent")
     app = build_app(
         approvals,
@@ -82,7 +85,7 @@ async def server(tmp_path: Path, issuer: LocalIssuer, no_outside: NoOutsideNames
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     async with ClientSession() as session:
-        yield Server(f"http://127.0.0.1:{runner.addresses[0][1]}", session, approvals, counter)
+        yield Server(f"http://127.0.0.1:{runner.addresses[0][1]}", session, approvals, counter, store)
     await runner.cleanup()
     store.close()
 
@@ -147,7 +150,7 @@ async def test_every_bad_token_is_401_and_changes_nothing(server: Server, issuer
             assert status == 401, (name, status, body)
     # Nothing happened: no turn ran, no card, no audit, no delivery recorded.
     assert server.counter.calls() == 0
-    store = server.approvals.store
+    store = server.store
     assert await store.run(store.rows.get_pointer, CHAT) is None
     assert await server.approvals.audit(CHAT) == []
     assert await server.approvals.first_delivery(f"teams:activity:{CHAT}:probe")

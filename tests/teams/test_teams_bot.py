@@ -128,7 +128,7 @@ async def test_card_that_cannot_be_posted_withdraws_its_request_and_says_so(
     assert status == 201
     assert any((c["body"] or {}).get("attachments") for c in mock.posts())  # the card was tried
     assert "could not show you the approval card" in mock.texts()[-1]
-    store = bot.approvals.store
+    store = bot.store
     p = await store.run(store.rows.get_pointer, CHAT)
     assert p is not None and p.state == "expired"
     audit = [e.kind for e in await bot.approvals.audit(CHAT)]
@@ -241,7 +241,7 @@ async def test_r17_a_message_without_an_entra_object_id_runs_nothing(
     assert status == 201
     assert mock.texts()[-1].startswith("I cannot tell who you are")
     assert not mock.cards()
-    store = bot.approvals.store
+    store = bot.store
     assert await store.run(store.rows.get_pointer, CHAT) is None
 
 
@@ -276,7 +276,7 @@ async def test_r10_click_while_claimed_is_in_progress(bot: Bot, connector: tuple
     data = card_data(await ask(bot, mock))
     p = await bot.pointer(data["card_id"])
     assert p is not None
-    store, now = bot.approvals.store, bot.approvals.clock.now()
+    store, now = bot.store, bot.approvals.clock.now()
     read = ClaimRead(p.chat, p.card_id, p.secret_hash, p.claim_count)
     claimed = await store.run(
         store.rows.claim, read, worker="other-worker", now=now, lease_until=now + 30, resume_deadline=now + 900

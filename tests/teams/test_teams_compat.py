@@ -29,6 +29,7 @@ from chat_approvals.bots.server import build_app
 from chat_approvals.bots.teams_bot import TEAMS, TeamsConfig, _is_loopback, chat_key, parse_command, user_of
 from chat_approvals.bots.teams_compat import TeamsAuth
 from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
@@ -185,9 +186,9 @@ def test_config_from_env(tmp_path: Path) -> None:
 @pytest.fixture
 async def approvals(tmp_path: Path) -> AsyncIterator[Approvals]:
     clock = ManualClock()
-    a = Approvals(StoreIO(SqliteRows(tmp_path / "r.db"), FileObjects(tmp_path / "o", clock=clock)), clock=clock)
-    yield a
-    a.store.close()
+    root = bootstrap(StoreIO(SqliteRows(tmp_path / "r.db"), FileObjects(tmp_path / "o", clock=clock)), clock=clock)
+    yield root.approvals
+    root.close()
 
 
 async def test_unauthenticated_endpoint_is_off_on_a_public_address(approvals: Approvals) -> None:
