@@ -13,8 +13,9 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 from slack_sdk.models.blocks import Block
+from slack_sdk.web.async_client import AsyncWebClient
 
-from chat_approvals.bots.approvers import ApproverDirectory
+from chat_approvals.bots.approvers import ApproverDirectory, SlackLookup
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
 from chat_approvals.bots.slack_app import SLACK, SlackFrontEnd
@@ -40,14 +41,18 @@ DM = "D0DMCHAN1"
 
 
 def open_approvals(
-    folder: Path, clock: ManualClock, factory: AgentFactory | None = None, policy: str | None = None
+    folder: Path,
+    clock: ManualClock,
+    factory: AgentFactory | None = None,
+    policy: str | None = None,
+    slack: SlackLookup | None = None,
 ) -> Approvals:
     db = f"sqlite:///{folder}/rows.db"  # objects in the same file: the server's default (issue 12)
     store = StoreIO(open_rows(db), open_objects(db, clock))
     if policy is None:
         return Approvals(store, clock=clock, agent_factory=factory)
     p = parse_policy(policy)  # issue 13: the approval policy, with the approvers the server would build
-    return Approvals(store, clock=clock, agent_factory=factory, policy=p, approvers=ApproverDirectory(p))
+    return Approvals(store, clock=clock, agent_factory=factory, policy=p, approvers=ApproverDirectory(p, slack=slack))
 
 
 def assert_valid_blocks(call: Call) -> list[dict[str, Any]]:
@@ -96,7 +101,9 @@ class SlackRig:
             self.standin = standin
         else:
             await self.standin.start()
-        self.approvals = open_approvals(self.folder, self.clock, self.factory, self.policy)
+        # The policy's Slack lookup (workspace, user groups) asks the stand-in, as serve's asks Slack.
+        lookup = SlackLookup(AsyncWebClient(token="xoxb-test-token", base_url=self.standin.api_url), self.clock)
+        self.approvals = open_approvals(self.folder, self.clock, self.factory, self.policy, lookup)
         env = {
             "SLACK_BOT_TOKEN": "xoxb-test-token",
             "SLACK_SIGNING_SECRET": "" if self.socket_mode else P.SIGNING_SECRET,
