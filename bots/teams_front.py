@@ -43,7 +43,7 @@ from chat_approvals.bots.teams_activity import (
 from chat_approvals.bots.teams_compat import TeamsCardLocation
 from chat_approvals.bots.teams_config import TeamsConfig
 from chat_approvals.bots.teams_post import TeamsPoster
-from chat_approvals.cards import adaptive
+from chat_approvals.cards import adaptive, adaptive_parse
 from chat_approvals.cards.identity import parse_teams_user, unverified
 from chat_approvals.core import wording
 from chat_approvals.core.approvals import Approvals
@@ -181,12 +181,12 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
     async def _card_action(self, ctx: TurnContext) -> InvokeResponse:
         act = ctx.activity
         try:
-            click = adaptive.parse_invoke(act.value)
-        except adaptive.InvalidInvoke as exc:
+            click = adaptive_parse.parse_invoke(act.value)
+        except adaptive_parse.InvalidInvoke as exc:
             self.approvals.metrics.resumes.labels(PLATFORM, "invalid").inc()  # never reaches the facade
             return teams_compat.invoke_response(400, adaptive.invoke_error_body(400, str(exc)))
         chat, user = chat_key(act), user_of(act) or unverified(PLATFORM)  # unverified: refused like a stranger
-        if isinstance(click, adaptive.RevokeClick):
+        if isinstance(click, adaptive_parse.RevokeClick):
             revoked = await self.approvals.revoke(user=user, chat=chat, subject=click.subject)
             remaining = await self.approvals.grants(user=user, chat=chat)
             return self._card(adaptive.revoked_card(revoked, remaining))
