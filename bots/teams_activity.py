@@ -10,7 +10,7 @@ from botbuilder.schema import Activity, ActivityTypes, Attachment
 
 from chat_approvals.bots import teams_compat
 from chat_approvals.cards import adaptive
-from chat_approvals.cards.identity import TeamsUser
+from chat_approvals.core.identity import TeamsUser
 
 PLATFORM = "teams"
 
@@ -35,7 +35,7 @@ def chat_key(activity: Activity) -> str:
 
 
 def user_of(activity: Activity) -> str | None:
-    """R17: tenant + Entra object id (cards.identity). None without either: the channel's `from.id`
+    """R17: tenant + Entra object id (core.identity). None without either: the channel's `from.id`
     is never a fallback, so such an activity can neither start a turn nor answer a card."""
     who = activity.from_property
     user = TeamsUser.of(teams_compat.tenant_of(activity), who.aad_object_id if who is not None else None)

@@ -43,7 +43,7 @@ class TeamsConfig(BaseModel):
             certificate_thumbprint=get("CERT_THUMBPRINT"),
             certificate_private_key=key,
             tenant_id=get("TENANT_ID"),
-            app_type=app_type,
+            app_type=app_type,  # type: ignore[arg-type]
         )
         auth.check()
         budget, message = _seconds(get, "INVOKE_BUDGET"), _seconds(get, "MESSAGE_BUDGET")

@@ -44,10 +44,10 @@ from chat_approvals.bots.teams_compat import TeamsCardLocation
 from chat_approvals.bots.teams_config import TeamsConfig
 from chat_approvals.bots.teams_post import TeamsPoster
 from chat_approvals.cards import adaptive, adaptive_parse
-from chat_approvals.cards.identity import parse_teams_user, unverified
 from chat_approvals.core import wording
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.events import Claimed
+from chat_approvals.core.identity import parse_teams_user, unverified
 from chat_approvals.core.models import ApprovalCard, ResumeResult, StoreFault, TurnResult
 
 log = logging.getLogger(__name__)

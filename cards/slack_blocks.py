@@ -31,9 +31,9 @@ from slack_sdk.models.blocks import (
     StaticSelectElement,
 )
 
-from chat_approvals.cards.identity import slack_user_id
 from chat_approvals.cards.slack_chat import parse_chat_key
 from chat_approvals.cards.subject_text import question_fields, readable_input, short_fingerprint, subject_title
+from chat_approvals.core.identity import slack_user_id
 from chat_approvals.core.models import MAX_REASON, ONCE, Answer, ApprovalCard, CardPolicy, Grant, Vote, duration_label
 
 ACTION_APPROVE = "approvals.approve"
@@ -107,7 +107,7 @@ def date_token(at: float, prefix: str = "") -> str:
 
 
 def user_ref(user: str) -> str:
-    """A mention of an identity (R17: `slack:E:T:U`, see cards.identity): Slack renders `<@U…>`."""
+    """A mention of an identity (R17: `slack:E:T:U`, see core.identity): Slack renders `<@U…>`."""
     return f"<@{escape(slack_user_id(user))}>"
 
 

@@ -20,10 +20,10 @@ from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
 from chat_approvals.bots.slack_app import SLACK, SlackFrontEnd
 from chat_approvals.cards import slack_blocks as sb
-from chat_approvals.cards.identity import SlackUser
 from chat_approvals.core.agent_factory import AgentFactory
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.identity import SlackUser
 from chat_approvals.core.policy import parse_policy
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.open import open_objects, open_rows

@@ -10,8 +10,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from chat_approvals.bots.approvers import ApproverDirectory, SlackGroups, SlackLookup
 from chat_approvals.cards.approvers import ApproverLists, is_listed
-from chat_approvals.cards.identity import SlackUser, TeamsUser
 from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.identity import SlackUser, TeamsUser
 from chat_approvals.core.policy import may_answer, parse_policy
 from tests.slack_standin import TEAM, SlackStandIn
 
