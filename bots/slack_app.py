@@ -13,25 +13,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
-from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
-from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.web.async_client import AsyncWebClient
 
 from chat_approvals.bots.admission import Admission
 from chat_approvals.bots.slack_commands import SlackCommands
 from chat_approvals.bots.slack_config import COMMAND, SlackConfig, web_client
-from chat_approvals.bots.slack_ingress import clicker, http_handler
+from chat_approvals.bots.slack_ingress import bolt_app, clicker, http_handler
 from chat_approvals.bots.slack_web import SlackWeb
 from chat_approvals.cards import effects as fx
 from chat_approvals.cards import slack_blocks as sb
-from chat_approvals.cards.slack_answer import SlackClick, SlackPayloadError, event_actor, message_text, parse_click
+from chat_approvals.cards.slack_answer import SlackClick, SlackPayloadError, parse_click
 from chat_approvals.cards.slack_chat import SlackCardLocation, chat_key, parse_chat_key
 from chat_approvals.core import wording
 from chat_approvals.core.approvals import Approvals
@@ -42,16 +39,6 @@ __all__ = ["COMMAND", "SLACK", "SlackConfig", "SlackFrontEnd", "mount_slack", "w
 
 log = logging.getLogger("chat_approvals.slack")
 
-
-class _NoTokenNotice(logging.Filter):
-    """Bolt warns that SLACK_BOT_TOKEN is unused when a client is given: by design here (see below)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "will be unused" not in record.getMessage()
-
-
-bolt_log = logging.getLogger("chat_approvals.slack.bolt")
-bolt_log.addFilter(_NoTokenNotice())
 
 UNAVAILABLE = f":warning: {wording.STORE_UNAVAILABLE}"
 BUSY = f":warning: {wording.TOO_MANY_CLICKS}"
@@ -81,25 +68,10 @@ class SlackFrontEnd:
         self.admission = admission or Admission(approvals.metrics)
         self.commands = SlackCommands(approvals, self.web)
         self._tasks: set[asyncio.Task[None]] = set()
-        self._clicks: dict[tuple[str, str], _Click] = {}  # (card id, actor) -> the click in flight
+        self._clicks: dict[tuple[str, str], list[_Click]] = {}  # (card id, actor) -> its clicks in flight
         self._socket: AsyncSocketModeHandler | None = None
 
-        # Bolt passes arguments by name (a bound method's `self` would confuse it).
-        async def authorize(enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
-            return await self.web.authorize(enterprise_id, team_id)
-
-        self.bolt = AsyncApp(
-            logger=bolt_log,
-            # Bolt's own client carries no token: `authorize` supplies it per request.
-            client=web_client(cfg),
-            # Socket Mode skips verification; HTTP mode always verifies (never turned off).
-            signing_secret=cfg.signing_secret,
-            authorize=authorize,
-            # Our listeners only spawn work and ack, so running them before the response costs
-            # nothing and spares Bolt's 10 ms ack polling; the work itself runs after the ack.
-            process_before_response=True,
-        )
-        self._register()
+        self.bolt = bolt_app(cfg, self.web, self)
         self.handle_http = http_handler(cfg.signing_secret, self.bolt, self.admit_click)
         self._unsubscribe = approvals.on_claimed(self._on_claimed)
         policy = approvals.policy
@@ -151,63 +123,6 @@ class SlackFrontEnd:
         for task in list(self._tasks):
             task.cancel()
         await self.web.close()
-
-    # ------------------------------------------------------------------ listeners
-
-    def _register(self) -> None:
-        bolt = self.bolt
-
-        @bolt.event("app_mention")
-        async def on_mention(event: dict[str, Any], body: dict[str, Any], context: dict[str, Any]) -> None:
-            self._on_message(event, body, context)
-
-        @bolt.event("message")
-        async def on_message(event: dict[str, Any], body: dict[str, Any], context: dict[str, Any]) -> None:
-            # Only plain DMs from people; edits, joins and bot posts are acknowledged and dropped.
-            if event.get("channel_type") == "im" and not event.get("subtype") and not event.get("bot_id"):
-                self._on_message(event, body, context)
-
-        async def on_click(ack: AsyncAck, body: dict[str, Any]) -> None:
-            self.admit_click(body)  # Socket Mode; over HTTP, clicks are acknowledged before Bolt
-            await ack()
-
-        for action in (sb.ACTION_APPROVE, sb.ACTION_APPROVE_ONCE, sb.ACTION_DENY):
-            bolt.action(action)(on_click)
-
-        async def on_choice(ack: AsyncAck) -> None:
-            await ack()  # a package toggle or a duration: read from `state` when Approve is clicked
-
-        bolt.action(re.compile("^" + re.escape(sb.ACTION_PACKAGES)))(on_choice)
-        bolt.action(sb.ACTION_DURATION)(on_choice)
-
-        @bolt.action(sb.ACTION_REVOKE)
-        async def on_revoke(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
-            self.spawn(self.commands.revoke_click(body, respond), "revoke")
-            await ack()
-
-        @bolt.command(COMMAND)
-        async def on_command(ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond) -> None:
-            work = await self.commands.answer_at_once(ack, command, respond)
-            if work is not None:
-                self.spawn(work, "/approvals")
-
-    def _on_message(self, event: dict[str, Any], body: dict[str, Any], context: Mapping[str, Any]) -> None:
-        team = context.get("team_id") or body.get("team_id") or event.get("team")
-        channel, user, ts = event.get("channel"), event_actor(context, body, event), event.get("ts")
-        if not (team and channel and user and ts):
-            log.info("slack event without team/channel/user identity/ts dropped")
-            return
-        self.spawn(
-            self.turn(
-                event_id=body.get("event_id"),
-                team=str(team),
-                channel=str(channel),
-                user=str(user),
-                text=message_text(str(event.get("text") or "")),
-                thread_ts=str(event.get("thread_ts") or ts),
-            ),
-            "turn",
-        )
 
     # ------------------------------------------------------------------ turns
 
@@ -266,12 +181,15 @@ class SlackFrontEnd:
         """ "Resuming…" goes out while the turn runs, not before it (a Slack round trip per click);
         the outcome's update waits for it, so it can never land last. Only this front end's own
         clicks: another front end (or process) shows its own."""
-        click = self._clicks.get((event.card.card_id, event.user))
-        if click is None:
+        clicks = self._clicks.get((event.card.card_id, event.user))
+        if not clicks:
             return
-        loc = SlackCardLocation.parse(event.location) or click.here
-        msg = sb.resuming_message(event.card, event.user)
-        click.resuming.append(asyncio.ensure_future(self.web.update(loc, msg)))
+        # The same person may click twice (two windows): which click won is not told, so every
+        # one of them waits for this update before it shows its own outcome.
+        loc = SlackCardLocation.parse(event.location) or clicks[0].here
+        update = asyncio.ensure_future(self.web.update(loc, sb.resuming_message(event.card, event.user)))
+        for click in clicks:
+            click.resuming.append(update)
 
     async def click(self, body: dict[str, Any]) -> None:
         try:
@@ -283,7 +201,7 @@ class SlackFrontEnd:
             return
         here = SlackCardLocation.of(c.channel, c.message_ts, c.thread_ts)
         key, mine = (c.card_id, c.actor), _Click(here)
-        self._clicks[key] = mine
+        self._clicks.setdefault(key, []).append(mine)
         try:
             res = await self.approvals.resume(
                 card_id=c.card_id, user=c.actor, secret=c.secret, answer=c.answer, platform="slack"
@@ -293,13 +211,19 @@ class SlackFrontEnd:
             await self.web.ephemeral(c.channel, c.user, c.thread_ts, sb.reply_message(UNAVAILABLE))
             return
         finally:
-            if self._clicks.get(key) is mine:
-                del self._clicks[key]
+            self._forget(key, mine)
             if mine.resuming:  # update() logs its own faults; nothing here may skip the outcome
                 await asyncio.gather(*mine.resuming, return_exceptions=True)
         loc = SlackCardLocation.parse(res.card_location) or here
         for effect in fx.resume_effects(res):
             await self._carry_out(c, effect, loc)
+
+    def _forget(self, key: tuple[str, str], click: _Click) -> None:
+        clicks = self._clicks.get(key, [])
+        if click in clicks:
+            clicks.remove(click)
+        if not clicks:
+            self._clicks.pop(key, None)
 
     async def _carry_out(self, c: SlackClick, effect: fx.ClickEffect, loc: SlackCardLocation | None) -> None:
         if isinstance(effect, fx.ShowVotes):
@@ -314,7 +238,7 @@ class SlackFrontEnd:
             if where is not None:
                 await self.show_turn(effect.chat, where.channel, where.thread_ts, effect.result)
         else:
-            await self.web.ephemeral(c.channel, c.user, c.thread_ts, _refusal(effect))
+            await self.web.ephemeral(c.channel, c.user, c.thread_ts, sb.refusal_message(effect))
 
     async def _show_votes(self, c: SlackClick, votes: fx.ShowVotes, loc: SlackCardLocation | None) -> None:
         """A vote that did not complete the quorum: both copies of the card show the votes so far,
@@ -333,22 +257,6 @@ class SlackFrontEnd:
         user, channel, thread_ts = clicker(body)
         if user and channel:
             await self.web.ephemeral(channel, user, thread_ts, msg)
-
-
-def _refusal(r: fx.Refuse) -> sb.SlackMessage:
-    if r.kind == "vote_recorded":
-        return sb.vote_recorded(r.votes, r.needed)
-    if r.kind == "answered":
-        return sb.refusal_answered(r.card, r.answer, r.by, r.at)
-    if r.kind == "in_progress":
-        return sb.refusal_in_progress()
-    if r.kind == "expired":
-        return sb.refusal_expired()
-    if r.kind == "forbidden":
-        return sb.refusal_forbidden(r.owner, r.policy_said)
-    if r.kind == "invalid":
-        return sb.refusal_invalid()
-    return sb.refusal_unknown()
 
 
 # ---------------------------------------------------------------------- mounting

@@ -1,28 +1,135 @@
-"""Slack's HTTP ingress: the signature, checked on the raw bytes before anything reads the body,
-and the fast ack. An Approve/Deny click is recognised here and queued without Bolt; every other
-signed, readable request goes through Bolt (bots/slack_app.py registers its listeners)."""
+"""Slack's ingress: the signature, checked on the raw bytes before anything reads the body, and
+the fast ack. An Approve/Deny click is recognised here and queued without Bolt; every other
+signed, readable request (and every Socket Mode envelope) goes to Bolt, whose listeners here
+only hand the work to the front end (bots/slack_app.py) and ack."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
+import logging
 import re
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Protocol
 from urllib.parse import parse_qsl
 
 import yarl
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
-from slack_bolt.async_app import AsyncApp
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.request.async_request import AsyncBoltRequest
 
+from chat_approvals.bots.slack_commands import SlackCommands
+from chat_approvals.bots.slack_config import COMMAND, SlackConfig, web_client
+from chat_approvals.bots.slack_web import SlackWeb
 from chat_approvals.cards import slack_blocks as sb
+from chat_approvals.cards.slack_answer import event_actor, message_text
+
+log = logging.getLogger("chat_approvals.slack")
+
+
+class _NoTokenNotice(logging.Filter):
+    """Bolt warns that SLACK_BOT_TOKEN is unused when a client is given: by design here (see below)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "will be unused" not in record.getMessage()
+
+
+bolt_log = logging.getLogger("chat_approvals.slack.bolt")
+bolt_log.addFilter(_NoTokenNotice())
 
 CLICK_ACTIONS = frozenset({sb.ACTION_APPROVE, sb.ACTION_APPROVE_ONCE, sb.ACTION_DENY})
 Handler = Callable[[web.Request], Any]
+
+
+class Front(Protocol):
+    """What the listeners hand work to (bots/slack_app.SlackFrontEnd)."""
+
+    commands: SlackCommands
+
+    def admit_click(self, body: dict[str, Any]) -> None: ...
+
+    def spawn(self, work: Coroutine[Any, Any, None], what: str) -> None: ...
+
+    async def turn(
+        self, *, event_id: str | None, team: str, channel: str, user: str, text: str, thread_ts: str
+    ) -> None: ...
+
+
+def bolt_app(cfg: SlackConfig, web: SlackWeb, front: Front) -> AsyncApp:
+    """Bolt, with listeners that only spawn the front end's work and ack."""
+
+    # Bolt passes arguments by name (a bound method's `self` would confuse it).
+    async def authorize(enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
+        return await web.authorize(enterprise_id, team_id)
+
+    bolt = AsyncApp(
+        logger=bolt_log,
+        # Bolt's own client carries no token: `authorize` supplies it per request.
+        client=web_client(cfg),
+        # Socket Mode skips verification; HTTP mode always verifies (never turned off).
+        signing_secret=cfg.signing_secret,
+        authorize=authorize,
+        # Our listeners only spawn work and ack, so running them before the response costs
+        # nothing and spares Bolt's 10 ms ack polling; the work itself runs after the ack.
+        process_before_response=True,
+    )
+
+    @bolt.event("app_mention")
+    async def on_mention(event: dict[str, Any], body: dict[str, Any], context: dict[str, Any]) -> None:
+        _on_message(front, event, body, context)
+
+    @bolt.event("message")
+    async def on_message(event: dict[str, Any], body: dict[str, Any], context: dict[str, Any]) -> None:
+        # Only plain DMs from people; edits, joins and bot posts are acknowledged and dropped.
+        if event.get("channel_type") == "im" and not event.get("subtype") and not event.get("bot_id"):
+            _on_message(front, event, body, context)
+
+    async def on_click(ack: AsyncAck, body: dict[str, Any]) -> None:
+        front.admit_click(body)  # Socket Mode; over HTTP, clicks are acknowledged before Bolt
+        await ack()
+
+    for action in (sb.ACTION_APPROVE, sb.ACTION_APPROVE_ONCE, sb.ACTION_DENY):
+        bolt.action(action)(on_click)
+
+    async def on_choice(ack: AsyncAck) -> None:
+        await ack()  # a package toggle or a duration: read from `state` when Approve is clicked
+
+    bolt.action(re.compile("^" + re.escape(sb.ACTION_PACKAGES)))(on_choice)
+    bolt.action(sb.ACTION_DURATION)(on_choice)
+
+    @bolt.action(sb.ACTION_REVOKE)
+    async def on_revoke(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        front.spawn(front.commands.revoke_click(body, respond), "revoke")
+        await ack()
+
+    @bolt.command(COMMAND)
+    async def on_command(ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond) -> None:
+        work = await front.commands.answer_at_once(ack, command, respond)
+        if work is not None:
+            front.spawn(work, "/approvals")
+
+    return bolt
+
+
+def _on_message(front: Front, event: dict[str, Any], body: dict[str, Any], context: Mapping[str, Any]) -> None:
+    team = context.get("team_id") or body.get("team_id") or event.get("team")
+    channel, user, ts = event.get("channel"), event_actor(context, body, event), event.get("ts")
+    if not (team and channel and user and ts):
+        log.info("slack event without team/channel/user identity/ts dropped")
+        return
+    work = front.turn(
+        event_id=body.get("event_id"),
+        team=str(team),
+        channel=str(channel),
+        user=str(user),
+        text=message_text(str(event.get("text") or "")),
+        thread_ts=str(event.get("thread_ts") or ts),
+    )
+    front.spawn(work, "turn")
 
 
 def http_handler(signing_secret: str, bolt: AsyncApp, admit_click: Callable[[dict[str, Any]], None]) -> Handler:

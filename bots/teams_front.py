@@ -72,7 +72,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         self.cfg = cfg
         self.admission = admission or Admission(approvals.metrics)
         self._background: set[asyncio.Task[None]] = set()
-        self._clicks: dict[tuple[str, str], _Click] = {}  # (card id, user) -> the click in flight
+        self._clicks: dict[tuple[str, str], list[_Click]] = {}  # (card id, user) -> its clicks in flight
         policy = approvals.policy
         route_to = policy.routing.teams_conversation if policy is not None else None
         self.post = TeamsPoster(approvals, adapter, cfg.auth.app_id, route_to)
@@ -80,8 +80,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
 
     async def _on_claimed(self, event: Claimed) -> None:
         """A click of this front end's won its claim: the invoke may answer with the resolved card."""
-        click = self._clicks.get((event.card.card_id, event.user))
-        if click is not None:
+        for click in self._clicks.get((event.card.card_id, event.user), []):  # which one won is not told
             click.asked.append(event.card)  # what the resolved card repeats
             click.claimed.set()
 
@@ -204,10 +203,13 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             )
 
         def forget(_: object = None) -> None:
-            if self._clicks.get(key) is mine:
-                del self._clicks[key]
+            clicks = self._clicks.get(key, [])
+            if mine in clicks:
+                clicks.remove(mine)
+            if not clicks:
+                self._clicks.pop(key, None)
 
-        self._clicks[key] = mine
+        self._clicks.setdefault(key, []).append(mine)
         # Queued behind the clicks before it (bots/admission.py); the wait counts in the budget.
         task = self.admission.submit(resume, platform=PLATFORM)
         if task is None:  # the queue is full: an error answer leaves the card in place, answerable
