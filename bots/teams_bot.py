@@ -27,7 +27,7 @@ from chat_approvals.core.approvals import Approvals
 # Re-exported: the names the server, the CLI and the tests know the Teams front end by.
 __all__ = ["ROUTE", "TEAMS", "TeamsConfig", "TeamsFrontEnd", "chat_key", "mount_teams", "parse_command", "user_of"]
 
-log = logging.getLogger("chat_approvals.bots.teams_front")
+log = logging.getLogger(__name__)
 
 
 def _is_loopback(host: str | None) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from botbuilder.core import InvokeResponse, TurnContext
-from botbuilder.core.teams import TeamsActivityHandler, TeamsInfo
+from botbuilder.core.teams import TeamsActivityHandler
 from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import Activity, ActivityTypes
 
@@ -42,12 +42,12 @@ from chat_approvals.bots.teams_activity import (
 )
 from chat_approvals.bots.teams_compat import TeamsCardLocation
 from chat_approvals.bots.teams_config import TeamsConfig
-from chat_approvals.bots.teams_post import TeamsPoster
+from chat_approvals.bots.teams_post import TeamsPoster, display_name, is_personal
 from chat_approvals.cards import adaptive, adaptive_parse
 from chat_approvals.core import wording
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.events import Claimed
-from chat_approvals.core.identity import parse_teams_user, unverified
+from chat_approvals.core.identity import unverified
 from chat_approvals.core.models import ApprovalCard, ResumeResult, StoreFault, TurnResult
 
 log = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             if v.user == user_of(act):
                 names.append(name_of(act))
             else:
-                names.append(await self._display_name(ctx, v.user) or "an approver")
+                names.append(await display_name(ctx, v.user) or "an approver")
         location = TeamsCardLocation.parse(r.card_location)
         card = adaptive.approval_card(r.card, secret, voters=names)
         link = location.deep_link if location is not None else None
@@ -254,23 +254,11 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         if r.outcome == "forbidden":
             if r.card is not None and r.card.policy is not None:  # the policy's own sentence says who may
                 return adaptive.refusal_card("forbidden", r.message, card=r.card)
-            owner = await self._display_name(ctx, r.owner) if r.owner else None  # None: "the person who asked"
+            owner = await display_name(ctx, r.owner) if r.owner else None  # None: "the person who asked"
             return adaptive.refusal_card("forbidden", card=r.card, owner=owner)
         if r.outcome in ("expired", "in_progress"):
             return adaptive.refusal_card(r.outcome, r.message, card=r.card)
         return adaptive.refusal_card("unknown", r.message or "This card is not known here.")
-
-    async def _display_name(self, ctx: TurnContext, user: str) -> str | None:
-        """Who may answer, as a name when Teams can tell us quickly (by Entra object id)."""
-        who = parse_teams_user(user)
-        if who is None:
-            return None
-        try:
-            member = await asyncio.wait_for(TeamsInfo.get_member(ctx, who.aad_object_id), timeout=2.0)
-            return str(member.name) if member.name else None
-        except Exception as e:  # a lookup failure only costs the nicer wording
-            log.info("teams: member name lookup failed: %s", e)
-            return None
 
     # --- after the resume: the card's outcome and the agent's reply --------------------
     async def _after_resume(self, ctx: TurnContext | None, r: ResumeResult, by: str, *, in_invoke: bool) -> None:
@@ -281,7 +269,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             location = TeamsCardLocation.of(ctx.activity)
         result = r.result or TurnResult(status="answered")
         chat = r.card.chat if r.card is not None else ""
-        personal = self._is_personal(location)
+        personal = is_personal(location)
         if ctx is not None and chat and chat_key(ctx.activity) != chat:
             # answered from the approvers' conversation: the reply belongs to the requesting one
             ctx, in_invoke = None, False
@@ -303,17 +291,6 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             await self.post.in_conversation(location, work)
         else:
             log.warning("teams: card %s resumed but has no stored location to answer in", r.card and r.card.card_id)
-
-    @staticmethod
-    def _is_personal(location: TeamsCardLocation | None) -> bool:
-        """A one-to-one chat with the bot, read from the parsed conversation reference."""
-        if location is None:
-            return False
-        try:
-            return location.is_personal
-        except ValueError as e:  # a stored reference we cannot read: treat the chat as shared
-            log.warning("teams: stored conversation reference unreadable: %s", e)
-            return False
 
     def _finish_later(self, task: asyncio.Future[ResumeResult], by: str) -> None:
         async def finish() -> None:

@@ -1,15 +1,17 @@
 """What the Teams front end sends: a turn's (or a resume's) message or card in its conversation,
 the routed copy in the approvers' conversation, and a posted card replaced for everyone, from
-any process (through the stored conversation reference)."""
+any process (through the stored conversation reference); and what it asks Teams back (a name)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
 from botbuilder.core import MessageFactory, TurnContext
+from botbuilder.core.teams import TeamsInfo
 from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import ResourceResponse
 
@@ -20,9 +22,10 @@ from chat_approvals.cards import adaptive
 from chat_approvals.cards import effects as fx
 from chat_approvals.core import wording
 from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.identity import parse_teams_user
 from chat_approvals.core.models import ApprovalCard, CardOffer, TurnResult
 
-log = logging.getLogger("chat_approvals.bots.teams_bot")
+log = logging.getLogger(__name__)
 
 
 class TeamsPoster:
@@ -105,3 +108,27 @@ class TeamsPoster:
             await self.in_conversation(location, work)
         except Exception as e:
             log.warning("teams: a card could not be updated: %s", e)
+
+
+async def display_name(ctx: TurnContext, user: str) -> str | None:
+    """Who may answer, as a name when Teams can tell us quickly (by Entra object id)."""
+    who = parse_teams_user(user)
+    if who is None:
+        return None
+    try:
+        member = await asyncio.wait_for(TeamsInfo.get_member(ctx, who.aad_object_id), timeout=2.0)
+        return str(member.name) if member.name else None
+    except Exception as e:  # a lookup failure only costs the nicer wording
+        log.info("teams: member name lookup failed: %s", e)
+        return None
+
+
+def is_personal(location: TeamsCardLocation | None) -> bool:
+    """A one-to-one chat with the bot, read from the parsed conversation reference."""
+    if location is None:
+        return False
+    try:
+        return location.is_personal
+    except ValueError as e:  # a stored reference we cannot read: treat the chat as shared
+        log.warning("teams: stored conversation reference unreadable: %s", e)
+        return False
