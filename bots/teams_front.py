@@ -44,6 +44,7 @@ from chat_approvals.bots.teams_compat import TeamsCardLocation
 from chat_approvals.bots.teams_config import TeamsConfig
 from chat_approvals.bots.teams_post import TeamsPoster, display_name, is_personal
 from chat_approvals.cards import adaptive, adaptive_parse
+from chat_approvals.cards import effects as fx
 from chat_approvals.core import wording
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.events import Claimed
@@ -143,26 +144,6 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             remaining = await self.approvals.grants(user=user, chat=chat)
             await ctx.send_activity(card_activity(adaptive.revoked_card(revoked, remaining)))
 
-    async def _show_votes(self, ctx: TurnContext, r: ResumeResult, secret: str) -> dict[str, Any]:
-        """A vote that did not complete the quorum: every copy shows the votes so far, re-rendered
-        with the secret the click carried (the server never holds it, R19)."""
-        assert r.card is not None
-        act, names = ctx.activity, []
-        for v in r.votes or []:
-            if v.user == user_of(act):
-                names.append(name_of(act))
-            else:
-                names.append(await display_name(ctx, v.user) or "an approver")
-        location = TeamsCardLocation.parse(r.card_location)
-        card = adaptive.approval_card(r.card, secret, voters=names)
-        link = location.deep_link if location is not None else None
-        routed_card = adaptive.approval_card(r.card, secret, voters=names, link=link)
-        if location is not None:
-            await self.post.replace_in(location.here, card)
-            await self.post.replace_in(location.routed, routed_card)
-        here = act.conversation.id if act.conversation else None
-        return card if location is None or here == location.conversation_id else routed_card
-
     # --- invokes --------------------------------------------------------------------
     async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse | None:
         if turn_context.activity.name == "adaptiveCard/action":
@@ -231,33 +212,41 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         r = task.result()
         if r.outcome == "invalid":
             return teams_compat.invoke_response(400, adaptive.invoke_error_body(400, r.message))
-        if r.outcome == "vote_recorded" and r.card is not None:
-            return self._card(await self._show_votes(ctx, r, click.secret))
-        if r.outcome == "resumed":
-            await self._after_resume(ctx, r, name_of(act), in_invoke=True)
-        elif r.outcome == "replayed" and r.result is not None and r.result.offer is not None:
-            # the replay re-offered the still-open chained card with a new secret: post it
-            await self.post.deliver(ctx, r.result.offer.card.chat, r.result, TeamsCardLocation.of(act))
-        return self._card(await self._outcome_card(ctx, r))
+        effects = fx.resume_effects(r)
+        for effect in effects:
+            if isinstance(effect, fx.ShowVotes):
+                return self._card(await self.post.show_votes(ctx, effect, r.card_location, click.secret))
+            if isinstance(effect, fx.ShowTurn) and r.outcome == "resumed":
+                await self._after_resume(ctx, r, name_of(act), in_invoke=True)
+            elif isinstance(effect, fx.ShowTurn):  # a replay re-offered the still-open chained card: post it
+                await self.post.deliver(ctx, effect.chat, effect.result, TeamsCardLocation.of(act))
+        return self._card(await self._outcome_card(ctx, r, effects))
 
     def _card(self, card: dict[str, Any]) -> InvokeResponse:
         return teams_compat.invoke_response(200, adaptive.invoke_response_body(card))
 
-    async def _outcome_card(self, ctx: TurnContext, r: ResumeResult) -> dict[str, Any]:
+    async def _outcome_card(self, ctx: TurnContext, r: ResumeResult, effects: list[fx.ClickEffect]) -> dict[str, Any]:
+        """The card that replaces the clicked one: the outcome, or the refusal (cards/effects.py)."""
         by = name_of(ctx.activity) if r.answered_by == user_of(ctx.activity) else "someone else"
-        if r.outcome == "resumed" and r.card is not None and r.answer is not None:
-            return adaptive.outcome_card(r.card, r.answer, by, r.answered_at or self.approvals.clock.now(), r.result)
-        if r.outcome == "replayed" and r.card is not None and r.answer is not None:
-            when = adaptive.format_time(r.answered_at) if r.answered_at else "earlier"
-            verdict = "approved" if r.answer.approved else "denied"
-            return adaptive.refusal_card("answered", f"It was {verdict} by {by} at {when}.", card=r.card)
-        if r.outcome == "forbidden":
-            if r.card is not None and r.card.policy is not None:  # the policy's own sentence says who may
-                return adaptive.refusal_card("forbidden", r.message, card=r.card)
-            owner = await display_name(ctx, r.owner) if r.owner else None  # None: "the person who asked"
-            return adaptive.refusal_card("forbidden", card=r.card, owner=owner)
-        if r.outcome in ("expired", "in_progress"):
-            return adaptive.refusal_card(r.outcome, r.message, card=r.card)
+        refusal = next((e for e in effects if isinstance(e, fx.Refuse)), None)
+        shown = next((e for e in effects if isinstance(e, fx.ShowOutcome)), None)
+        if refusal is None and shown is not None:
+            return adaptive.outcome_card(
+                shown.card, shown.answer, by, r.answered_at or self.approvals.clock.now(), r.result
+            )
+        if refusal is None:
+            return adaptive.refusal_card("unknown", r.message or "This card is not known here.")
+        if refusal.kind == "answered" and refusal.card is not None and refusal.answer is not None:
+            when = adaptive.format_time(refusal.at) if refusal.at else "earlier"
+            verdict = "approved" if refusal.answer.approved else "denied"
+            return adaptive.refusal_card("answered", f"It was {verdict} by {by} at {when}.", card=refusal.card)
+        if refusal.kind == "forbidden":
+            if refusal.policy_said is not None:  # the policy's own sentence says who may
+                return adaptive.refusal_card("forbidden", refusal.policy_said, card=refusal.card)
+            owner = await display_name(ctx, refusal.owner) if refusal.owner else None  # None: "the person who asked"
+            return adaptive.refusal_card("forbidden", card=refusal.card, owner=owner)
+        if refusal.kind in ("expired", "in_progress"):
+            return adaptive.refusal_card(refusal.kind, r.message, card=r.card)
         return adaptive.refusal_card("unknown", r.message or "This card is not known here.")
 
     # --- after the resume: the card's outcome and the agent's reply --------------------

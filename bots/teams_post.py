@@ -16,7 +16,7 @@ from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import ResourceResponse
 
 from chat_approvals.bots import teams_compat
-from chat_approvals.bots.teams_activity import WAITING, card_activity
+from chat_approvals.bots.teams_activity import WAITING, card_activity, name_of, user_of
 from chat_approvals.bots.teams_compat import TeamsCardLocation
 from chat_approvals.cards import adaptive
 from chat_approvals.cards import effects as fx
@@ -94,6 +94,28 @@ class TeamsPoster:
             log.warning("teams: card %s not posted to the approvers' conversation: %s", card.card_id, e)
             return None
         return target.posted_as(sent[0]) if sent else None
+
+    async def show_votes(
+        self, ctx: TurnContext, votes: fx.ShowVotes, stored: dict[str, str] | None, secret: str
+    ) -> dict[str, Any]:
+        """A vote that did not complete the quorum: every copy shows the votes so far, re-rendered
+        with the secret the click carried (the server never holds it, R19). Returns the copy for
+        the conversation the click came from."""
+        act, names = ctx.activity, []
+        for v in votes.votes:
+            if v.user == user_of(act):
+                names.append(name_of(act))
+            else:
+                names.append(await display_name(ctx, v.user) or "an approver")
+        location = TeamsCardLocation.parse(stored)
+        card = adaptive.approval_card(votes.card, secret, voters=names)
+        link = location.deep_link if location is not None else None
+        routed_card = adaptive.approval_card(votes.card, secret, voters=names, link=link)
+        if location is not None:
+            await self.replace_in(location.here, card)
+            await self.replace_in(location.routed, routed_card)
+        here = act.conversation.id if act.conversation else None
+        return card if location is None or here == location.conversation_id else routed_card
 
     async def replace_in(self, location: TeamsCardLocation | None, card: dict[str, Any]) -> None:
         """Replace a posted card for everyone in its conversation (from any process)."""
