@@ -39,7 +39,6 @@ __all__ = ["COMMAND", "SLACK", "SlackConfig", "SlackFrontEnd", "mount_slack", "w
 
 log = logging.getLogger("chat_approvals.slack")
 
-
 UNAVAILABLE = f":warning: {wording.STORE_UNAVAILABLE}"
 BUSY = f":warning: {wording.TOO_MANY_CLICKS}"
 
@@ -114,12 +113,12 @@ class SlackFrontEnd:
         await self._socket.connect_async()
 
     async def close(self) -> None:
-        self._unsubscribe()
         if self._socket is not None:
             await self._socket.close_async()
             self._socket = None
         with contextlib.suppress(TimeoutError):
             await self.drain(timeout=10.0)
+        self._unsubscribe()  # after the drain: a click still resuming shows "Resuming…" too
         for task in list(self._tasks):
             task.cancel()
         await self.web.close()
