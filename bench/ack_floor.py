@@ -1,7 +1,7 @@
 """The least a Slack ack can cost: a reference for bench.bench_slack's ack ratio.
 
 A server that reads the request, checks its signature with the server's own check
-(`bots.slack_app.refuse_unsigned`: what every endpoint must do before it may answer 200), answers
+(`bots.slack_ingress.refuse_unsigned`: what every endpoint must do before it may answer 200), answers
 200 and does nothing else: no payload read, no queue, no resume, no access log. bench_slack sends it
 the same signed clicks, from the same kind of client, in the same run and the same arrangement (in
 its process, or as N processes) as the real server. The real server does all of this and more for
@@ -21,7 +21,7 @@ import os
 from aiohttp import web
 
 from chat_approvals.bots.cpus import pin_process
-from chat_approvals.bots.slack_app import refuse_unsigned
+from chat_approvals.bots.slack_ingress import refuse_unsigned
 from tests.slack_payloads import SIGNING_SECRET
 
 

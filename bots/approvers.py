@@ -1,17 +1,18 @@
 """Who counts as an approver (the policy's [approvers]), as the resume core asks it: one
 `is_approver(identity)` over every front end. Slack user groups are resolved through the Web
-API (usergroups.users.list) and cached for `ttl` seconds by the injected clock."""
+API (usergroups.users.list) and cached for `ttl` seconds by the injected clock; the directory is
+handed that lookup (`SlackLookup`) when it is built, never patched later."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from chat_approvals.bots.slack_config import SlackConfig, web_client
 from chat_approvals.cards.approvers import ApproverLists, is_listed
 from chat_approvals.core.models import Clock
 from chat_approvals.core.policy import Policy
@@ -50,32 +51,48 @@ class SlackGroups:
             return users
 
 
-class ApproverDirectory:
-    """The policy's approver lists, matched against whole identities (cards/approvers.py). The
-    Slack front end attaches its workspace and group lookup when it is mounted."""
+class SlackLookup:
+    """What the directory asks Slack: the workspace the app is installed in (auth.test, once: bare
+    approver ids are its users) and the members of a user group (`SlackGroups`)."""
 
-    def __init__(self, policy: Policy, *, teams_tenant: str | None = None) -> None:
+    def __init__(self, client: AsyncWebClient, clock: Clock, ttl: float = GROUP_TTL) -> None:
+        self.client = client
+        self.groups = SlackGroups(client, clock, ttl)
+        self._team: str | None = None
+
+    @classmethod
+    def of(cls, cfg: SlackConfig, clock: Clock) -> SlackLookup | None:
+        """The lookup for a configured Slack front end; None when Slack is off."""
+        return cls(web_client(cfg, cfg.bot_token), clock) if cfg.enabled else None
+
+    async def team(self) -> str | None:
+        if self._team is None:
+            team = (await self.client.auth_test()).get("team_id")
+            self._team = str(team) if team else None
+        return self._team
+
+
+class ApproverDirectory:
+    """The policy's approver lists, matched against whole identities (cards/approvers.py). `slack`:
+    the Slack lookup (None: bare Slack ids and user groups match nobody)."""
+
+    def __init__(self, policy: Policy, *, teams_tenant: str | None = None, slack: SlackLookup | None = None) -> None:
         a = policy.approvers
         self.lists = ApproverLists.parse(a.http, a.slack, a.teams)
         self.teams_tenant = teams_tenant
-        self.slack_groups: SlackGroups | None = None
-        self.slack_team: Callable[[], Awaitable[str | None]] | None = None
-
-    def attach_slack(self, groups: SlackGroups, team: Callable[[], Awaitable[str | None]]) -> None:
-        self.slack_groups = groups
-        self.slack_team = team
+        self.slack = slack
 
     async def is_approver(self, user: str) -> bool:
         team = None
-        if user.startswith("slack:") and self.slack_team is not None:
+        if user.startswith("slack:") and self.slack is not None:
             try:
-                team = await self.slack_team()
+                team = await self.slack.team()
             except (SlackApiError, aiohttp.ClientError, TimeoutError) as e:
                 log.warning("slack workspace unknown (bare approver ids match nobody): %s", e)
         kw = {"slack_team": team, "teams_tenant": self.teams_tenant}
         if is_listed(self.lists, user, group_members={}, **kw):
             return True
-        if not user.startswith("slack:") or self.slack_groups is None or not self.lists.slack_groups:
+        if not user.startswith("slack:") or self.slack is None or not self.lists.slack_groups:
             return False
-        members = {g: await self.slack_groups.members(g) for g in self.lists.slack_groups}
+        members = {g: await self.slack.groups.members(g) for g in self.lists.slack_groups}
         return is_listed(self.lists, user, group_members=members, **kw)

@@ -20,8 +20,8 @@ from chat_approvals.cards.http_json import (
     resume_body,
     turn_body,
 )
-from chat_approvals.cards.identity import stated_http_user
 from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.identity import stated_http_user
 from chat_approvals.core.ids import is_card_id
 from chat_approvals.core.models import ResumeResult
 from chat_approvals.core.resume import UNKNOWN

@@ -15,12 +15,13 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from chat_approvals.bots.admission import Admission
-from chat_approvals.bots.approvers import ApproverDirectory
+from chat_approvals.bots.approvers import ApproverDirectory, SlackLookup
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.gate import build_gate, mount_gate, sandbox_tools
 from chat_approvals.bots.http_api import mount_http_api
 from chat_approvals.bots.logs import say
 from chat_approvals.bots.slack_app import mount_slack
+from chat_approvals.bots.slack_config import SlackConfig
 from chat_approvals.bots.teams_auth import TokenValidator
 from chat_approvals.bots.teams_bot import ROUTE as TEAMS_ROUTE
 from chat_approvals.bots.teams_bot import TeamsConfig, mount_teams
@@ -72,7 +73,8 @@ def open_root(
     clock = clock or SystemClock()
     # The policy first: a bad file stops start-up (PolicyError names the line) before anything opens.
     policy = load_policy(cfg.policy) if cfg.policy else None
-    approvers = ApproverDirectory(policy, teams_tenant=_teams_tenant()) if policy is not None else None
+    slack = SlackLookup.of(SlackConfig.from_env(), clock)  # the policy's Slack workspace and user groups
+    approvers = ApproverDirectory(policy, teams_tenant=_teams_tenant(), slack=slack) if policy is not None else None
     on_grants = checked_gate(gate or (lambda backend: build_gate(cfg, clock, backend=backend)))
     metrics = Metrics(clock.now)
     rows = _opening(cfg.store, "--store", lambda: open_rows(cfg.store))

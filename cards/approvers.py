@@ -1,4 +1,4 @@
-"""Is this identity (R17, cards/identity.py) one of the policy's approvers? Pure matching.
+"""Is this identity (R17, core/identity.py) one of the policy's approvers? Pure matching.
 
 The policy lists approvers per front end, as people write them; each entry is matched against
 the whole identity, so the same user id from another workspace or tenant is a stranger:
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from chat_approvals.cards.identity import parse_slack_user, parse_teams_user
+from chat_approvals.core.identity import parse_slack_user, parse_teams_user
 
 
 @dataclass(frozen=True)

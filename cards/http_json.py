@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from chat_approvals.cards.identity import stated_http_user
+from chat_approvals.core.identity import stated_http_user
 from chat_approvals.core.models import (
     Answer,
     ApprovalCard,

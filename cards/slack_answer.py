@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from chat_approvals.cards.identity import SlackUser, unverified
 from chat_approvals.cards.slack_blocks import (
     ACTION_APPROVE,
     ACTION_APPROVE_ONCE,
@@ -25,6 +24,7 @@ from chat_approvals.cards.slack_blocks import (
     packages_block_id,
     reason_block_id,
 )
+from chat_approvals.core.identity import SlackUser, unverified
 from chat_approvals.core.models import ONCE, Answer, InvalidAnswer, is_card_id, read_answer
 
 
@@ -156,7 +156,7 @@ class SlackClick:
     secret: str
     answer: Answer
     user: str  # the Slack user id: where ephemeral refusals go
-    actor: str  # R17: the full identity the resume service compares (cards.identity)
+    actor: str  # R17: the full identity the resume service compares (core.identity)
     team: str | None
     channel: str | None
     message_ts: str | None
@@ -165,7 +165,7 @@ class SlackClick:
 
 @dataclass(frozen=True)
 class RevokeClick:
-    user: str  # R17: the full identity (cards.identity)
+    user: str  # R17: the full identity (core.identity)
     team: str | None
     chat: str
     subject: str

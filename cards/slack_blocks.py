@@ -31,9 +31,10 @@ from slack_sdk.models.blocks import (
     StaticSelectElement,
 )
 
-from chat_approvals.cards.identity import slack_user_id
+from chat_approvals.cards.effects import Refuse
 from chat_approvals.cards.slack_chat import parse_chat_key
 from chat_approvals.cards.subject_text import question_fields, readable_input, short_fingerprint, subject_title
+from chat_approvals.core.identity import slack_user_id
 from chat_approvals.core.models import MAX_REASON, ONCE, Answer, ApprovalCard, CardPolicy, Grant, Vote, duration_label
 
 ACTION_APPROVE = "approvals.approve"
@@ -107,7 +108,7 @@ def date_token(at: float, prefix: str = "") -> str:
 
 
 def user_ref(user: str) -> str:
-    """A mention of an identity (R17: `slack:E:T:U`, see cards.identity): Slack renders `<@U…>`."""
+    """A mention of an identity (R17: `slack:E:T:U`, see core.identity): Slack renders `<@U…>`."""
     return f"<@{escape(slack_user_id(user))}>"
 
 
@@ -596,3 +597,20 @@ def revoked_message(subject: str, revoked: Sequence[Grant]) -> SlackMessage:
         f":wastebasket: Revoked {_listed(names)} in {chats} chat{'s' if chats != 1 else ''}. "
         "It takes effect for the next download."
     )
+
+
+def refusal_message(r: Refuse) -> SlackMessage:
+    """A click's refusal (cards/effects.py), for the clicker alone."""
+    if r.kind == "vote_recorded":
+        return vote_recorded(r.votes, r.needed)
+    if r.kind == "answered":
+        return refusal_answered(r.card, r.answer, r.by, r.at)
+    if r.kind == "in_progress":
+        return refusal_in_progress()
+    if r.kind == "expired":
+        return refusal_expired()
+    if r.kind == "forbidden":
+        return refusal_forbidden(r.owner, r.policy_said)
+    if r.kind == "invalid":
+        return refusal_invalid()
+    return refusal_unknown()

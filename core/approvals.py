@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from chat_approvals.core import tracing, wording
 from chat_approvals.core.egress.backend import GrantsBackend
+from chat_approvals.core.events import Claimed, Subscriber
 from chat_approvals.core.metrics import Metrics
 from chat_approvals.core.models import (
     Answer,
@@ -23,7 +25,6 @@ from chat_approvals.core.models import (
     TurnResult,
 )
 from chat_approvals.core.policy import ApproverCheck, Policy
-from chat_approvals.core.resume import OnClaimed
 from chat_approvals.core.services import Services
 from chat_approvals.core.settings import Settings
 
@@ -89,7 +90,6 @@ class Approvals:
         user: str,
         secret: str,
         answer: Answer | None,
-        on_claimed: OnClaimed | None = None,
         platform: str | None = None,
     ) -> ResumeResult:
         """`platform` is the front end the click came through, for metrics and logs only (the
@@ -98,9 +98,7 @@ class Approvals:
         started = time.perf_counter()
         with tracing.tracer().start_as_current_span("chat_approvals.resume") as span:
             # the resume service links this span to the paused turn's once it holds the claim
-            res = await self.resumes.resume(
-                card_id=card_id, user=user, secret=secret, answer=answer, on_claimed=on_claimed
-            )
+            res = await self.resumes.resume(card_id=card_id, user=user, secret=secret, answer=answer)
             known = res.card  # set only when the caller proved it knows the card's secret
             via = platform or (known.platform if known else "unknown")
             span.set_attribute("chat_approvals.platform", via)
@@ -113,6 +111,10 @@ class Approvals:
         where = {"chat": known.chat, "card_id": known.card_id} if known else {}
         log.info("resume %s", res.outcome, extra={"platform": via, "outcome": res.outcome, **where})
         return res
+
+    def on_claimed(self, subscriber: Subscriber[Claimed]) -> Callable[[], None]:
+        """Subscribe a front end to won claims (core/events.py); returns the unsubscribe."""
+        return self.resumes.claimed.subscribe(subscriber)
 
     async def withdraw(self, *, chat: str, card_id: str, why: str) -> bool:
         """Take back a request whose card could not be shown (one conditional write: the card is

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from chat_approvals.core.identity import GUID, may_be_http_user, slack_id
 from chat_approvals.core.models import APPROVER_MODES, ONCE, ApproverMode, CardPolicy, duration_seconds
 
 Subject = tuple[str, str]  # (kind, name): ("site", host), ("package", name), ("tool", name)
@@ -139,9 +140,9 @@ class Rule(_Settings):
         return fnmatch.fnmatchcase(name, glob)
 
 
-_SLACK_APPROVER = re.compile(r"((E[A-Z0-9]{1,31}:)?T[A-Z0-9]{1,31}:)?[UWS][A-Z0-9]{1,31}")
-_GUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12,13}"
-_TEAMS_APPROVER = re.compile(rf"({_GUID}:)?{_GUID}")
+# The same id shapes a signed-in person's identity is checked against (core/identity.py).
+_SLACK_APPROVER = re.compile(rf"(({slack_id('E')}:)?{slack_id('T')}:)?{slack_id('UWS')}")
+_TEAMS_APPROVER = re.compile(rf"({GUID}:)?{GUID}")
 
 
 class Approvers(_Model):
@@ -155,7 +156,7 @@ class Approvers(_Model):
     @classmethod
     def _http(cls, value: list[str]) -> list[str]:
         for v in value:
-            if not v or v.lower().startswith(("slack:", "teams:")) or any(ord(c) < 32 or ord(c) == 127 for c in v):
+            if not may_be_http_user(v):
                 raise ValueError(
                     f"{v!r} is not an HTTP user (non-empty, no slack:/teams: prefix, no control characters)"
                 )

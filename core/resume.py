@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from strands.types import Snapshot
@@ -26,6 +25,7 @@ from chat_approvals.core import tracing, wording
 from chat_approvals.core.agent_factory import AgentFactory
 from chat_approvals.core.card_kinds import answer_problem, binds, interrupt_response
 from chat_approvals.core.context import RequestContext, ToolAccess, invocation_state
+from chat_approvals.core.events import Claimed, Subscribers
 from chat_approvals.core.grants import GrantBook
 from chat_approvals.core.history import History, HistoryWrite
 from chat_approvals.core.ids import hash_secret, is_card_id, mint_secret, secret_matches
@@ -52,10 +52,6 @@ from chat_approvals.core.settings import BUILT_IN_AGENT, Settings
 from chat_approvals.core.turns import approved_sets, approved_tools, is_answerable
 
 log = logging.getLogger(__name__)
-
-# A front end's hook once the click won the claim: the card, and where it was posted (never the
-# pointer with its secret hash, worker and lease).
-OnClaimed = Callable[[ApprovalCard, dict[str, str] | None], Awaitable[None]]
 
 UNKNOWN = "Unknown approval card: it may have been replaced, or the link is wrong."
 IN_PROGRESS = "This approval is already being resumed."
@@ -178,6 +174,7 @@ class ResumeService:
         self.factory = factory
         self.tool_access = tool_access
         self.worker = worker_id
+        self.claimed: Subscribers[Claimed] = Subscribers()  # a front end shows "resuming" on its card
 
     async def resume(
         self,
@@ -186,7 +183,6 @@ class ResumeService:
         user: str,
         secret: str,
         answer: Answer | None,
-        on_claimed: OnClaimed | None = None,
     ) -> ResumeResult:
         rows, clock, settings = self.rows, self.clock, self.settings
         if not is_card_id(card_id):  # never reaches a key or a lookup (`A/1` would name card A's answer)
@@ -268,11 +264,7 @@ class ResumeService:
         trail.written([*before, *(c.audit for c in changes), *after])
         claimed = loaded.claimed.pointer
         tracing.link_current(claimed.trace_context)  # this run continues the turn that paused (its span)
-        if on_claimed is not None:
-            try:
-                await on_claimed(claimed.card, claimed.card_location)
-            except Exception as e:  # a front end's display fault must not strand the claim
-                log.warning("on_claimed failed: %s", e)
+        await self.claimed.emit(Claimed(claimed.card, claimed.card_location, user, answer))
         return await self._run_claimed(claimed, user, answer, now, loaded)
 
     async def _who_may_answer(self, card: ApprovalCard, owner: str, user: str) -> ResumeResult | None:

@@ -13,16 +13,17 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 from slack_sdk.models.blocks import Block
+from slack_sdk.web.async_client import AsyncWebClient
 
-from chat_approvals.bots.approvers import ApproverDirectory
+from chat_approvals.bots.approvers import ApproverDirectory, SlackLookup
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
 from chat_approvals.bots.slack_app import SLACK, SlackFrontEnd
 from chat_approvals.cards import slack_blocks as sb
-from chat_approvals.cards.identity import SlackUser
 from chat_approvals.core.agent_factory import AgentFactory
 from chat_approvals.core.bootstrap import Root, bootstrap
 from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.identity import SlackUser
 from chat_approvals.core.policy import parse_policy
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.open import open_objects, open_rows
@@ -40,14 +41,18 @@ DM = "D0DMCHAN1"
 
 
 def open_root(
-    folder: Path, clock: ManualClock, factory: AgentFactory | None = None, policy: str | None = None
+    folder: Path,
+    clock: ManualClock,
+    factory: AgentFactory | None = None,
+    policy: str | None = None,
+    slack: SlackLookup | None = None,
 ) -> Root[StoreIO]:
     db = f"sqlite:///{folder}/rows.db"  # objects in the same file: the server's default (issue 12)
     store = StoreIO(open_rows(db), open_objects(db, clock))
     if policy is None:
         return bootstrap(store, clock=clock, agent_factory=factory)
     p = parse_policy(policy)  # issue 13: the approval policy, with the approvers the server would build
-    return bootstrap(store, clock=clock, agent_factory=factory, policy=p, approvers=ApproverDirectory(p))
+    return bootstrap(store, clock=clock, agent_factory=factory, policy=p, approvers=ApproverDirectory(p, slack=slack))
 
 
 def assert_valid_blocks(call: Call) -> list[dict[str, Any]]:
@@ -96,7 +101,9 @@ class SlackRig:
             self.standin = standin
         else:
             await self.standin.start()
-        self.root = open_root(self.folder, self.clock, self.factory, self.policy)
+        # The policy's Slack lookup (workspace, user groups) asks the stand-in, as serve's asks Slack.
+        lookup = SlackLookup(AsyncWebClient(token="xoxb-test-token", base_url=self.standin.api_url), self.clock)
+        self.root = open_root(self.folder, self.clock, self.factory, self.policy, lookup)
         self.approvals, self.store = self.root.approvals, self.root.store
         env = {
             "SLACK_BOT_TOKEN": "xoxb-test-token",

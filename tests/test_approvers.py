@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from chat_approvals.bots.approvers import ApproverDirectory, SlackGroups
+from chat_approvals.bots.approvers import ApproverDirectory, SlackGroups, SlackLookup
 from chat_approvals.cards.approvers import ApproverLists, is_listed
-from chat_approvals.cards.identity import SlackUser, TeamsUser
 from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.identity import SlackUser, TeamsUser
 from chat_approvals.core.policy import may_answer, parse_policy
 from tests.slack_standin import TEAM, SlackStandIn
 
@@ -130,13 +130,7 @@ async def test_a_group_that_cannot_be_resolved_counts_nobody_and_is_asked_again(
 async def test_the_directory_asks_groups_only_for_slack_users_not_listed_by_id(standin: SlackStandIn) -> None:
     standin.usergroups["S0456DEF"] = ["U0DAVE"]
     policy = parse_policy('[approvers]\nhttp = ["sec-alice"]\nslack = ["U0123ABC", "S0456DEF"]\n')
-    directory = ApproverDirectory(policy)
-    web = client(standin)
-
-    async def team() -> str | None:
-        return str((await web.auth_test())["team_id"])
-
-    directory.attach_slack(SlackGroups(web, ManualClock()), team)
+    directory = ApproverDirectory(policy, slack=SlackLookup(client(standin), ManualClock()))
     assert await directory.is_approver("sec-alice")
     assert await directory.is_approver(slack(TEAM, "U0123ABC"))
     assert not standin.of("usergroups.users.list")  # listed by id: no lookup

@@ -3,7 +3,7 @@
 - core/ knows no chat platform and no front end;
 - core/ imports no store module: core owns its ports (core/ports.py), store/ implements them;
 - store/ imports only core.models and core.ports from the project;
-- cards/ imports only core.models (and other cards);
+- cards/ imports only core.models and core.identity (and other cards);
 - no import cycle among core/ modules;
 - every project import names the installed package, chat_approvals.* (never a bare `core`).
 """
@@ -19,8 +19,13 @@ ROOT = Path(__file__).resolve().parent.parent
 PLATFORMS = ("bots", "cards", "slack_sdk", "slack_bolt", "botbuilder", "botframework", "msal")
 LAYERS = ("core", "cards", "store", "bots")
 PACKAGE = "chat_approvals"
-CORE_MODELS = (f"{PACKAGE}.core", f"{PACKAGE}.core.models")  # what cards/ may import
-CORE_FACE = (*CORE_MODELS, f"{PACKAGE}.core.ports")  # what store/ may import: the models and the ports
+# what cards/ may import: the models and the one identity module (every platform id shape)
+CORE_MODELS = (f"{PACKAGE}.core", f"{PACKAGE}.core.models", f"{PACKAGE}.core.identity")
+CORE_FACE = (
+    f"{PACKAGE}.core",
+    f"{PACKAGE}.core.models",
+    f"{PACKAGE}.core.ports",
+)  # what store/ may import: the models and the ports
 
 
 def module_name(path: Path) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from chat_approvals.cards import slack_blocks as sb
-from chat_approvals.cards.identity import SlackUser
+from chat_approvals.core.identity import SlackUser
 from tests import slack_payloads as P
 from tests.slack_rig import DM, OWNER, OWNER_KEY, SlackRig, assert_valid_blocks, buttons
 from tests.slack_standin import Call

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import pytest
 
 from chat_approvals.cards import slack_blocks as sb
-from chat_approvals.cards.identity import SlackUser
+from chat_approvals.core.identity import SlackUser
 from tests import slack_payloads as P
 from tests.raw_http import raw_request
 from tests.slack_rig import DM, OWNER, SlackRig, buttons

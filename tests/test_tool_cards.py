@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from slack_sdk.models.blocks import Block
 
-from chat_approvals.cards import adaptive
+from chat_approvals.cards import adaptive, adaptive_parse
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.http_json import card_body
 from chat_approvals.cards.slack_answer import SlackPayloadError, parse_click
@@ -304,15 +304,15 @@ def _invoke(verb: str, **data: Any) -> dict[str, Any]:
 
 
 def test_teams_invokes_become_answers() -> None:
-    once = adaptive.parse_invoke(_invoke("approve_once"))
-    assert isinstance(once, adaptive.ApprovalClick) and once.answer == Answer(approved=True, duration="once")
-    deny = adaptive.parse_invoke(_invoke("deny", reason="  not today "))
-    assert isinstance(deny, adaptive.ApprovalClick) and deny.answer == Answer(approved=False, reason="not today")
-    plain = adaptive.parse_invoke(_invoke("deny", reason=""))
-    assert isinstance(plain, adaptive.ApprovalClick) and plain.answer == Answer(approved=False)
+    once = adaptive_parse.parse_invoke(_invoke("approve_once"))
+    assert isinstance(once, adaptive_parse.ApprovalClick) and once.answer == Answer(approved=True, duration="once")
+    deny = adaptive_parse.parse_invoke(_invoke("deny", reason="  not today "))
+    assert isinstance(deny, adaptive_parse.ApprovalClick) and deny.answer == Answer(approved=False, reason="not today")
+    plain = adaptive_parse.parse_invoke(_invoke("deny", reason=""))
+    assert isinstance(plain, adaptive_parse.ApprovalClick) and plain.answer == Answer(approved=False)
     for bad in (_invoke("deny", reason=5), _invoke("deny", reason="x" * 501), _invoke("approve_twice")):
-        with pytest.raises(adaptive.InvalidInvoke):
-            adaptive.parse_invoke(bad)
+        with pytest.raises(adaptive_parse.InvalidInvoke):
+            adaptive_parse.parse_invoke(bad)
 
 
 def test_teams_grants_card_revokes_a_tool_as_tool_name() -> None:

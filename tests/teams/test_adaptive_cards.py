@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from chat_approvals.cards import adaptive
+from chat_approvals.cards import adaptive, adaptive_parse
 from chat_approvals.core.models import Answer, ApprovalCard, Grant, TurnResult
 from tests.teams.schema import assert_valid_card
 
@@ -148,24 +148,24 @@ def test_message_card_valid() -> None:
 
 def test_parse_approve_and_deny() -> None:
     data = {"card_id": "c_abcdefghijklmnopqrstuv", "secret": "s"}
-    click = adaptive.parse_invoke(execute_value("approve", data))
-    assert click == adaptive.ApprovalClick("c_abcdefghijklmnopqrstuv", "s", Answer(approved=True))
+    click = adaptive_parse.parse_invoke(execute_value("approve", data))
+    assert click == adaptive_parse.ApprovalClick("c_abcdefghijklmnopqrstuv", "s", Answer(approved=True))
     card_id, secret, answer = click  # unpacks as (card_id, secret, Answer)
     assert (card_id, secret, answer.approved) == ("c_abcdefghijklmnopqrstuv", "s", True)
-    deny = adaptive.parse_invoke(execute_value("deny", dict(data, packages="numpy")))
-    assert deny == adaptive.ApprovalClick("c_abcdefghijklmnopqrstuv", "s", Answer(approved=False))
+    deny = adaptive_parse.parse_invoke(execute_value("deny", dict(data, packages="numpy")))
+    assert deny == adaptive_parse.ApprovalClick("c_abcdefghijklmnopqrstuv", "s", Answer(approved=False))
 
 
 def test_parse_package_choice() -> None:
-    click = adaptive.parse_invoke(
+    click = adaptive_parse.parse_invoke(
         execute_value("approve", {"card_id": "c_abcdefghijklmnopqrstuv", "secret": "s", "packages": "numpy, pandas"})
     )
-    assert isinstance(click, adaptive.ApprovalClick)
+    assert isinstance(click, adaptive_parse.ApprovalClick)
     assert click.answer == Answer(approved=True, packages=["numpy", "pandas"])
-    none_chosen = adaptive.parse_invoke(
+    none_chosen = adaptive_parse.parse_invoke(
         execute_value("approve", {"card_id": "c_abcdefghijklmnopqrstuv", "secret": "s", "packages": ""})
     )
-    assert isinstance(none_chosen, adaptive.ApprovalClick)
+    assert isinstance(none_chosen, adaptive_parse.ApprovalClick)
     assert none_chosen.answer == Answer(approved=True, packages=[])
 
 
@@ -176,15 +176,15 @@ def test_parse_the_captured_invoke_shape_with_our_data() -> None:
     value["action"]["data"] = {"card_id": "c_abcdefghijklmnopqrstuv", "secret": "x"}
     value["trigger"] = "manual"
     value["action"]["id"] = "approve"
-    assert adaptive.parse_invoke(value) == adaptive.ApprovalClick(
+    assert adaptive_parse.parse_invoke(value) == adaptive_parse.ApprovalClick(
         "c_abcdefghijklmnopqrstuv", "x", Answer(approved=True)
     )
 
 
 def test_parse_revoke() -> None:
-    assert adaptive.parse_invoke(execute_value("revoke", {"subject": " example.com "})) == adaptive.RevokeClick(
-        "example.com"
-    )
+    assert adaptive_parse.parse_invoke(
+        execute_value("revoke", {"subject": " example.com "})
+    ) == adaptive_parse.RevokeClick("example.com")
 
 
 @pytest.mark.parametrize(
@@ -213,14 +213,14 @@ def test_parse_revoke() -> None:
     ],
 )
 def test_parse_malformed_is_a_clear_error(value: object) -> None:
-    with pytest.raises(adaptive.InvalidInvoke):
-        adaptive.parse_invoke(value)
+    with pytest.raises(adaptive_parse.InvalidInvoke):
+        adaptive_parse.parse_invoke(value)
 
 
 def test_parse_fails_closed_on_extra_answer_fields() -> None:
     """R15: the approve verb with a non-string package list is refused, never approved."""
-    with pytest.raises(adaptive.InvalidInvoke):
-        adaptive.parse_invoke(
+    with pytest.raises(adaptive_parse.InvalidInvoke):
+        adaptive_parse.parse_invoke(
             execute_value("approve", {"card_id": "c_abcdefghijklmnopqrstuv", "secret": "s", "packages": [1, 2]})
         )
 

@@ -380,6 +380,34 @@ async def test_proactive_update_from_a_second_process(
         assert p is not None and p.state == "done"
 
 
+async def test_r11_a_claim_won_within_the_budget_answers_with_the_resolved_card(
+    tmp_path: Path, clock: ManualClock, connector: tuple[MockConnector, str]
+) -> None:
+    """The resumed turn outlasts the invoke budget but the claim is won inside it: the Claimed event
+    (core/events.py) reaches this front end, so the invoke answers with the card resolved ("Approved
+    by …, resuming"), not the bare "Answer recorded" shown when even the claim is not yet known."""
+    import threading
+
+    from tests.agents import held_resume_factory
+
+    mock, url = connector
+    gate = threading.Event()
+    factory = held_resume_factory(lambda: gate.wait(timeout=30), URL)
+    try:
+        async with Bot(tmp_path / "s", clock, url, invoke_budget=0.5, agent_factory=factory) as b:
+            data = card_data(await ask(b, mock))
+            resolved = invoke_card(*await b.click("approve", data))
+            assert_valid_card(resolved)
+            text = card_text(resolved)
+            assert "Approved" in text and "Alex Wilber" in text and "Resuming the agent's turn" in text
+            assert "Answer recorded" not in text
+            gate.set()
+            await b.drain()
+            assert "finished" in mock.texts()[-1]
+    finally:
+        gate.set()
+
+
 # --------------------------------------------------------------------------- grants commands
 
 

@@ -1,4 +1,6 @@
-"""Who a person is, per platform (R17), as one canonical string that `core/` compares as opaque.
+"""Who a person is, per platform (R17), as one canonical string that `core/` compares as opaque;
+and the one home of every platform id shape (the policy's approver lists are checked with the
+same shapes, core/policy.py).
 
 The owner of a turn, whoever answers a card, grants, revokes and the audit trail all hold this
 string, so the same Slack user id from another workspace (or another workspace of the same
@@ -13,16 +15,32 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_SLACK_ID = re.compile(r"[A-Z0-9]{2,32}")  # U…/W… users, T… teams, E… enterprises
-# A GUID; the Agents Playground's built-in ids have 13 digits in the last group, so that is allowed too.
-_GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12,13}")
 NO_ENTERPRISE = "-"
+# A GUID; the Agents Playground's built-in ids have 13 digits in the last group, so that is allowed too.
+GUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12,13}"
+_GUID = re.compile(GUID)
+PLATFORM_PREFIXES = ("slack:", "teams:")
+
+
+def slack_id(first: str) -> str:
+    """A Slack id's shape, as a pattern: one of the letters `first` (U/W/B users, S user groups,
+    T teams, E enterprises), then up to 31 capitals and digits."""
+    return rf"[{first}][A-Z0-9]{{1,31}}"
 
 
 def _slack_id(value: object, first: str) -> str | None:
-    if isinstance(value, str) and _SLACK_ID.fullmatch(value) and value[0] in first:
+    if isinstance(value, str) and re.fullmatch(slack_id(first), value):
         return value
     return None
+
+
+def may_be_http_user(stated: str) -> bool:
+    """Non-empty, not in another platform's namespace, no control characters (see stated_http_user)."""
+    return (
+        bool(stated)
+        and not stated.lower().startswith(PLATFORM_PREFIXES)
+        and not any(ord(c) < 32 or ord(c) == 127 for c in stated)
+    )
 
 
 @dataclass(frozen=True)
@@ -84,16 +102,11 @@ def parse_teams_user(key: str) -> TeamsUser | None:
     return TeamsUser.of(parts[1], parts[2])
 
 
-_PLATFORM_PREFIXES = ("slack:", "teams:")
-
-
 def stated_http_user(stated: str) -> str | None:
     """HTTP's identity (R17): the user the trusted caller states, verbatim, unless it claims another
     platform's namespace (`slack:…`, `teams:…`) or holds control characters: those would let an HTTP
     caller stand in for a Slack or Teams user, so they are refused (None)."""
-    if not stated or stated.lower().startswith(_PLATFORM_PREFIXES) or any(ord(c) < 32 or ord(c) == 127 for c in stated):
-        return None
-    return stated
+    return stated if may_be_http_user(stated) else None
 
 
 def unverified(platform: str) -> str:

@@ -1,0 +1,93 @@
+"""`/approvals` (list, revoke) and the Revoke buttons of its ephemeral list: a user's grants in
+this workspace only (a user's other workspaces are never listed or touched)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncRespond
+
+from chat_approvals.bots.slack_web import SlackWeb
+from chat_approvals.cards import slack_blocks as sb
+from chat_approvals.cards.slack_answer import (
+    SlackPayloadError,
+    command_actor,
+    parse_command,
+    parse_revoke_click,
+    read_block_actions,
+)
+from chat_approvals.cards.slack_chat import in_workspace
+from chat_approvals.core import wording
+from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.models import Grant, StoreFault
+
+log = logging.getLogger("chat_approvals.slack")
+
+UNAVAILABLE = f":warning: {wording.STORE_UNAVAILABLE}"
+
+
+class SlackCommands:
+    def __init__(self, approvals: Approvals, web: SlackWeb) -> None:
+        self.approvals = approvals
+        self.web = web
+
+    async def answer_at_once(
+        self, ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond
+    ) -> Coroutine[Any, Any, None] | None:
+        """Ack the command: help and usage in the ack itself; otherwise the work to run after it."""
+        cmd = parse_command(command.get("text"))
+        if cmd.verb in ("usage", "help"):
+            msg = sb.help_message() if cmd.verb == "help" else sb.usage_message()
+            await ack(text=msg.text, blocks=msg.block_dicts(), response_type="ephemeral")
+            return None
+        await ack()
+        return self.command(command, cmd.verb, cmd.subject, respond)
+
+    async def _workspace_grants(self, user: str, team: str) -> list[Grant]:
+        return [g for g in await self.approvals.grants(user=user) if in_workspace(g.chat, team)]
+
+    async def _revoke_here(self, user: str, team: str, subject: str) -> list[Grant]:
+        """Revoke in every chat of this workspace (a user's other workspaces are not touched)."""
+        chats = sorted({g.chat for g in await self._workspace_grants(user, team)})
+        revoked: list[Grant] = []
+        for chat in chats:
+            revoked += await self.approvals.revoke(user=user, chat=chat, subject=subject)
+        return revoked
+
+    async def command(self, command: dict[str, Any], verb: str, subject: str | None, respond: AsyncRespond) -> None:
+        user, team = command_actor(command), str(command.get("team_id") or "")
+        try:
+            if user is None:  # no full identity: nothing of anyone's can be listed or revoked
+                msg = sb.reply_message("Your workspace could not be told from this command; nothing was changed.")
+            elif verb == "revoke" and subject:
+                msg = sb.revoked_message(subject, await self._revoke_here(user, team, subject))
+            else:
+                msg = sb.grants_message(await self._workspace_grants(user, team))
+        except StoreFault as e:
+            log.warning("slack /approvals: store fault: %s", e)
+            msg = sb.reply_message(UNAVAILABLE)
+        await self.web.call("response_url", respond, text=msg.text, blocks=msg.block_dicts(), response_type="ephemeral")
+
+    async def revoke_click(self, body: dict[str, Any], respond: AsyncRespond) -> None:
+        try:
+            r = parse_revoke_click(body)
+        except SlackPayloadError as e:
+            log.info("slack revoke refused: %s", e)
+            await self.web.call("response_url", respond, text=sb.refusal_invalid().text, response_type="ephemeral",
+                                replace_original=False)  # fmt: skip
+            return
+        team = r.team or read_block_actions(body).team_id or ""
+        try:
+            if not in_workspace(r.chat, team):
+                revoked: list[Grant] = []
+            else:
+                revoked = await self.approvals.revoke(user=r.user, chat=r.chat, subject=r.subject)
+            notice = sb.revoked_message(r.subject, revoked).text
+            msg = sb.grants_message(await self._workspace_grants(r.user, team), notice=sb.escape(notice))
+        except StoreFault as e:
+            log.warning("slack revoke: store fault: %s", e)
+            msg = sb.reply_message(UNAVAILABLE)
+        # The list is ephemeral: only its response_url can replace it.
+        await self.web.call("response_url", respond, text=msg.text, blocks=msg.block_dicts(), replace_original=True)

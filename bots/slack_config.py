@@ -1,0 +1,94 @@
+"""The Slack front end's configuration, read once (`SlackConfig.from_env`), and the Web API
+client it makes (retries only where they are safe)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+DEFAULT_API_URL = "https://slack.com/api/"
+COMMAND = "/approvals"  # as in manifest/slack*.yaml
+
+
+class SlackConfig(BaseModel):
+    """Slack credentials and endpoints. HTTP mode needs the signing secret and the bot token;
+    Socket Mode needs the app-level token (`xapp-`) and the bot token."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bot_token: str = ""
+    signing_secret: str = ""
+    app_token: str = ""
+    api_url: str = DEFAULT_API_URL
+    path: str = "/slack/events"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SlackConfig:
+        env = os.environ if env is None else env
+        return cls(
+            bot_token=env.get("SLACK_BOT_TOKEN", ""),
+            signing_secret=env.get("SLACK_SIGNING_SECRET", ""),
+            app_token=env.get("SLACK_APP_TOKEN", ""),
+            api_url=env.get("CHAT_APPROVALS_SLACK_API_URL", "") or DEFAULT_API_URL,
+        )
+
+    def check(self) -> None:
+        """A half-configured Slack says which variable is missing or malformed (serve calls this
+        before it starts): otherwise it would be silently off, or fail at the first event."""
+        if (self.signing_secret or self.app_token) and not self.bot_token:
+            given = "SLACK_SIGNING_SECRET" if self.signing_secret else "SLACK_APP_TOKEN"
+            raise ValueError(f"{given} is set but SLACK_BOT_TOKEN is not (the bot token, xoxb-...)")
+        if self.bot_token and not (self.signing_secret or self.app_token):
+            raise ValueError(
+                "SLACK_BOT_TOKEN is set but neither SLACK_SIGNING_SECRET (HTTP events) nor SLACK_APP_TOKEN "
+                "(Socket Mode, xapp-...) is"
+            )
+        shapes = (("SLACK_BOT_TOKEN", self.bot_token, "xoxb-"), ("SLACK_APP_TOKEN", self.app_token, "xapp-"))
+        for name, value, prefix in shapes:
+            if value and (not value.startswith(prefix) or any(c.isspace() for c in value)):
+                raise ValueError(f"{name} does not look like a Slack token: it should start with {prefix} (no spaces)")
+        if self.signing_secret and (self.signing_secret != self.signing_secret.strip() or " " in self.signing_secret):
+            raise ValueError("SLACK_SIGNING_SECRET holds whitespace: copy it again from Basic Information")
+
+    @property
+    def http_mode(self) -> bool:
+        return bool(self.bot_token and self.signing_secret)
+
+    @property
+    def socket_mode(self) -> bool:
+        return bool(self.bot_token and self.app_token)
+
+    @property
+    def enabled(self) -> bool:
+        return self.http_mode or self.socket_mode
+
+    def describe(self) -> str:
+        modes = [f"HTTP at {self.path}"] * self.http_mode + ["Socket Mode"] * self.socket_mode
+        if not modes:
+            return "off (set SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET, or with SLACK_APP_TOKEN)"
+        return " and ".join(modes) + f", Web API {self.base_url}"
+
+    @property
+    def base_url(self) -> str:
+        # slack_sdk joins with urljoin(base_url, method): without the trailing "/" the calls
+        # would silently go to the host's root.
+        return self.api_url if self.api_url.endswith("/") else self.api_url + "/"
+
+
+def web_client(cfg: SlackConfig, token: str | None = None) -> AsyncWebClient:
+    """Retries only where it is safe: a 429 was not processed, a refused connection sent nothing."""
+    return AsyncWebClient(
+        token=token,
+        base_url=cfg.base_url,
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+        ],
+    )

@@ -1,0 +1,75 @@
+"""What the Teams front end reads from an activity (the chat, the R17 identity, a text command)
+and the activity that carries a card. Pure: no I/O."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NamedTuple
+
+from botbuilder.core import MessageFactory
+from botbuilder.schema import Activity, ActivityTypes, Attachment
+
+from chat_approvals.bots import teams_compat
+from chat_approvals.cards import adaptive
+from chat_approvals.core.identity import TeamsUser
+
+PLATFORM = "teams"
+
+HELP = (
+    "I pause an agent's turn when its sandbox needs a site or a package you have not approved, and "
+    "ask you here. Commands: 'approvals' lists what you approved in this chat (with a Revoke button "
+    "each); 'revoke HOST_OR_PACKAGE' (or 'revoke tool:NAME') takes one back; 'revoke all' takes back "
+    "everything; 'help' "
+    "shows this. Anything else goes to the agent."
+)
+NO_IDENTITY = (
+    "I cannot tell who you are from this message (Teams sent no tenant or Entra object id), so I run nothing for it."
+)
+WAITING = "Waiting for your approval: this chat already has an open request. Answer that card first."
+
+
+def chat_key(activity: Activity) -> str:
+    """Tenant + conversation. A channel reply chain is part of its conversation id (`;messageid=`)."""
+    tenant = teams_compat.tenant_of(activity) or "unknown"
+    conv = activity.conversation.id if activity.conversation is not None else ""
+    return f"teams:{tenant}:{conv}"
+
+
+def user_of(activity: Activity) -> str | None:
+    """R17: tenant + Entra object id (core.identity). None without either: the channel's `from.id`
+    is never a fallback, so such an activity can neither start a turn nor answer a card."""
+    who = activity.from_property
+    user = TeamsUser.of(teams_compat.tenant_of(activity), who.aad_object_id if who is not None else None)
+    return user.key if user is not None else None
+
+
+def name_of(activity: Activity) -> str:
+    who = activity.from_property
+    return str((who.name if who is not None else None) or "someone")
+
+
+class Command(NamedTuple):
+    name: Literal["approvals", "revoke", "help"]
+    arg: str = ""
+
+
+def parse_command(text: str) -> Command | None:
+    """The text commands (listed in the app manifest). Anything else is a message for the agent."""
+    words = text.strip().split(maxsplit=1)
+    if not words:
+        return Command("help")
+    head = words[0].lower().lstrip("/")
+    rest = words[1].strip() if len(words) > 1 else ""
+    if head in ("approvals", "grants") and not rest:
+        return Command("approvals")
+    if head == "help" and not rest:
+        return Command("help")
+    if head == "revoke":
+        return Command("revoke", rest)
+    return None
+
+
+def card_activity(card: dict[str, Any], *, activity_id: str | None = None) -> Activity:
+    attachment = Attachment(content_type=adaptive.CONTENT_TYPE, content=card)
+    if activity_id is None:
+        return MessageFactory.attachment(attachment)
+    return Activity(type=ActivityTypes.message, id=activity_id, attachments=[attachment])

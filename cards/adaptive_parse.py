@@ -1,0 +1,107 @@
+"""Teams `adaptiveCard/action` invokes -> typed clicks (R15): the parsing half of the Adaptive
+Cards this app sends (cards/adaptive.py renders them). Pure; anything it does not recognise is
+`InvalidInvoke` (a 400 that changes nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from chat_approvals.cards.adaptive import (
+    DURATION_INPUT,
+    PACKAGES_INPUT,
+    REASON_INPUT,
+    VERB_APPROVE,
+    VERB_APPROVE_ONCE,
+    VERB_DENY,
+    VERB_REVOKE,
+)
+from chat_approvals.core.models import ONCE, Answer, InvalidAnswer, is_card_id, read_answer
+
+# Bound what a client may send: ids and secrets are short urlsafe tokens (core/ids.py).
+_MAX_TOKEN = 200
+_MAX_SUBJECT = 300
+
+
+class InvalidInvoke(ValueError):
+    """The invoke is not one this app sent: answer 400 and change nothing."""
+
+
+class ApprovalClick(NamedTuple):
+    card_id: str
+    secret: str
+    answer: Answer
+
+
+class RevokeClick(NamedTuple):
+    subject: str
+
+
+Click = ApprovalClick | RevokeClick
+
+
+def _token(data: Mapping[str, Any], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value or len(value) > _MAX_TOKEN:
+        raise InvalidInvoke(f"action.data.{key} must be a non-empty string")
+    return value
+
+
+def _packages(raw: object) -> list[str] | None:
+    """Teams sends a multi-select ChoiceSet as one comma-separated string; absent = all."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        return [p.strip() for p in raw.split(",") if p.strip()]
+    if isinstance(raw, list) and all(isinstance(p, str) for p in raw):
+        return [p for p in raw if p]
+    raise InvalidInvoke("action.data.packages must be a comma-separated string")
+
+
+def parse_invoke(value: object) -> Click:
+    """The `value` of an `adaptiveCard/action` invoke -> a typed click, or `InvalidInvoke`.
+
+    Approve and deny become an `Answer` through `read_answer` (R15): only the
+    approve verb can approve, and the packages chosen are passed on for the core to check.
+    """
+    if not isinstance(value, Mapping):
+        raise InvalidInvoke("invoke value must be an object")
+    action = value.get("action")
+    if not isinstance(action, Mapping):
+        raise InvalidInvoke("invoke value has no action")
+    if action.get("type") != "Action.Execute":
+        raise InvalidInvoke("action.type must be Action.Execute")
+    verb = action.get("verb")
+    data = action.get("data")
+    if not isinstance(data, Mapping):
+        raise InvalidInvoke("action.data must be an object")
+    if verb == VERB_REVOKE:
+        subject = data.get("subject")
+        if not isinstance(subject, str) or not subject.strip() or len(subject) > _MAX_SUBJECT:
+            raise InvalidInvoke("action.data.subject must be a non-empty string")
+        return RevokeClick(subject.strip())
+    if verb not in (VERB_APPROVE, VERB_APPROVE_ONCE, VERB_DENY):
+        raise InvalidInvoke(f"unknown verb {verb!r}")
+    card_id, secret = _token(data, "card_id"), _token(data, "secret")
+    if not is_card_id(card_id):  # checked before it is used anywhere
+        raise InvalidInvoke("action.data.card_id is not a card id")
+    payload: dict[str, Any] = {"approved": verb != VERB_DENY}
+    if verb == VERB_APPROVE:
+        packages = _packages(data.get(PACKAGES_INPUT))
+        if packages is not None:
+            payload["packages"] = packages
+        duration = data.get(DURATION_INPUT)
+        if duration is not None and duration != "":  # checked by read_answer, then against the card
+            payload["duration"] = duration
+    elif verb == VERB_APPROVE_ONCE:
+        payload["duration"] = ONCE
+    else:
+        reason = data.get(REASON_INPUT)
+        if reason is not None and not isinstance(reason, str):
+            raise InvalidInvoke("action.data.reason must be a string")
+        if reason and reason.strip():
+            payload["reason"] = reason
+    try:
+        return ApprovalClick(card_id, secret, read_answer("resolved", payload))
+    except InvalidAnswer as e:
+        raise InvalidInvoke(str(e)) from e
