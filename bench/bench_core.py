@@ -20,13 +20,10 @@ from aiohttp.test_utils import TestServer
 
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
-from chat_approvals.core.agent_factory import prepare
-from chat_approvals.core.approval_tool import request_approval
+from chat_approvals.core.agent import ScriptedModel, prepare, request_approval
 from chat_approvals.core.bootstrap import bootstrap
-from chat_approvals.core.metrics import Metrics
 from chat_approvals.core.models import Answer, Grant
-from chat_approvals.core.observed import observe
-from chat_approvals.core.scripted_model import ScriptedModel
+from chat_approvals.core.observe import Metrics, observe
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
 from chat_approvals.store.sqlite_rows import SqliteRows

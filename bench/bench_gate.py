@@ -85,7 +85,7 @@ class AllowAll:
 
 async def gate_role(http_port: int, echo_port: int, backend_kind: str) -> None:
     from chat_approvals.core.clock import SystemClock
-    from chat_approvals.core.egress import Gate, GateConfig
+    from chat_approvals.core.sandbox.egress import Gate, GateConfig
 
     backend: Any = AllowAll()
     if backend_kind == "sqlite":

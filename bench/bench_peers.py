@@ -55,9 +55,7 @@ from strands.types.interrupt import InterruptResponseContent
 from strands.types.session import decode_bytes_values, encode_bytes_values
 
 from bench.facade import TEXT, CycleFailed, FacadeCycle
-from chat_approvals.core.agent_factory import SYSTEM_PROMPT
-from chat_approvals.core.batch_rule import APPROVAL_TOOL
-from chat_approvals.core.scripted_model import ScriptedModel
+from chat_approvals.core.agent import APPROVAL_TOOL, SYSTEM_PROMPT, ScriptedModel
 from chat_approvals.store.sqlite_writes import connect
 
 APPROVED = {"approved": True}

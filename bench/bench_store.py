@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chat_approvals.core.agent_factory import default_factory
+from chat_approvals.core.agent import default_factory
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import SystemClock

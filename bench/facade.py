@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, cast
 
-from chat_approvals.core.agent_factory import default_factory
+from chat_approvals.core.agent import default_factory
 from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import SystemClock
 from chat_approvals.core.models import Answer
@@ -74,7 +74,7 @@ class FacadeCycle:
     """An `Approvals` on a fresh embedded store under `root`, the offline scripted model, and
     the system clock: what `chat-approvals serve` runs in-process, minus the HTTP front end.
     `objects`: "sqlite" keeps the objects in the rows' SQLite file, "files" in a folder.
-    `held_agents` False: no paused Agent is kept (core/paused_agents.py), so each click resumes
+    `held_agents` False: no paused Agent is kept (core/agent/paused_agents.py), so each click resumes
     from the stored snapshot, as a click that reaches another process does."""
 
     def __init__(self, root: Path, objects: str = "sqlite", held_agents: bool = True) -> None:

@@ -19,7 +19,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
 
 from bench.facade import TEXT, CycleFailed, sqlite_durability
-from chat_approvals.core.batch_rule import APPROVAL_TOOL
+from chat_approvals.core.agent import APPROVAL_TOOL
 
 URL = TEXT.split()[-1]
 

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from chat_approvals.core.metrics import Metrics
+from chat_approvals.core.observe import Metrics
 
 log = logging.getLogger("chat_approvals.admission")
 

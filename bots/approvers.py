@@ -15,7 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from chat_approvals.bots.slack_config import SlackConfig, web_client
 from chat_approvals.cards.approvers import ApproverLists, is_listed
 from chat_approvals.core.models import Clock
-from chat_approvals.core.policy import Policy
+from chat_approvals.core.protocol import Policy
 
 log = logging.getLogger("chat_approvals.approvers")
 

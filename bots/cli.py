@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from strands.sandbox import ExecutionResult
 from strands.sandbox.errors import SandboxTimeoutError
 
+import chat_approvals.core.observe.tracing as tracing
 from chat_approvals import __version__
 from chat_approvals.bots import teams_package
 from chat_approvals.bots.config import ServerConfig
@@ -32,12 +33,10 @@ from chat_approvals.bots.server import freeze_heap_at_startup, open_root, serve_
 from chat_approvals.bots.slack_app import SlackConfig
 from chat_approvals.bots.teams_bot import TeamsConfig
 from chat_approvals.cards.http_json import grant_body, resume_body, turn_body
-from chat_approvals.core import tracing
 from chat_approvals.core.approvals import Approvals
-from chat_approvals.core.egress import Gate
 from chat_approvals.core.models import ONCE, InvalidAnswer, read_answer
-from chat_approvals.core.sandbox import LIMIT_MARK, GatedLocalSandbox, detect_confinement
-from chat_approvals.core.tools_sandbox import NotConfined
+from chat_approvals.core.sandbox import LIMIT_MARK, GatedLocalSandbox, NotConfined, detect_confinement
+from chat_approvals.core.sandbox.egress import Gate
 
 
 def _common(p: argparse.ArgumentParser, *, agent: bool = True) -> None:

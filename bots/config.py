@@ -28,7 +28,7 @@ class ServerConfig(BaseSettings):
     objects: str = ""
     model: str = "scripted"
     agent: str | None = None
-    # Tool-name approvals (core/tool_gate.py): these tools ask a person before they run.
+    # Tool-name approvals (core/agent/tool_gate.py): these tools ask a person before they run.
     # `write_table,delete_*` or `*,!read_file`; checked against the agent's tools at start-up.
     confirm_tools: str = ""
     notes_dir: str = "var/notes"  # the default agent's save_note writes here, a folder per chat

@@ -1,4 +1,4 @@
-"""Server wiring for the sandbox and its egress gate (core/egress, core/sandbox).
+"""Server wiring for the sandbox and its egress gate (core/sandbox/egress, core/sandbox/runner).
 
 The composition root (core/bootstrap.py) builds the gate on the grant book, before the agent
 factory (the run_script tool closes over it); it starts and stops with the aiohttp app.
@@ -13,9 +13,8 @@ from aiohttp import web
 
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.core.clock import Clock
-from chat_approvals.core.egress import Gate, GateConfig, GrantsBackend
-from chat_approvals.core.sandbox import detect_confinement
-from chat_approvals.core.tools_sandbox import NotConfined, make_run_script
+from chat_approvals.core.sandbox import NotConfined, detect_confinement, make_run_script
+from chat_approvals.core.sandbox.egress import Gate, GateConfig, GrantsBackend
 
 log = logging.getLogger("chat_approvals.gate")
 

@@ -24,7 +24,7 @@ from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.identity import stated_http_user
 from chat_approvals.core.ids import is_card_id
 from chat_approvals.core.models import ResumeResult
-from chat_approvals.core.resume import UNKNOWN
+from chat_approvals.core.protocol import UNKNOWN
 
 APPROVALS: web.AppKey[Approvals] = web.AppKey("approvals", Approvals)
 TOKENS: web.AppKey[list[str]] = web.AppKey("tokens", list)

@@ -26,16 +26,15 @@ from chat_approvals.bots.teams_auth import TokenValidator
 from chat_approvals.bots.teams_bot import ROUTE as TEAMS_ROUTE
 from chat_approvals.bots.teams_bot import TeamsConfig, mount_teams
 from chat_approvals.bots.webhooks import Backoff, Deliverer, mount_webhooks, sink_id
-from chat_approvals.core.agent_factory import AgentFactory, default_factory, gated_factory, user_factory
+from chat_approvals.core.agent import AgentFactory, default_factory, gated_factory, user_factory
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.bootstrap import GateBuilder, Root, bootstrap
 from chat_approvals.core.clock import Clock, SystemClock
-from chat_approvals.core.egress import Gate, GrantsBackend
-from chat_approvals.core.metrics import Metrics
 from chat_approvals.core.models import StoreFault
-from chat_approvals.core.observed import observe
-from chat_approvals.core.policy import load_policy
+from chat_approvals.core.observe import Metrics, observe
 from chat_approvals.core.ports import Outbox
+from chat_approvals.core.protocol import load_policy
+from chat_approvals.core.sandbox.egress import Gate, GrantsBackend
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.open import open_objects, open_rows
 

@@ -21,6 +21,7 @@ from aiohttp import web
 from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
+import chat_approvals.core.protocol.wording as wording
 from chat_approvals.bots.admission import Admission
 from chat_approvals.bots.slack_commands import SlackCommands
 from chat_approvals.bots.slack_config import COMMAND, SlackConfig, web_client
@@ -30,10 +31,9 @@ from chat_approvals.cards import effects as fx
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.slack_answer import SlackClick, SlackPayloadError, parse_click
 from chat_approvals.cards.slack_chat import SlackCardLocation, chat_key, parse_chat_key
-from chat_approvals.core import wording
 from chat_approvals.core.approvals import Approvals
-from chat_approvals.core.events import Claimed
 from chat_approvals.core.models import CardOffer, StoreFault, TurnResult
+from chat_approvals.core.protocol import Claimed
 
 __all__ = ["COMMAND", "SLACK", "SlackConfig", "SlackFrontEnd", "mount_slack", "web_client"]
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncRespond
 
+import chat_approvals.core.protocol.wording as wording
 from chat_approvals.bots.slack_web import SlackWeb
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.slack_answer import (
@@ -19,7 +20,6 @@ from chat_approvals.cards.slack_answer import (
     read_block_actions,
 )
 from chat_approvals.cards.slack_chat import in_workspace
-from chat_approvals.core import wording
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.models import Grant, StoreFault
 

@@ -27,6 +27,7 @@ from botbuilder.core.teams import TeamsActivityHandler
 from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import Activity, ActivityTypes
 
+import chat_approvals.core.protocol.wording as wording
 from chat_approvals.bots import teams_compat
 from chat_approvals.bots.admission import Admission
 from chat_approvals.bots.teams_activity import (
@@ -45,11 +46,10 @@ from chat_approvals.bots.teams_config import TeamsConfig
 from chat_approvals.bots.teams_post import TeamsPoster, display_name, is_personal
 from chat_approvals.cards import adaptive, adaptive_parse
 from chat_approvals.cards import effects as fx
-from chat_approvals.core import wording
 from chat_approvals.core.approvals import Approvals
-from chat_approvals.core.events import Claimed
 from chat_approvals.core.identity import unverified
 from chat_approvals.core.models import ApprovalCard, ResumeResult, StoreFault, TurnResult
+from chat_approvals.core.protocol import Claimed
 
 log = logging.getLogger(__name__)
 

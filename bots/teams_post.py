@@ -15,12 +15,12 @@ from botbuilder.core.teams import TeamsInfo
 from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import ResourceResponse
 
+import chat_approvals.core.protocol.wording as wording
 from chat_approvals.bots import teams_compat
 from chat_approvals.bots.teams_activity import WAITING, card_activity, name_of, user_of
 from chat_approvals.bots.teams_compat import TeamsCardLocation
 from chat_approvals.cards import adaptive
 from chat_approvals.cards import effects as fx
-from chat_approvals.core import wording
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.identity import parse_teams_user
 from chat_approvals.core.models import ApprovalCard, CardOffer, TurnResult

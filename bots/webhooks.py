@@ -1,6 +1,6 @@
 """The audit stream out: every audit event POSTed to each `--audit-webhook`, at least once.
 
-The events wait in the store's outbox (written with the event itself, see core/audit.py),
+The events wait in the store's outbox (written with the event itself, see core/protocol/audit.py),
 so a receiver that is down, or a server restart, loses none. One deliverer per webhook per
 replica; the store's per-sink lease lets one replica deliver at a time (another takes over
 when its lease lapses). Items go out oldest first, one at a time, and a failure stops the
@@ -30,8 +30,8 @@ import aiohttp
 from aiohttp import web
 
 from chat_approvals.core.clock import Clock
-from chat_approvals.core.metrics import Metrics
 from chat_approvals.core.models import OutboxItem
+from chat_approvals.core.observe import Metrics
 from chat_approvals.core.ports import Outbox
 
 log = logging.getLogger("chat_approvals.webhooks")

@@ -34,7 +34,7 @@ except PackageNotFoundError:  # imported from a checkout that was never installe
 
 if TYPE_CHECKING:
     from chat_approvals.bots.config import ServerConfig
-    from chat_approvals.core.agent_factory import AgentFactory, build_model
+    from chat_approvals.core.agent.factory import AgentFactory, build_model
     from chat_approvals.core.approvals import Approvals
     from chat_approvals.embedding import approvals_of, build_app
 
@@ -44,8 +44,8 @@ __all__ = ["AgentFactory", "Approvals", "ServerConfig", "__version__", "approval
 # file first, and must not pull in aiohttp, Bolt and botbuilder for it.
 _LAZY = {
     "ServerConfig": "chat_approvals.bots.config",
-    "AgentFactory": "chat_approvals.core.agent_factory",
-    "build_model": "chat_approvals.core.agent_factory",
+    "AgentFactory": "chat_approvals.core.agent.factory",
+    "build_model": "chat_approvals.core.agent.factory",
     "Approvals": "chat_approvals.core.approvals",
     "approvals_of": "chat_approvals.embedding",
     "build_app": "chat_approvals.embedding",

@@ -16,7 +16,7 @@ from strands import Agent
 
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import FACADE, open_root, serve_app
-from chat_approvals.core.agent_factory import AgentFactory, gated_factory, prepare
+from chat_approvals.core.agent import AgentFactory, gated_factory, prepare
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.bootstrap import Root
 from chat_approvals.store.aio import StoreIO

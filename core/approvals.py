@@ -10,10 +10,8 @@ import logging
 import time
 from collections.abc import Callable
 
-from chat_approvals.core import tracing, wording
-from chat_approvals.core.egress.backend import GrantsBackend
-from chat_approvals.core.events import Claimed, Subscriber
-from chat_approvals.core.metrics import Metrics
+import chat_approvals.core.observe.tracing as tracing
+import chat_approvals.core.protocol.wording as wording
 from chat_approvals.core.models import (
     Answer,
     AuditEvent,
@@ -24,7 +22,10 @@ from chat_approvals.core.models import (
     SubjectKind,
     TurnResult,
 )
-from chat_approvals.core.policy import ApproverCheck, Policy
+from chat_approvals.core.observe.metrics import Metrics
+from chat_approvals.core.protocol.events import Claimed, Subscriber
+from chat_approvals.core.protocol.policy import ApproverCheck, Policy
+from chat_approvals.core.sandbox.egress.backend import GrantsBackend
 from chat_approvals.core.services import Services
 from chat_approvals.core.settings import Settings
 
@@ -113,7 +114,7 @@ class Approvals:
         return res
 
     def on_claimed(self, subscriber: Subscriber[Claimed]) -> Callable[[], None]:
-        """Subscribe a front end to won claims (core/events.py); returns the unsubscribe."""
+        """Subscribe a front end to won claims (core/protocol/events.py); returns the unsubscribe."""
         return self.resumes.claimed.subscribe(subscriber)
 
     async def withdraw(self, *, chat: str, card_id: str, why: str) -> bool:

@@ -16,24 +16,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from chat_approvals.core.agent_factory import AgentFactory, default_factory
+from chat_approvals.core.agent.context import ScopedAccess
+from chat_approvals.core.agent.factory import AgentFactory, default_factory
+from chat_approvals.core.agent.paused_agents import PausedAgents
 from chat_approvals.core.approvals import Approvals
-from chat_approvals.core.audit import AuditTrail
-from chat_approvals.core.context import ScopedAccess
-from chat_approvals.core.egress import Gate, GrantsBackend
-from chat_approvals.core.grants import GrantBook
-from chat_approvals.core.history import History
-from chat_approvals.core.lease import LeaseKeeper
-from chat_approvals.core.metrics import Metrics
 from chat_approvals.core.models import Clock, SystemClock
-from chat_approvals.core.pause import Pauser
-from chat_approvals.core.paused_agents import PausedAgents
-from chat_approvals.core.policy import ApproverCheck, Policy
+from chat_approvals.core.observe.metrics import Metrics
 from chat_approvals.core.ports import Outbox, Ports, Store
-from chat_approvals.core.resume import ResumeService
+from chat_approvals.core.protocol.audit import AuditTrail
+from chat_approvals.core.protocol.grants import GrantBook
+from chat_approvals.core.protocol.history import History
+from chat_approvals.core.protocol.lease import LeaseKeeper
+from chat_approvals.core.protocol.pause import Pauser
+from chat_approvals.core.protocol.policy import ApproverCheck, Policy
+from chat_approvals.core.protocol.resume import ResumeService
+from chat_approvals.core.protocol.turns import TurnRunner
+from chat_approvals.core.sandbox.egress import Gate, GrantsBackend
 from chat_approvals.core.services import Services
 from chat_approvals.core.settings import Settings
-from chat_approvals.core.turns import TurnRunner
 
 S = TypeVar("S", bound=Store)
 

@@ -1,6 +1,6 @@
 """Who a person is, per platform (R17), as one canonical string that `core/` compares as opaque;
 and the one home of every platform id shape (the policy's approver lists are checked with the
-same shapes, core/policy.py).
+same shapes, core/protocol/policy.py).
 
 The owner of a turn, whoever answers a card, grants, revokes and the audit trail all hold this
 string, so the same Slack user id from another workspace (or another workspace of the same

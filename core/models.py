@@ -262,7 +262,7 @@ class Pointer(Strict):
     # links to it. Empty when tracing is off.
     trace_context: dict[str, str] | None = None
     # Which agent factory paused the turn (`--agent module:function`, or "built-in"): a resume on
-    # another one is refused (core/resume.py). None: a row written before it was recorded.
+    # another one is refused (core/protocol/resume.py). None: a row written before it was recorded.
     agent: str | None = None
 
 
@@ -338,7 +338,7 @@ class OutboxItem(Strict):
 @dataclass(frozen=True)
 class AuditWrite:
     """An audit event written with the state change it records (store/base.py's compound steps):
-    its physical expiry and its outbox items (built in core/audit.py, one per sink)."""
+    its physical expiry and its outbox items (built in core/protocol/audit.py, one per sink)."""
 
     event: AuditEvent
     ttl: float

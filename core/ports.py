@@ -148,7 +148,7 @@ class Objects(Protocol):
 
 class Steps(Protocol):
     """The units of work: each protocol step's sequential store calls as one (one executor hop;
-    one commit where the backend has one). Audit writes arrive built (core/audit.py) and are
+    one commit where the backend has one). Audit writes arrive built (core/protocol/audit.py) and are
     written with the state change they record."""
 
     async def start_turn(

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chat_approvals.core.audit import AuditTrail
-from chat_approvals.core.context import ToolAccess
-from chat_approvals.core.grants import GrantBook
-from chat_approvals.core.history import History
-from chat_approvals.core.lease import LeaseKeeper
-from chat_approvals.core.pause import Pauser
+from chat_approvals.core.agent.context import ToolAccess
 from chat_approvals.core.ports import Objects, Rows
-from chat_approvals.core.resume import ResumeService
-from chat_approvals.core.turns import TurnRunner
+from chat_approvals.core.protocol.audit import AuditTrail
+from chat_approvals.core.protocol.grants import GrantBook
+from chat_approvals.core.protocol.history import History
+from chat_approvals.core.protocol.lease import LeaseKeeper
+from chat_approvals.core.protocol.pause import Pauser
+from chat_approvals.core.protocol.resume import ResumeService
+from chat_approvals.core.protocol.turns import TurnRunner
 
 
 @dataclass(frozen=True)

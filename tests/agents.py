@@ -15,9 +15,9 @@ from typing import Any
 
 from strands import Agent, ToolContext, tool
 
-from chat_approvals.core.agent_factory import AgentFactory, prepare
-from chat_approvals.core.approval_tool import request_approval
-from chat_approvals.core.scripted_model import ScriptedModel
+from chat_approvals.core.agent.approval_tool import request_approval
+from chat_approvals.core.agent.factory import AgentFactory, prepare
+from chat_approvals.core.agent.scripted_model import ScriptedModel
 
 WORK_LOG_ENV = "CHAT_APPROVALS_TEST_WORK_LOG"
 BLOCK_ENV = "CHAT_APPROVALS_TEST_BLOCK_FILE"
@@ -154,7 +154,7 @@ QUESTION_LOG_ENV = "CHAT_APPROVALS_TEST_QUESTION_LOG"  # a line per answer delet
 def _save_note() -> Any:
     from pathlib import Path
 
-    from chat_approvals.core.demo_tools import make_save_note
+    from chat_approvals.core.agent.demo_tools import make_save_note
 
     return make_save_note(Path(os.environ.get(NOTES_ENV, "var/notes")))
 

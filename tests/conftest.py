@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestServer
 
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
-from chat_approvals.core.agent_factory import AgentFactory
+from chat_approvals.core.agent.factory import AgentFactory
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import ManualClock

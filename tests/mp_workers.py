@@ -6,7 +6,7 @@ import asyncio
 import os
 from typing import Any
 
-from chat_approvals.core.agent_factory import user_factory
+from chat_approvals.core.agent.factory import user_factory
 from chat_approvals.core.bootstrap import Root, bootstrap
 from chat_approvals.core.models import Answer
 from chat_approvals.store.aio import StoreIO
@@ -49,7 +49,7 @@ def vote(
 ) -> str:
     """One approver's click on a card that needs a quorum, from its own process (issue 13)."""
     from chat_approvals.bots.approvers import ApproverDirectory
-    from chat_approvals.core.policy import parse_policy
+    from chat_approvals.core.protocol.policy import parse_policy
 
     os.environ.update(env)
     p = parse_policy(policy)

@@ -20,11 +20,11 @@ from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
 from chat_approvals.bots.slack_app import SLACK, SlackFrontEnd
 from chat_approvals.cards import slack_blocks as sb
-from chat_approvals.core.agent_factory import AgentFactory
+from chat_approvals.core.agent.factory import AgentFactory
 from chat_approvals.core.bootstrap import Root, bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.identity import SlackUser
-from chat_approvals.core.policy import parse_policy
+from chat_approvals.core.protocol.policy import parse_policy
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.open import open_objects, open_rows
 from tests import slack_payloads as P

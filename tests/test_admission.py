@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from chat_approvals.core import wording
+import chat_approvals.core.protocol.wording as wording
 from chat_approvals.core.clock import ManualClock
 from tests.agents import held_resume_factory
 from tests.slack_rig import OWNER, SlackRig, buttons, open_root

@@ -12,7 +12,7 @@ from chat_approvals.bots.approvers import ApproverDirectory, SlackGroups, SlackL
 from chat_approvals.cards.approvers import ApproverLists, is_listed
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.identity import SlackUser, TeamsUser
-from chat_approvals.core.policy import may_answer, parse_policy
+from chat_approvals.core.protocol.policy import may_answer, parse_policy
 from tests.slack_standin import TEAM, SlackStandIn
 
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"

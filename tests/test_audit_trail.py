@@ -1,4 +1,4 @@
-"""The one audit path (core/audit.py): every audit event the core writes, on every path (the
+"""The one audit path (core/protocol/audit.py): every audit event the core writes, on every path (the
 pause step, the claim step with its grants, a lone event), reaches the store with one outbox item
 per audit sink, ids in append order, the body the event itself; the senders are nudged after.
 Real SQLite rows, the real facade."""

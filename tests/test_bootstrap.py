@@ -1,5 +1,5 @@
 """The composition root (core/bootstrap.py, bots/server.open_root) and Strands through its public
-surface (core/agent_hooks.py, core/strands_compat.py): issue 26, parts 2 and 6."""
+surface (core/agent/hooks.py, core/agent/strands_compat.py): issue 26, parts 2 and 6."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import open_root
-from chat_approvals.core.agent_factory import default_factory
-from chat_approvals.core.batch_rule import APPROVAL_TOOL
+from chat_approvals.core.agent.batch_rule import APPROVAL_TOOL
+from chat_approvals.core.agent.factory import default_factory
 from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.store.aio import StoreIO
@@ -78,7 +78,7 @@ def _private_accesses(path: Path) -> list[str]:
 
 def test_only_strands_compat_reaches_into_strands_private_parts() -> None:
     """Every core module that imports strands uses its public surface; the one exception is
-    core/strands_compat.py, whose accesses are numbered with their reasons."""
+    core/agent/strands_compat.py, whose accesses are numbered with their reasons."""
     offenders = []
     for path in sorted((ROOT / "core").rglob("*.py")):
         if path.name == "strands_compat.py":
@@ -92,4 +92,4 @@ def test_only_strands_compat_reaches_into_strands_private_parts() -> None:
         if uses_strands:
             offenders += _private_accesses(path)
     assert offenders == []
-    assert len(_private_accesses(ROOT / "core" / "strands_compat.py")) >= 1  # the scan sees what it looks for
+    assert len(_private_accesses(ROOT / "core" / "agent" / "strands_compat.py")) >= 1  # the scan sees what it looks for

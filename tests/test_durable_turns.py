@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 from strands import tool
 
-from chat_approvals.core import wording
+import chat_approvals.core.protocol.wording as wording
+from chat_approvals.core.agent.context import context_of
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.clock import ManualClock
-from chat_approvals.core.context import context_of
 from chat_approvals.core.ids import hash_secret
 from chat_approvals.core.models import Answer, ClaimRead
 from chat_approvals.store.aio import StoreIO

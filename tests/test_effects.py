@@ -1,5 +1,5 @@
 """cards/effects.py: a click's or a turn's result decides, once for every front end, what the chat
-shows; and core/events.py: a won claim reaches every subscriber, a failing one cannot stop it."""
+shows; and core/protocol/events.py: a won claim reaches every subscriber, a failing one cannot stop it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from chat_approvals.cards import effects as fx
-from chat_approvals.core.events import Claimed, Subscribers
 from chat_approvals.core.models import Answer, ApprovalCard, CardOffer, ResumeResult, TurnResult, Vote
+from chat_approvals.core.protocol.events import Claimed, Subscribers
 
 NOW = 1_800_000_000.0
 YES = Answer(approved=True)

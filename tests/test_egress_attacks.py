@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 from aiohttp import web
 
-from chat_approvals.core.egress import Gate, GateConfig, Run
+from chat_approvals.core.sandbox.egress import Gate, GateConfig, Run
 from tests.gate_support import FakeGrants, start_site, wheel_bytes
 
 USER, CHAT, TURN = "U1", "http:chat-1", "turn-1"
@@ -318,7 +318,7 @@ async def test_unauthenticated_limit_is_per_uid_not_per_process(caplog: pytest.L
         assert holder.stdout is not None
         assert await asyncio.wait_for(holder.stdout.readline(), 10) == b"held\n"
         await asyncio.sleep(0.1)
-        with caplog.at_level("WARNING", logger="chat_approvals.core.egress.gate"):
+        with caplog.at_level("WARNING", logger="chat_approvals.core.sandbox.egress.gate"):
             for _ in range(5):  # another process, same uid: dropped at once, logged once
                 r, w = await asyncio.open_unix_connection(gate.unix_path)
                 assert await asyncio.wait_for(r.read(), 5) == b""

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from chat_approvals.core.clock import ManualClock
-from chat_approvals.core.egress import Gate, GateConfig, GrantsBackend, Run
-from chat_approvals.core.egress.policy import Pattern, Resolve, Rules
+from chat_approvals.core.sandbox.egress import Gate, GateConfig, GrantsBackend, Run
+from chat_approvals.core.sandbox.egress.policy import Pattern, Resolve, Rules
 from tests.gate_support import FakeGrants, index_app, make_cert, need_curl, origin_app, start_site
 
 USER, CHAT, TURN = "U1", "http:chat-1", "turn-1"

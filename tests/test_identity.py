@@ -1,12 +1,12 @@
 """core/identity.py is the one home of every platform id shape (R17): the policy's approver lists
-(core/policy.py) accept exactly the ids a signed-in person's identity is built from."""
+(core/protocol/policy.py) accept exactly the ids a signed-in person's identity is built from."""
 
 from __future__ import annotations
 
 import pytest
 
 from chat_approvals.core.identity import SlackUser, TeamsUser, stated_http_user
-from chat_approvals.core.policy import PolicyError, parse_policy
+from chat_approvals.core.protocol.policy import PolicyError, parse_policy
 
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 SLACK_USERS = [

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from chat_approvals.core.clock import ManualClock
-from chat_approvals.core.metrics import Metrics
-from chat_approvals.core.observed import observe
+from chat_approvals.core.observe.metrics import Metrics
+from chat_approvals.core.observe.observed import observe
 from chat_approvals.store.aio import Rows, StoreIO
 from chat_approvals.store.base import RowStore
 from chat_approvals.store.file_objects import FileObjects

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chat_approvals.core.agent_factory import user_factory
+from chat_approvals.core.agent.factory import user_factory
 from chat_approvals.core.bootstrap import Root, bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.models import Answer

@@ -179,7 +179,7 @@ def test_a_policy_file_that_does_not_exist(tmp_path: Path) -> None:
 USER_AGENT = """\
 from strands import Agent
 
-from chat_approvals.core.scripted_model import ScriptedModel
+from chat_approvals.core.agent.scripted_model import ScriptedModel
 
 NOT_CALLABLE = 3
 

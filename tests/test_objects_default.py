@@ -11,7 +11,7 @@ import pytest
 
 from chat_approvals.bots.config import LEGACY_OBJECTS, ServerConfig
 from chat_approvals.bots.server import open_root
-from chat_approvals.core.agent_factory import default_factory
+from chat_approvals.core.agent.factory import default_factory
 from chat_approvals.core.models import Answer
 
 TEXT = "please fetch https://data.example.org/table.csv"

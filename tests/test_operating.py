@@ -22,10 +22,10 @@ from chat_approvals.bots.server import build_app
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.bootstrap import Root, bootstrap
 from chat_approvals.core.clock import ManualClock
-from chat_approvals.core.egress import Gate, GateConfig
-from chat_approvals.core.metrics import Metrics
 from chat_approvals.core.models import AuditEvent, ClaimRead
-from chat_approvals.core.observed import Observed, observe
+from chat_approvals.core.observe.metrics import Metrics
+from chat_approvals.core.observe.observed import Observed, observe
+from chat_approvals.core.sandbox.egress import Gate, GateConfig
 from chat_approvals.core.settings import Settings
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.base import StoreError

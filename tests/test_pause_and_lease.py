@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from strands import tool
 
-from chat_approvals.core import wording
+import chat_approvals.core.protocol.wording as wording
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.ids import hash_secret
-from chat_approvals.core.lease import Heartbeat
 from chat_approvals.core.models import Answer, ClaimRead, ObjectRef, StoreUnavailable
-from chat_approvals.core.resume import CAP_REACHED
+from chat_approvals.core.protocol.lease import Heartbeat
+from chat_approvals.core.protocol.resume import CAP_REACHED
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.base import ObjectStore, StoreError
 from tests.agents import policy_factory, results_of, text_of, work_policy
@@ -247,7 +247,7 @@ async def test_concurrent_clicks_in_one_process_resume_once(
 
 def test_r11_lease_keeper_renews_every_held_lease_and_ends_when_none_is_held(clock: ManualClock) -> None:
     """A real, bounded wait: the keeper's own thread ticks every 0.02 s."""
-    from chat_approvals.core.lease import LeaseKeeper
+    from chat_approvals.core.protocol.lease import LeaseKeeper
 
     renewed: list[str] = []
     keeper = LeaseKeeper(every=0.02)

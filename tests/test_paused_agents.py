@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from chat_approvals.core.agent.paused_agents import PausedAgents
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.models import ResumeResult
-from chat_approvals.core.paused_agents import PausedAgents
 from chat_approvals.store.aio import StoreIO
 from tests.agents import Counter, scripted_factory
 from tests.conftest import click, make_approvals

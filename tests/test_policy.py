@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from chat_approvals.core.models import CardPolicy, duration_seconds
-from chat_approvals.core.policy import PolicyError, load_policy, parse_policy, rule_for_subjects
+from chat_approvals.core.protocol.policy import PolicyError, load_policy, parse_policy, rule_for_subjects
 
 EXAMPLE = """\
 [defaults]

@@ -13,11 +13,11 @@ import aiohttp
 import pytest
 
 from chat_approvals.bots.approvers import ApproverDirectory
-from chat_approvals.core.agent_factory import user_factory
+from chat_approvals.core.agent.factory import user_factory
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import ManualClock
-from chat_approvals.core.policy import parse_policy
+from chat_approvals.core.protocol.policy import parse_policy
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
 from chat_approvals.store.sqlite_rows import SqliteRows

@@ -1,6 +1,6 @@
 """A card shown again leaves no live buttons behind (a follow-up of issue 10, finding 6), through the
 running Slack server with signed requests and the stand-in Web API. When the owner's next message
-in the thread re-offers their open request (core/turns.py: a new secret, the old one stops
+in the thread re-offers their open request (core/protocol/turns.py: a new secret, the old one stops
 working), the earlier message, and its copy in the approvers' channel when routed, is updated to a
 read-only "shown again below"; a click that still carries the old secret is refused and changes
 nothing (R19, R9); the new card resumes once (R12)."""

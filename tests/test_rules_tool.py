@@ -6,9 +6,9 @@ from typing import Any
 
 from strands import tool
 
-from chat_approvals.core import wording
-from chat_approvals.core.approval_tool import own_interrupt_answered, request_approval
-from chat_approvals.core.batch_rule import ALONE, MERGED, decide_batch
+import chat_approvals.core.protocol.wording as wording
+from chat_approvals.core.agent.approval_tool import own_interrupt_answered, request_approval
+from chat_approvals.core.agent.batch_rule import ALONE, MERGED, decide_batch
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.models import Grant, Refusal
 from chat_approvals.store.aio import StoreIO
@@ -52,7 +52,7 @@ async def test_r3_merges_hosts_the_sandbox_refused_this_turn(store: StoreIO, clo
     @tool(context=True)
     def blocked_script_ctx(tool_context) -> str:
         """Pretend to run a script the gate refuses."""
-        from chat_approvals.core.context import context_of
+        from chat_approvals.core.agent.context import context_of
 
         ctx = context_of(tool_context.invocation_state)
         assert ctx is not None

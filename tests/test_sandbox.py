@@ -13,11 +13,11 @@ from strands import Agent
 from strands.models.model import Model
 from strands.sandbox.errors import SandboxTimeoutError
 
+from chat_approvals.core.agent.context import RequestContext, invocation_state
 from chat_approvals.core.clock import ManualClock
-from chat_approvals.core.context import RequestContext, invocation_state
-from chat_approvals.core.egress import Gate, GateConfig
-from chat_approvals.core.sandbox import Confinement, GatedLocalSandbox, detect_confinement
-from chat_approvals.core.tools_sandbox import format_result, make_run_script
+from chat_approvals.core.sandbox.egress import Gate, GateConfig
+from chat_approvals.core.sandbox.runner import Confinement, GatedLocalSandbox, detect_confinement
+from chat_approvals.core.sandbox.tools import format_result, make_run_script
 from tests.gate_support import FakeGrants, origin_app, start_site
 
 USER, CHAT, TURN = "U1", "http:chat-9", "turn-9"

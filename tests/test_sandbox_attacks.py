@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from strands.sandbox import ExecutionResult
 
-from chat_approvals.core import sandbox_cgroup
-from chat_approvals.core.egress import Gate, GateConfig
-from chat_approvals.core.sandbox import GatedLocalSandbox, Limits, detect_confinement
-from chat_approvals.core.sandbox_cgroup import RunCgroups
+import chat_approvals.core.sandbox.cgroup as sandbox_cgroup
+from chat_approvals.core.sandbox.cgroup import RunCgroups
+from chat_approvals.core.sandbox.egress import Gate, GateConfig
+from chat_approvals.core.sandbox.runner import GatedLocalSandbox, Limits, detect_confinement
 from tests.gate_support import FakeGrants, origin_app, start_site
 from tests.serve_process import ROOT
 
@@ -243,7 +243,7 @@ def test_cgroup_regime_is_detected_and_its_events_are_read(tmp_path: Path) -> No
 def test_two_replicas_never_pick_the_same_uid(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each sandbox picks its uids on its own (as two replicas' would); with the random draw forced
     to collide, the lock on the uid still gives the second one another."""
-    import chat_approvals.core.sandbox as sandbox_mod
+    import chat_approvals.core.sandbox.runner as sandbox_mod
 
     monkeypatch.setattr(sandbox_mod.secrets, "randbelow", lambda n: 7)
     a = GatedLocalSandbox(gate_unix_socket=None, gate_port=1, confinement=CONF)
@@ -296,7 +296,7 @@ async def test_keys_left_in_the_uid_keyring_are_gone_for_the_next_run(
 ) -> None:
     """Run 1 leaves a key in its uid's user keyring; run 2 gets the same uid (the draw forced):
     its user keyring is empty."""
-    import chat_approvals.core.sandbox as sandbox_mod
+    import chat_approvals.core.sandbox.runner as sandbox_mod
 
     monkeypatch.setattr(sandbox_mod.secrets, "randbelow", lambda n: 11)
     _, _, box = gated

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from chat_approvals.core.agent.context import invocation_state
 from chat_approvals.core.clock import ManualClock
-from chat_approvals.core.context import invocation_state
-from chat_approvals.core.egress import Gate, GateConfig
-from chat_approvals.core.sandbox import GatedLocalSandbox, Limits, detect_confinement
-from chat_approvals.core.tools_sandbox import make_run_script
+from chat_approvals.core.sandbox.egress import Gate, GateConfig
+from chat_approvals.core.sandbox.runner import GatedLocalSandbox, Limits, detect_confinement
+from chat_approvals.core.sandbox.tools import make_run_script
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
 from chat_approvals.store.sqlite_rows import SqliteRows

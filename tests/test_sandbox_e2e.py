@@ -13,13 +13,13 @@ from aiohttp import web
 
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
-from chat_approvals.core.agent_factory import default_factory
+from chat_approvals.core.agent.factory import default_factory
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import ManualClock
-from chat_approvals.core.egress import Gate, GateConfig
+from chat_approvals.core.sandbox.egress import Gate, GateConfig
+from chat_approvals.core.sandbox.tools import make_run_script
 from chat_approvals.core.settings import Settings
-from chat_approvals.core.tools_sandbox import make_run_script
 from chat_approvals.store.aio import StoreIO
 from tests.conftest import TOKEN, Api
 from tests.gate_support import origin_app, start_site

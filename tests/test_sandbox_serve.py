@@ -10,7 +10,7 @@ from pathlib import Path
 
 import aiohttp
 
-from chat_approvals.core.sandbox import detect_confinement
+from chat_approvals.core.sandbox.runner import detect_confinement
 from tests.gate_support import origin_app, start_site
 from tests.serve_process import ROOT, free_port, stop, wait_healthy
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chat_approvals.core.scripted_model import RUN_SCRIPT, ScriptedModel, steps_of
+from chat_approvals.core.agent.scripted_model import RUN_SCRIPT, ScriptedModel, steps_of
 
 URL = "https://files.example/a.csv"
 

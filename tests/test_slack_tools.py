@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from chat_approvals.cards import slack_blocks as sb
-from chat_approvals.core.agent_factory import default_factory, gated_factory, prepare
-from chat_approvals.core.demo_tools import notes_file
+from chat_approvals.core.agent.demo_tools import notes_file
+from chat_approvals.core.agent.factory import default_factory, gated_factory, prepare
 from tests import agents
 from tests import slack_payloads as P
 from tests.slack_rig import DM, OWNER, OWNER_KEY, SlackRig, assert_valid_blocks, buttons

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from chat_approvals.core import wording
+import chat_approvals.core.protocol.wording as wording
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.models import Answer

@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestServer
 
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.models import BadObject, StoreFault, StoreUnavailable
-from chat_approvals.core.wording import STORE_UNAVAILABLE
+from chat_approvals.core.protocol.wording import STORE_UNAVAILABLE
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.base import CorruptObject, ObjectExists, RowStore, StoreError
 from chat_approvals.store.file_objects import FileObjects

@@ -1,4 +1,4 @@
-"""One subject normaliser (core/subjects.py): the approval tool, the egress gate, grants and every
+"""One subject normaliser (core/protocol/subjects.py): the approval tool, the egress gate, grants and every
 revoke path agree on what a name is, and on the names no approval can ever allow."""
 
 from __future__ import annotations
@@ -6,10 +6,16 @@ from __future__ import annotations
 import pytest
 
 from chat_approvals.core.clock import ManualClock
-from chat_approvals.core.egress import Gate, GateConfig
-from chat_approvals.core.egress.policy import Pattern
 from chat_approvals.core.models import Grant
-from chat_approvals.core.subjects import NeverAllowable, canonical_host, host_of, normalize_host, normalize_package
+from chat_approvals.core.protocol.subjects import (
+    NeverAllowable,
+    canonical_host,
+    host_of,
+    normalize_host,
+    normalize_package,
+)
+from chat_approvals.core.sandbox.egress import Gate, GateConfig
+from chat_approvals.core.sandbox.egress.policy import Pattern
 from chat_approvals.store.aio import StoreIO
 from tests.conftest import make_approvals
 from tests.gate_support import FakeGrants

@@ -16,12 +16,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from chat_approvals.core import wording
-from chat_approvals.core.agent_factory import AgentFactory, default_factory, gated_factory, prepare
+import chat_approvals.core.protocol.wording as wording
+from chat_approvals.core.agent.demo_tools import notes_file
+from chat_approvals.core.agent.factory import AgentFactory, default_factory, gated_factory, prepare
+from chat_approvals.core.agent.tool_gate import fingerprint
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.clock import ManualClock
-from chat_approvals.core.demo_tools import notes_file
-from chat_approvals.core.tool_gate import fingerprint
 from chat_approvals.store.aio import StoreIO
 from tests import agents
 from tests.conftest import Api, make_approvals, serve

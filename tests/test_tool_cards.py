@@ -16,7 +16,16 @@ from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.http_json import card_body
 from chat_approvals.cards.slack_answer import SlackPayloadError, parse_click
 from chat_approvals.cards.slack_chat import chat_key
-from chat_approvals.core.agent_factory import default_factory, gated_factory
+from chat_approvals.core.agent.factory import default_factory, gated_factory
+from chat_approvals.core.agent.tool_gate import (
+    MAX_CARD_INPUT,
+    ConfirmToolsError,
+    canonical_json,
+    fingerprint,
+    parse_names,
+    resolve,
+    tool_call,
+)
 from chat_approvals.core.models import (
     MAX_REASON,
     Answer,
@@ -28,16 +37,7 @@ from chat_approvals.core.models import (
     parse_answer,
     read_answer,
 )
-from chat_approvals.core.subjects import subject_matches
-from chat_approvals.core.tool_gate import (
-    MAX_CARD_INPUT,
-    ConfirmToolsError,
-    canonical_json,
-    fingerprint,
-    parse_names,
-    resolve,
-    tool_call,
-)
+from chat_approvals.core.protocol.subjects import subject_matches
 from tests.slack_payloads import block_actions
 from tests.teams.schema import assert_valid_card
 
@@ -342,7 +342,7 @@ def test_revoke_tool_name_takes_only_the_tool_grant() -> None:
 
 
 def _snapshot(name: str, tool_input: Any, *, reason_fp: str | None = None, use_input: Any = None) -> dict[str, Any]:
-    from chat_approvals.core.tool_gate import draft_reason
+    from chat_approvals.core.agent.tool_gate import draft_reason
 
     reason = draft_reason(name, tool_input, "tu_1")
     if reason_fp is not None:
@@ -359,7 +359,7 @@ def _snapshot(name: str, tool_input: Any, *, reason_fp: str | None = None, use_i
 
 
 def test_a_tool_card_binds_only_to_the_stored_call_with_its_fingerprint() -> None:
-    from chat_approvals.core.card_kinds import binds
+    from chat_approvals.core.protocol.card_kinds import binds
 
     c = tool_card("write_table", {"table": "users"})
     assert binds(c, "tu_1", "i1", _snapshot("write_table", {"table": "users"}))
@@ -376,9 +376,9 @@ def test_an_agent_with_its_own_human_in_the_loop_cannot_take_the_gate_too(tmp_pa
     from strands import Agent
     from strands.vended_interventions.hitl import HumanInTheLoop
 
-    from chat_approvals.core.demo_tools import make_save_note
-    from chat_approvals.core.scripted_model import ScriptedModel
-    from chat_approvals.core.tool_gate import attach, gate_of
+    from chat_approvals.core.agent.demo_tools import make_save_note
+    from chat_approvals.core.agent.scripted_model import ScriptedModel
+    from chat_approvals.core.agent.tool_gate import attach, gate_of
 
     own = Agent(model=ScriptedModel(), tools=[make_save_note(tmp_path)], interventions=[HumanInTheLoop()])
     with pytest.raises(ConfirmToolsError, match="already has a HumanInTheLoop"):

@@ -17,11 +17,11 @@ from chat_approvals.bots.approvers import ApproverDirectory
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
 from chat_approvals.bots.teams_bot import TEAMS, TeamsConfig
-from chat_approvals.core.agent_factory import AgentFactory
+from chat_approvals.core.agent.factory import AgentFactory
 from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.models import Pointer
-from chat_approvals.core.policy import parse_policy
+from chat_approvals.core.protocol.policy import parse_policy
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
 from chat_approvals.store.sqlite_rows import SqliteRows

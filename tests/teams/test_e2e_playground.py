@@ -147,7 +147,7 @@ async def test_e2e_group_chat_approval_answered_by_a_second_user(tmp_path: Path)
     is refused under `approvers = "approvers"`; the second member of the group chat, an approver,
     answers through the Playground's invoke API (its UI cannot switch users: see the JS)."""
     from chat_approvals.bots.approvers import ApproverDirectory
-    from chat_approvals.core.policy import parse_policy
+    from chat_approvals.core.protocol.policy import parse_policy
 
     env = require_playground()
     clock = SystemClock()
@@ -179,8 +179,8 @@ async def test_e2e_group_chat_approval_answered_by_a_second_user(tmp_path: Path)
 async def test_e2e_tool_card_in_playground_saves_the_note(tmp_path: Path) -> None:
     """Issue 14 in the real client: `save a note: hello` -> a tool card (save_note gated with
     --confirm-tools) -> Approve once -> the note is saved, once."""
-    from chat_approvals.core.agent_factory import default_factory, gated_factory
-    from chat_approvals.core.demo_tools import notes_file
+    from chat_approvals.core.agent.demo_tools import notes_file
+    from chat_approvals.core.agent.factory import default_factory, gated_factory
 
     env = require_playground()
     clock = SystemClock()

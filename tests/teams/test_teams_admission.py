@@ -8,8 +8,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import chat_approvals.core.protocol.wording as wording
 from chat_approvals.bots.teams_bot import TEAMS
-from chat_approvals.core import wording
 from chat_approvals.core.clock import ManualClock
 from tests.teams.harness import Bot, MockConnector, card_data, card_text, fixture
 from tests.teams.schema import assert_valid_card

@@ -384,7 +384,7 @@ async def test_r11_a_claim_won_within_the_budget_answers_with_the_resolved_card(
     tmp_path: Path, clock: ManualClock, connector: tuple[MockConnector, str]
 ) -> None:
     """The resumed turn outlasts the invoke budget but the claim is won inside it: the Claimed event
-    (core/events.py) reaches this front end, so the invoke answers with the card resolved ("Approved
+    (core/protocol/events.py) reaches this front end, so the invoke answers with the card resolved ("Approved
     by …, resuming"), not the bare "Answer recorded" shown when even the claim is not yet known."""
     import threading
 

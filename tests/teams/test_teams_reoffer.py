@@ -144,7 +144,7 @@ async def test_a_re_offer_that_cannot_be_posted_leaves_the_old_card_alone(
 async def test_r19_a_replay_that_re_offers_the_chained_card_makes_its_old_copy_read_only(
     tmp_path: Path, connector: tuple[MockConnector, str]
 ) -> None:
-    """The other re-offer (core/resume.py): a second click on an answered card replays its answer and
+    """The other re-offer (core/protocol/resume.py): a second click on an answered card replays its answer and
     shows the still-open chained card again with a new secret; the chained card's first copy goes."""
     mock, url = connector
     async with Bot(tmp_path / "store", ManualClock(), url) as bot:

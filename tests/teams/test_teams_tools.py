@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from chat_approvals.core.agent_factory import default_factory, gated_factory, prepare
+from chat_approvals.core.agent.factory import default_factory, gated_factory, prepare
 from chat_approvals.core.clock import ManualClock
 from tests import agents
 from tests.teams.harness import CHAT, OWNER, Bot, MockConnector, card_data, card_text

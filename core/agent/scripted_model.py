@@ -22,7 +22,7 @@ from typing import Any
 
 from strands.models.model import Model
 
-from chat_approvals.core.batch_rule import APPROVAL_TOOL
+from chat_approvals.core.agent.batch_rule import APPROVAL_TOOL
 
 RUN_SCRIPT = "run_script"
 SAVE_NOTE = "save_note"

@@ -3,7 +3,7 @@ approval tool in its tools, and `ApprovalHooks`, one `HookProvider` holding R5's
 Where we build the Agent they go in at construction (`Agent(tools=[...], hooks=[...])`); an
 Agent from a user's factory is already built, so `equip` adds them with the public
 `tool_registry.process_tools` and `hooks.add_hook`. The tool gate (`--confirm-tools`) is an
-intervention; see core/tool_gate.py and core/strands_compat.py.
+intervention; see core/agent/tool_gate.py and core/agent/strands_compat.py.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any
 from strands import Agent
 from strands.hooks import BeforeToolCallEvent, HookProvider, HookRegistry
 
-from chat_approvals.core.approval_tool import request_approval
-from chat_approvals.core.batch_rule import APPROVAL_TOOL, enforce_batch_rule
+from chat_approvals.core.agent.approval_tool import request_approval
+from chat_approvals.core.agent.batch_rule import APPROVAL_TOOL, enforce_batch_rule
 
 
 class ApprovalHooks(HookProvider):
-    """R5: the approval call runs alone in its batch (core/batch_rule.py)."""
+    """R5: the approval call runs alone in its batch (core/agent/batch_rule.py)."""
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
         registry.add_callback(BeforeToolCallEvent, enforce_batch_rule)

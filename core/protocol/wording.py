@@ -4,7 +4,7 @@ was blocked and gives the model a legitimate path. Same situation, same text."""
 from __future__ import annotations
 
 from chat_approvals.core.models import ONCE, duration_label
-from chat_approvals.core.subjects import describe
+from chat_approvals.core.protocol.subjects import describe
 
 NOTHING_NAMED = (
     "Nothing to approve: no URLs or packages were named and the sandbox refused nothing in this turn. "
@@ -80,7 +80,7 @@ def invalid_input(reason: str) -> str:
 
 STORE_UNAVAILABLE = "The approval store is unavailable right now; nothing was changed. Try again."
 TOO_MANY_CLICKS = "Too many answers are being worked on right now; nothing was changed. Click again in a moment."
-# --- tool-name approvals (core/tool_gate.py) and other interrupts ---------------------------
+# --- tool-name approvals (core/agent/tool_gate.py) and other interrupts ---------------------------
 CANNOT_ANSWER_SEVERAL = (
     "The agent paused on several questions at once in one step, and this front end can answer only "
     "one at a time, so nothing was offered and nothing ran. Please ask again, one step at a time."

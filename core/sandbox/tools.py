@@ -2,7 +2,7 @@
 
 Identity (user, chat, turn) comes from the request context the server put in
 `invocation_state` (R4), never from the model's arguments. The result names what the gate
-refused, in a fixed shape the offline model (core/scripted_model.py) reads:
+refused, in a fixed shape the offline model (core/agent/scripted_model.py) reads:
 
     exit code: 0
     limit hit: CPU time (60 s)                    <- only when a resource limit stopped the script
@@ -24,10 +24,10 @@ from strands import ToolContext, tool
 from strands.sandbox import Sandbox
 from strands.sandbox.errors import SandboxTimeoutError
 
-from chat_approvals.core.context import context_of, raw_access_of
-from chat_approvals.core.egress.backend import GrantsBackend
-from chat_approvals.core.egress.gate import Gate
-from chat_approvals.core.sandbox import LIMIT_MARK, GatedLocalSandbox, Limits, detect_confinement
+from chat_approvals.core.agent.context import context_of, raw_access_of
+from chat_approvals.core.sandbox.egress.backend import GrantsBackend
+from chat_approvals.core.sandbox.egress.gate import Gate
+from chat_approvals.core.sandbox.runner import LIMIT_MARK, GatedLocalSandbox, Limits, detect_confinement
 
 log = logging.getLogger(__name__)
 

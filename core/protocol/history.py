@@ -13,9 +13,9 @@ import uuid
 
 from strands import Agent
 
+from chat_approvals.core.agent.snapshots import decode, encode
 from chat_approvals.core.models import Clock
 from chat_approvals.core.settings import Settings
-from chat_approvals.core.snapshots import decode, encode
 
 log = logging.getLogger(__name__)
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import logging
 
-from chat_approvals.core.audit import AuditTrail
-from chat_approvals.core.card_kinds import grants_to_write
 from chat_approvals.core.models import (
     Answer,
     Clock,
@@ -17,8 +15,10 @@ from chat_approvals.core.models import (
     SubjectKind,
 )
 from chat_approvals.core.ports import Rows
+from chat_approvals.core.protocol.audit import AuditTrail
+from chat_approvals.core.protocol.card_kinds import grants_to_write
+from chat_approvals.core.protocol.subjects import subject_matches
 from chat_approvals.core.settings import Settings
-from chat_approvals.core.subjects import subject_matches
 
 log = logging.getLogger(__name__)
 

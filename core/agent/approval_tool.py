@@ -12,12 +12,12 @@ from typing import Any
 
 from strands import ToolContext, tool
 
-from chat_approvals.core import wording
-from chat_approvals.core.batch_rule import APPROVAL_TOOL
-from chat_approvals.core.context import RequestContext, context_of, tool_access_of
+import chat_approvals.core.protocol.wording as wording
+from chat_approvals.core.agent.batch_rule import APPROVAL_TOOL
+from chat_approvals.core.agent.context import RequestContext, context_of, tool_access_of
+from chat_approvals.core.agent.strands_compat import answered_response
 from chat_approvals.core.models import ApprovalCard, parse_answer
-from chat_approvals.core.strands_compat import answered_response
-from chat_approvals.core.subjects import host_of, normalize_package, unique
+from chat_approvals.core.protocol.subjects import host_of, normalize_package, unique
 
 INTERRUPT_NAME = "chat-approvals:approval"
 
@@ -30,7 +30,7 @@ def _result(tool_context: ToolContext, status: str, text: str) -> dict[str, Any]
 
 def own_interrupt_answered(tool_context: ToolContext) -> bool:
     """Has THIS call's interrupt been answered? Reads the SDK's interrupt state, which has no
-    public accessor in 1.62 (core/strands_compat.py, 1). If it cannot be read, assume yes: never
+    public accessor in 1.62 (core/agent/strands_compat.py, 1). If it cannot be read, assume yes: never
     merging again is the safe mistake (R2)."""
     try:
         answered, _ = answered_response(tool_context, INTERRUPT_NAME)

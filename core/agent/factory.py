@@ -3,7 +3,7 @@
 Every process must register the same tools under the same names: a snapshot carries no tools,
 and a resume that misses one fails silently as "Unknown tool". `prepare` therefore adds the
 approval tool and the batch hook to whatever agent a factory returns, and checks the result;
-the default agent gets them at construction (core/agent_hooks.py).
+the default agent gets them at construction (core/agent/hooks.py).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 from strands import Agent
 from strands.models.model import Model
 
-from chat_approvals.core.agent_hooks import ApprovalHooks, approval_tools, checked, equip
-from chat_approvals.core.batch_rule import APPROVAL_TOOL
-from chat_approvals.core.demo_tools import make_save_note
-from chat_approvals.core.scripted_model import ScriptedModel
-from chat_approvals.core.tool_gate import attach, parse_names, resolve
+from chat_approvals.core.agent.batch_rule import APPROVAL_TOOL
+from chat_approvals.core.agent.demo_tools import make_save_note
+from chat_approvals.core.agent.hooks import ApprovalHooks, approval_tools, checked, equip
+from chat_approvals.core.agent.scripted_model import ScriptedModel
+from chat_approvals.core.agent.tool_gate import attach, parse_names, resolve
 
 AgentFactory = Callable[[], Agent]
 
@@ -63,7 +63,7 @@ def build_model(spec: str) -> Model:
 
 
 def prepare(agent: Agent) -> Agent:
-    """An agent from a user's factory: the approval tool and the batch hook (core/agent_hooks.py)."""
+    """An agent from a user's factory: the approval tool and the batch hook (core/agent/hooks.py)."""
     return equip(agent)
 
 
@@ -75,7 +75,7 @@ def default_factory(
     build_model(model)  # fail at start-up, not at the first turn
     demo = [make_save_note(Path(notes_dir))] if notes_dir is not None else []
 
-    def make() -> Agent:  # the approval tool and hooks at construction (core/agent_hooks.py)
+    def make() -> Agent:  # the approval tool and hooks at construction (core/agent/hooks.py)
         return checked(
             Agent(
                 model=build_model(model),
@@ -125,7 +125,7 @@ def load_callable(target: str) -> Callable[[], Any]:
 
 
 def gated_factory(factory: AgentFactory, confirm_tools: str | Sequence[str] | None) -> AgentFactory:
-    """`--confirm-tools`: every agent the factory builds gets the tool gate (core/tool_gate.py).
+    """`--confirm-tools`: every agent the factory builds gets the tool gate (core/agent/tool_gate.py).
     The names are checked against the agent's tools here, at start-up: a name that matches no
     tool raises ConfirmToolsError and the server does not start."""
     entries = parse_names(confirm_tools)

@@ -31,11 +31,11 @@ from strands.hooks import BeforeToolCallEvent
 from strands.interventions import Deny, InterventionAction, Proceed
 from strands.vended_interventions.hitl import HumanInTheLoop
 
-from chat_approvals.core import wording
-from chat_approvals.core.batch_rule import APPROVAL_TOOL
-from chat_approvals.core.context import context_of
+import chat_approvals.core.protocol.wording as wording
+from chat_approvals.core.agent.batch_rule import APPROVAL_TOOL
+from chat_approvals.core.agent.context import context_of
+from chat_approvals.core.agent.strands_compat import add_interventions, added_interventions, own_interventions
 from chat_approvals.core.models import ToolCall, parse_answer
-from chat_approvals.core.strands_compat import add_interventions, added_interventions, own_interventions
 
 GATE_INTERRUPT = HumanInTheLoop.name  # "strands:human-in-the-loop": the intervention's own name
 REASON_KIND = "chat-approvals:tool"  # marks the reason our gate writes (a user's own HITL writes a string)
@@ -158,7 +158,7 @@ def attach(agent: Agent, gated: frozenset[str]) -> Agent:
             "--confirm-tools: the agent already has a HumanInTheLoop intervention; use one or the other"
         )
     # The documented way is Agent(interventions=[...]), which a user's factory did not know
-    # about: a second registry on the same hooks (core/strands_compat.py, 3).
+    # about: a second registry on the same hooks (core/agent/strands_compat.py, 3).
     add_interventions(agent, [ToolGate(gated)])
     return agent
 

@@ -14,15 +14,15 @@ from __future__ import annotations
 import logging
 import uuid
 
-from chat_approvals.core import wording
-from chat_approvals.core.agent_factory import AgentFactory
-from chat_approvals.core.context import RequestContext, ToolAccess, invocation_state
-from chat_approvals.core.history import History
+import chat_approvals.core.protocol.wording as wording
+from chat_approvals.core.agent.context import RequestContext, ToolAccess, invocation_state
+from chat_approvals.core.agent.factory import AgentFactory
 from chat_approvals.core.ids import hash_secret, mint_secret
-from chat_approvals.core.lease import Heartbeat, LeaseKeeper
 from chat_approvals.core.models import CardOffer, Clock, Grant, Pointer, TurnResult
-from chat_approvals.core.pause import Pauser, TurnHold, final_text
 from chat_approvals.core.ports import Rows, Started, Steps
+from chat_approvals.core.protocol.history import History
+from chat_approvals.core.protocol.lease import Heartbeat, LeaseKeeper
+from chat_approvals.core.protocol.pause import Pauser, TurnHold, final_text
 from chat_approvals.core.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def approved_sets(grants: list[Grant], turn_id: str | None = None) -> tuple[froz
 
 
 def approved_tools(grants: list[Grant], turn_id: str | None = None) -> frozenset[str]:
-    """Gated tools with a live grant in this chat: they run without a card (core/tool_gate.py).
+    """Gated tools with a live grant in this chat: they run without a card (core/agent/tool_gate.py).
     A `once` grant (a policy's default duration) counts only in its own turn."""
     return frozenset(g.name for g in grants if g.kind == "tool" and (g.turn_id is None or g.turn_id == turn_id))
 

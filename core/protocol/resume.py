@@ -21,15 +21,12 @@ from strands.types import Snapshot
 from strands.types.interrupt import InterruptResponseContent
 from strands.types.session import decode_bytes_values
 
-from chat_approvals.core import tracing, wording
-from chat_approvals.core.agent_factory import AgentFactory
-from chat_approvals.core.card_kinds import answer_problem, binds, interrupt_response
-from chat_approvals.core.context import RequestContext, ToolAccess, invocation_state
-from chat_approvals.core.events import Claimed, Subscribers
-from chat_approvals.core.grants import GrantBook
-from chat_approvals.core.history import History, HistoryWrite
+import chat_approvals.core.observe.tracing as tracing
+import chat_approvals.core.protocol.wording as wording
+from chat_approvals.core.agent.context import RequestContext, ToolAccess, invocation_state
+from chat_approvals.core.agent.factory import AgentFactory
+from chat_approvals.core.agent.paused_agents import PausedAgents
 from chat_approvals.core.ids import hash_secret, is_card_id, mint_secret, secret_matches
-from chat_approvals.core.lease import Heartbeat, LeaseKeeper
 from chat_approvals.core.models import (
     Answer,
     AnswerRecord,
@@ -44,12 +41,16 @@ from chat_approvals.core.models import (
     Vote,
     duration_seconds,
 )
-from chat_approvals.core.pause import ClaimLost, Pauser, final_text
-from chat_approvals.core.paused_agents import PausedAgents
-from chat_approvals.core.policy import ApproverCheck, NoApprovers, may_answer
 from chat_approvals.core.ports import Claim, Loaded, Objects, Rows, Steps
+from chat_approvals.core.protocol.card_kinds import answer_problem, binds, interrupt_response
+from chat_approvals.core.protocol.events import Claimed, Subscribers
+from chat_approvals.core.protocol.grants import GrantBook
+from chat_approvals.core.protocol.history import History, HistoryWrite
+from chat_approvals.core.protocol.lease import Heartbeat, LeaseKeeper
+from chat_approvals.core.protocol.pause import ClaimLost, Pauser, final_text
+from chat_approvals.core.protocol.policy import ApproverCheck, NoApprovers, may_answer
+from chat_approvals.core.protocol.turns import approved_sets, approved_tools, is_answerable
 from chat_approvals.core.settings import BUILT_IN_AGENT, Settings
-from chat_approvals.core.turns import approved_sets, approved_tools, is_answerable
 
 log = logging.getLogger(__name__)
 

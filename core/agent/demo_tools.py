@@ -3,7 +3,7 @@
 It appends one line to `notes.txt` in the chat's own folder under the notes root (one folder per
 chat, named by a hash of the chat key, so no chat key reaches a path). Which chat comes from the
 request context the server set (R4), never from the model. `scripts/run` serves with
-`--confirm-tools save_note`, so each call asks first (core/tool_gate.py).
+`--confirm-tools save_note`, so each call asks first (core/agent/tool_gate.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 from strands import ToolContext, tool
 
-from chat_approvals.core.context import context_of
-from chat_approvals.core.scripted_model import SAVE_NOTE
+from chat_approvals.core.agent.context import context_of
+from chat_approvals.core.agent.scripted_model import SAVE_NOTE
 
 MAX_NOTE = 2000
 

@@ -10,15 +10,15 @@ in its own mount, PID, IPC, UTS and network namespaces:
   virtualenv), a private size-limited `/tmp` holding its fresh run folder (HOME and working
   folder), a fresh `/proc` of its own PID namespace, a minimal `/dev`, and the gate's unix
   socket. Nothing else: not the store, the objects, the project, other runs, other sockets;
-- its network: an empty namespace with loopback only, where `core/sandbox_init.py` forwards
+- its network: an empty namespace with loopback only, where `core/sandbox/first_process.py` forwards
   127.0.0.1:PORT to the gate's socket;
 - its lifetime: `--die-with-parent` and the PID namespace, so the whole tree (double-forked
   `setsid` daemons too) dies with the run;
-- its system calls: a seccomp filter (`core/sandbox_seccomp.py`) refuses nested user
+- its system calls: a seccomp filter (`core/sandbox/seccomp.py`) refuses nested user
   namespaces, memfd and SysV shared memory; its kernel session keyring is a fresh, empty one;
 - its resources: wall and CPU time, address space, processes, file size, bytes written (the
   size of its `/tmp`), open files (`Limits`), and where the host delegates cgroup v2, the
-  memory of the run as a whole (`core/sandbox_cgroup.py`). A run that hits one is stopped and its stderr ends
+  memory of the run as a whole (`core/sandbox/cgroup.py`). A run that hits one is stopped and its stderr ends
   with `[sandbox limit hit: ...]`, which the tool puts on a `limit hit:` line.
 
 Where bubblewrap cannot run, `detect_confinement()` says why; the server then refuses to start
@@ -51,12 +51,13 @@ from strands.sandbox import ExecutionResult, PosixShellSandbox, StreamChunk
 from strands.sandbox.errors import SandboxTimeoutError
 from strands.sandbox.posix_shell import validate_env_keys
 
-from chat_approvals.core import sandbox_cgroup, sandbox_seccomp
-from chat_approvals.core.sandbox_cgroup import RunCgroups
+import chat_approvals.core.sandbox.cgroup as sandbox_cgroup
+import chat_approvals.core.sandbox.seccomp as sandbox_seccomp
+from chat_approvals.core.sandbox.cgroup import RunCgroups
 
 log = logging.getLogger(__name__)
 
-_INIT = Path(__file__).with_name("sandbox_init.py")
+_INIT = Path(__file__).with_name("first_process.py")
 INSIDE = "/run/sandbox"  # where the init, the script and the gate's socket appear in the sandbox
 GATE_SOCKET = f"{INSIDE}/gate.sock"
 _SYSTEM_DIRS = ("/usr", "/etc")
@@ -536,7 +537,7 @@ class GatedLocalSandbox(PosixShellSandbox):
 def _bind_token(unix_path: str | None, env: dict[str, str] | None, uid: int) -> None:
     """Bind the run's gate token (in its proxy URL) to the uid it runs as, so the token is worth
     nothing to any other run it leaks to (the gate checks the peer's uid by SO_PEERCRED)."""
-    from chat_approvals.core.egress.gate import gate_at  # the gate imports nothing of the sandbox
+    from chat_approvals.core.sandbox.egress.gate import gate_at  # the gate imports nothing of the sandbox
 
     gate = gate_at(unix_path)
     proxy = (env or {}).get("HTTP_PROXY", "")

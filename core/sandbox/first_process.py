@@ -8,7 +8,7 @@ inside the run's empty network namespace and copies every connection to the gate
 the end writes one JSON line of status (exit code, signal, CPU seconds, whether the run's disk
 was full) to a status descriptor the server reads. It exits with the script's code.
 
-usage: sandbox_init.py CONFIG_JSON
+usage: first_process.py CONFIG_JSON
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Every access to a private part of Strands (strands-agents 1.62), in one place, numbered, each
 with the reason no public surface serves. Everything else goes through the public API: the
 approval tool, R5's batch rule and the tool gate reach an Agent as one hook provider
-(core/agent_hooks.py), at construction where we build the Agent.
+(core/agent/hooks.py), at construction where we build the Agent.
 
 Upgrading Strands: run tests/test_tool_cards.py and tests/test_tool_approvals.py; each entry
 below fails loudly (AttributeError) or safely (see its fallback) if the SDK changed.

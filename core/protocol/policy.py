@@ -114,7 +114,7 @@ def parse_match(raw: str) -> tuple[str, str]:
         raise ValueError(f'{raw!r}: a match is a host glob, "package:GLOB" or "tool:GLOB" (not {kind!r})')
     if not glob or not _NAME_GLOB.fullmatch(glob):
         raise ValueError(f"{raw!r} matches no {kind} name")
-    if kind == "package":  # PEP 503, as the tool and the gate normalise names (core/subjects.py)
+    if kind == "package":  # PEP 503, as the tool and the gate normalise names (core/protocol/subjects.py)
         glob = re.sub(r"[-_.]+", "-", glob.lower())
     return kind, glob
 

@@ -31,11 +31,13 @@ from urllib.parse import SplitResult, urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from chat_approvals.core.clock import Clock, SystemClock
-from chat_approvals.core.egress.backend import GrantsBackend
-from chat_approvals.core.egress.index import PackageIndex
-from chat_approvals.core.egress.policy import Resolve, Rules, is_public
-from chat_approvals.core.egress.runs import Blocked, Run
-from chat_approvals.core.egress.wire import (
+from chat_approvals.core.models import Refusal, SubjectKind
+from chat_approvals.core.protocol.subjects import canonical_host, never_allowable_reason
+from chat_approvals.core.sandbox.egress.backend import GrantsBackend
+from chat_approvals.core.sandbox.egress.index import PackageIndex
+from chat_approvals.core.sandbox.egress.policy import Resolve, Rules, is_public
+from chat_approvals.core.sandbox.egress.runs import Blocked, Run
+from chat_approvals.core.sandbox.egress.wire import (
     Framing,
     Head,
     WireError,
@@ -47,8 +49,6 @@ from chat_approvals.core.egress.wire import (
     request_framing,
     respond,
 )
-from chat_approvals.core.models import Refusal, SubjectKind
-from chat_approvals.core.subjects import canonical_host, never_allowable_reason
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,11 @@ from typing import Any
 from strands import Agent
 from strands.agent.agent_result import AgentResult
 
-from chat_approvals.core import tracing, wording
-from chat_approvals.core.audit import AuditTrail
-from chat_approvals.core.card_kinds import Several, Unreadable, draft_of
-from chat_approvals.core.context import RequestContext
+import chat_approvals.core.observe.tracing as tracing
+import chat_approvals.core.protocol.wording as wording
+from chat_approvals.core.agent.context import RequestContext
+from chat_approvals.core.agent.paused_agents import PausedAgents
+from chat_approvals.core.agent.snapshots import encode
 from chat_approvals.core.ids import hash_secret, mint_card_id, mint_secret
 from chat_approvals.core.models import (
     ApprovalCard,
@@ -29,11 +30,11 @@ from chat_approvals.core.models import (
     StoreUnavailable,
     TurnResult,
 )
-from chat_approvals.core.paused_agents import PausedAgents
-from chat_approvals.core.policy import Policy
 from chat_approvals.core.ports import Offer, Rows, Steps
+from chat_approvals.core.protocol.audit import AuditTrail
+from chat_approvals.core.protocol.card_kinds import Several, Unreadable, draft_of
+from chat_approvals.core.protocol.policy import Policy
 from chat_approvals.core.settings import Settings
-from chat_approvals.core.snapshots import encode
 
 log = logging.getLogger(__name__)
 

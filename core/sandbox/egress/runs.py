@@ -7,8 +7,8 @@ import asyncio
 import threading
 from dataclasses import dataclass, field
 
-from chat_approvals.core.egress.backend import GrantsBackend
 from chat_approvals.core.models import SubjectKind
+from chat_approvals.core.sandbox.egress.backend import GrantsBackend
 
 MAX_REFUSALS_PER_RUN = 50  # recorded ones; a looping script must not flood the store
 

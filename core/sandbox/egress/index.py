@@ -36,15 +36,15 @@ from urllib.parse import SplitResult, urljoin, urlsplit
 
 import aiohttp
 
-from chat_approvals.core.egress.runs import Run
-from chat_approvals.core.egress.wire import Head, encode_head, respond
 from chat_approvals.core.models import SubjectKind
-from chat_approvals.core.subjects import canonical_host, never_allowable_reason, normalize_package
+from chat_approvals.core.protocol.subjects import canonical_host, never_allowable_reason, normalize_package
+from chat_approvals.core.sandbox.egress.runs import Run
+from chat_approvals.core.sandbox.egress.wire import Head, encode_head, respond
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from chat_approvals.core.egress.policy import Rules
+    from chat_approvals.core.sandbox.egress.policy import Rules
 
 
 class IndexGate(Protocol):

@@ -6,9 +6,9 @@ import ipaddress
 from dataclasses import dataclass, field
 
 from chat_approvals.core.models import SubjectKind
-from chat_approvals.core.subjects import canonical_host, normalize_package
+from chat_approvals.core.protocol.subjects import canonical_host, normalize_package
 
-# Names come from the one normaliser (core/subjects.py). The operator's lists may name any host,
+# Names come from the one normaliser (core/protocol/subjects.py). The operator's lists may name any host,
 # IP literals included (`canonical_host`); what a user may approve is checked in the gate.
 
 

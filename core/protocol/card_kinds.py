@@ -2,8 +2,8 @@
 `question`), which answers each kind takes, what the interrupt is resumed with, and the check
 that binds a `tool` card to exactly one call.
 
-- download: our approval tool's interrupt (core/approval_tool.py); sites and packages.
-- tool: the tool gate's interrupt (core/tool_gate.py); one gated call, bound by its fingerprint.
+- download: our approval tool's interrupt (core/agent/approval_tool.py); sites and packages.
+- tool: the tool gate's interrupt (core/agent/tool_gate.py); one gated call, bound by its fingerprint.
   Approve once (`duration: once`, no grant), approve for this chat (a grant of kind `tool`), deny
   (with an optional reason the model is told).
 - question: any other interrupt a user's agent raises (its name and JSON reason); resumed with
@@ -20,9 +20,9 @@ from typing import Any
 
 from strands.interrupt import Interrupt
 
-from chat_approvals.core.approval_tool import INTERRUPT_NAME
+from chat_approvals.core.agent.approval_tool import INTERRUPT_NAME
+from chat_approvals.core.agent.tool_gate import GATE_INTERRUPT, fingerprint, is_gate_reason, tool_call
 from chat_approvals.core.models import ONCE, Answer, ApprovalCard, CardKind, Question, ToolCall
-from chat_approvals.core.tool_gate import GATE_INTERRUPT, fingerprint, is_gate_reason, tool_call
 
 
 @dataclass(frozen=True)

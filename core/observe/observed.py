@@ -1,6 +1,6 @@
 """The store as the server uses it: every call timed and its faults counted by backend and op,
 claims counted won or lost, this process's open cards tracked. It only times and counts: the
-audit events and their outbox items are built in core/audit.py.
+audit events and their outbox items are built in core/protocol/audit.py.
 
 One generic wrapper over any backend (rows or objects): it restates no store signature, so a
 store method added later is timed without a change here. `observe(backend, metrics)` is typed as
@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast
 
-from chat_approvals.core.metrics import Metrics
+from chat_approvals.core.observe.metrics import Metrics
 
 B = TypeVar("B")
 

@@ -1,6 +1,0 @@
-"""The egress gate: the sandbox's only way out. See docs/egress-gate.md."""
-
-from chat_approvals.core.egress.backend import GateBackend, GrantsBackend
-from chat_approvals.core.egress.gate import Blocked, Gate, GateConfig, Run
-
-__all__ = ["Blocked", "Gate", "GateBackend", "GateConfig", "GrantsBackend", "Run"]
