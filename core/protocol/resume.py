@@ -113,22 +113,7 @@ class ResumeService:
         self.worker = worker_id
         self.claimed: Subscribers[Claimed] = Subscribers()  # a front end shows "resuming" on its card
         self.replays = Replays(rows=rows, objects=objects, clock=clock, approvers=self.approvers, audit=self._audit)
-        self.run = ClaimedRun(
-            rows=rows,
-            objects=objects,
-            steps=steps,
-            settings=settings,
-            clock=clock,
-            keeper=keeper,
-            grants=grants,
-            history=history,
-            pauser=pauser,
-            factory=factory,
-            tool_access=tool_access,
-            worker_id=worker_id,
-            paused=self.paused,
-            audit=self._audit,
-        )
+        self.run = ClaimedRun(self, self._audit)  # the winner's path reads its parts from here
 
     async def resume(
         self,

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from strands.types import Snapshot
 from strands.types.interrupt import InterruptResponseContent
@@ -54,66 +54,56 @@ def answer_doc(p: Pointer, user: str, answer: Answer, at: float, result: TurnRes
     )
 
 
+class RunParts(Protocol):
+    """What the claimed run reads of the resume service that holds it (ResumeService fits it;
+    read at call time, so the service stays the one owner of its parts)."""
+
+    clock: Clock
+    factory: AgentFactory
+    grants: GrantBook
+    history: History
+    keeper: LeaseKeeper
+    objects: Objects
+    paused: PausedAgents
+    pauser: Pauser
+    rows: Rows
+    settings: Settings
+    steps: Steps
+    tool_access: ToolAccess
+    worker: str
+
+
 class ClaimedRun:
-    def __init__(
-        self,
-        *,
-        rows: Rows,
-        objects: Objects,
-        steps: Steps,
-        settings: Settings,
-        clock: Clock,
-        keeper: LeaseKeeper,
-        grants: GrantBook,
-        history: History,
-        pauser: Pauser,
-        factory: AgentFactory,
-        tool_access: ToolAccess,
-        worker_id: str,
-        paused: PausedAgents,
-        audit: Audit,
-    ) -> None:
-        self.rows = rows
-        self.objects = objects
-        self.steps = steps
-        self.settings = settings
-        self.clock = clock
-        self.keeper = keeper
-        self.grants = grants
-        self.history = history
-        self.pauser = pauser
-        self.factory = factory
-        self.tool_access = tool_access
-        self.worker = worker_id
-        self.paused = paused
+    def __init__(self, parts: RunParts, audit: Audit) -> None:
+        self.parts = parts
         self.audit = audit
 
     async def run(self, p: Pointer, user: str, answer: Answer, now: float, loaded: Loaded) -> ResumeResult:
-        rows, clock, settings = self.rows, self.clock, self.settings
+        rows, clock, settings = self.parts.rows, self.parts.clock, self.parts.settings
         token = p.claim_count
-        fence = Fence(chat=p.chat, card_id=p.card_id, worker=self.worker, token=token)
+        fence = Fence(chat=p.chat, card_id=p.card_id, worker=self.parts.worker, token=token)
         deadline = p.resume_deadline or (now + settings.resume_deadline)
 
         def renew(at: float, until: float) -> bool:
             return rows.renew_now(fence, now=at, lease_until=until)
 
-        keeper = self.keeper
+        keeper = self.parts.keeper
         heartbeat = keeper.hold(Heartbeat(renew, clock, settings.lease, deadline))
         history: HistoryWrite | None = None
         try:
             if loaded.error is not None or loaded.claimed is None:
                 raise loaded.error or RuntimeError("claim not read")
-            held = self.paused.take(p.card_id, p.snapshot.sha256)  # only the bytes the pointer names
+            held = self.parts.paused.take(p.card_id, p.snapshot.sha256)  # only the bytes the pointer names
             raw = held.snapshot if held is not None else loaded.snapshot
             if raw is None:  # expected here but gone meanwhile: the store is the truth
-                raw = await self.objects.get(p.snapshot)
+                raw = await self.parts.objects.get(p.snapshot)
             snap = decode_bytes_values(json.loads(raw))
             if not binds(p.card, p.tool_use_id, p.sdk_interrupt_id, snap):
                 raise NotBound(p.card_id)
             if held is not None:
                 agent = held.agent
             else:
-                agent = self.factory()
+                agent = self.parts.factory()
                 agent.load_snapshot(Snapshot.from_dict(snap))
             grants = list(loaded.claimed.grants)  # read in the claim's own round trip
             sites, packages = approved_sets(grants, p.turn_id)
@@ -133,26 +123,26 @@ class ClaimedRun:
             reply: list[InterruptResponseContent] = [
                 {"interruptResponse": {"interruptId": p.sdk_interrupt_id, "response": response}}
             ]
-            state = invocation_state(ctx, self.tool_access)
+            state = invocation_state(ctx, self.parts.tool_access)
             run = asyncio.ensure_future(agent.invoke_async(reply, invocation_state=state))
             if not await self.until_deadline(run, deadline):
                 answer = Answer(approved=False)  # the card is answered as a deny: take back its grants
                 at = clock.now()
-                await self.grants.apply(p, "system", answer, at)
+                await self.parts.grants.apply(p, "system", answer, at)
                 await self.audit(p, "answered", "system", at, {"approved": False, "why": "resume deadline"})
                 turn = TurnResult(status="answered", text=wording.RESUME_TOO_LONG)
             elif (result := run.result()).stop_reason == "interrupt":
-                turn = await self.pauser.offer(agent, result, ctx, holding=fence)
+                turn = await self.parts.pauser.offer(agent, result, ctx, holding=fence)
             else:
                 turn = TurnResult(status="answered", text=final_text(result))
-                history = self.history.to_save(p.chat, agent, p.created_at)
+                history = self.parts.history.to_save(p.chat, agent, p.created_at)
         except ClaimLost:
             return in_progress(p)
         except NotBound:
             # The stored run does not hold the call this card shows: answer nothing, run nothing.
             log.warning("card %s does not match its stored call: expired", p.card_id)
             at = clock.now()
-            await self.grants.apply(p, "system", Answer(approved=False), at)
+            await self.parts.grants.apply(p, "system", Answer(approved=False), at)
             await rows.finish(fence, answer_key="")
             await self.audit(p, "expired", "system", at, {"why": "the stored call does not match the card"})
             return expired(p, NOT_BOUND)
@@ -164,10 +154,10 @@ class ClaimedRun:
         if turn.status == "awaiting_approval":
             # The chain already replaced the pointer (R13): keep the old card's answer for replays.
             key = f"answers/{p.card_id}.json"
-            await self.objects.put(key, doc)
+            await self.parts.objects.put(key, doc)
         else:
             key = f"answers/{p.card_id}/{token}.json"
-            if not await self.steps.complete(fence, answer_key=key, answer=doc, history=history):
+            if not await self.parts.steps.complete(fence, answer_key=key, answer=doc, history=history):
                 return in_progress(p)  # the lease lapsed and another worker took over
         return ResumeResult(
             outcome="resumed",
@@ -184,7 +174,7 @@ class ClaimedRun:
     async def until_deadline(self, run: asyncio.Future[Any], deadline: float) -> bool:
         """Wait for the run; at the deadline (by the injected clock, looked at every heartbeat
         period) cancel it. True when it finished in time."""
-        clock, every = self.clock, self.settings.heartbeat_every
+        clock, every = self.parts.clock, self.parts.settings.heartbeat_every
         while not run.done():
             left = deadline - clock.now()
             if left <= 0:
