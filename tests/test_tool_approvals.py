@@ -304,6 +304,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 def test_the_cli_answers_a_tool_card_and_lists_and_revokes_the_tool_grant(tmp_path: Path) -> None:
     common = [
         "--store", f"sqlite:///{tmp_path}/a.db", "--objects", str(tmp_path / "o"),
