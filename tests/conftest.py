@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import aiohttp
 import pytest
@@ -20,6 +21,9 @@ from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
 from chat_approvals.store.sqlite_rows import SqliteRows
 from tests.agents import Counter, scripted_factory
+
+if TYPE_CHECKING:
+    from tests.slack_rig import SlackRig
 
 TOKEN = "test-token"
 
@@ -130,3 +134,14 @@ async def api(approvals: Approvals) -> AsyncIterator[Api]:
     async with aiohttp.ClientSession() as session:
         yield Api(session, str(server.make_url("")).rstrip("/"))
     await server.close()
+
+
+@pytest.fixture
+async def rig() -> AsyncIterator[SlackRig]:
+    """The Slack rig every Slack test file shares (tests/slack_rig.py): a real server with the
+    default agent and a Slack stand-in. A file that needs another shape (a policy, socket mode,
+    a gated tool) overrides `rig` with `running(SlackRig(...))`."""
+    from tests.slack_rig import SlackRig, running  # only the Slack tests pay for importing it
+
+    async with running(SlackRig()) as r:
+        yield r

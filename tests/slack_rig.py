@@ -4,9 +4,11 @@ that sends correctly signed requests to it over real HTTP."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -230,3 +232,14 @@ class SlackRig:
     async def settle(self) -> None:
         await self.front.drain()
         await asyncio.sleep(0)
+
+
+@contextlib.asynccontextmanager
+async def running(rig: SlackRig) -> AsyncIterator[SlackRig]:
+    """The one way a test starts and stops a rig (the `rig` fixture of tests/conftest.py, and a
+    test file's own rig of another shape): stopped even when the test fails."""
+    started = await rig.start()
+    try:
+        yield started
+    finally:
+        await started.stop()

@@ -68,6 +68,7 @@ def assert_cpu_bound(out: str, what: str, verdict: str) -> None:
 
 
 @pytest.mark.parametrize("server", MODES, ids=case_id)
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 def test_bench_slack_prints_both_rows_and_the_ratios(server: list[str]) -> None:
     out = run_bench("bench.bench_slack", "--single", "3", "--concurrent", "5", *server)
     assert out.find(MODE_LINE[mode_of(server)]) in range(out.find("| scenario")), out  # said above the table
@@ -89,6 +90,7 @@ def test_bench_slack_prints_both_rows_and_the_ratios(server: list[str]) -> None:
 
 
 @pytest.mark.parametrize("server", MODES, ids=case_id)
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 def test_bench_teams_prints_every_row_all_approved_and_the_ratio(server: list[str]) -> None:
     out = run_bench("bench.bench_teams", "--samples", "3", "--rounds", "1", *server)
     assert out.find(MODE_LINE[mode_of(server)]) in range(out.find("scenario")), out  # said above the table
@@ -125,6 +127,7 @@ def test_bench_refuses_pin_without_a_process_server(module: str) -> None:
     assert "--pin needs --server process" in done.stderr
 
 
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 def test_bench_teams_pins_each_replica_to_its_own_core() -> None:
     """--pin: replica i is served with --cpus on core i (round the cores); the bench checks each
     replica's /proc before it measures (bench/server_process.py) and says so above the table."""

@@ -264,6 +264,7 @@ def test_a_refused_block_stops_the_whole_card() -> None:
 
 
 @pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason=f"no Chromium at {CHROMIUM}")
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 def test_the_screenshot_is_a_png_of_a_cards_size(tmp_path: Path) -> None:
     out = tmp_path / "slack-card.png"
     width, height = screenshot(card_page(download_card()), out)

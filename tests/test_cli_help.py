@@ -78,6 +78,7 @@ def test_serve_help_shows_defaults_of_what_matters_first() -> None:
     assert "--grant-ttl" not in flat
 
 
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 def test_version() -> None:
     done = subprocess.run([CLI, "--version"], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0 and done.stdout.strip() == f"chat-approvals {chat_approvals.__version__}"
@@ -114,6 +115,7 @@ async def _serve_output(tmp: Path, *extra: str, **env: str) -> tuple[str, str]:
     return out.read_text(), err.read_text()
 
 
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 async def test_the_last_start_up_line_is_ready_and_internal_lines_are_debug(tmp_path: Path) -> None:
     out, err = await _serve_output(tmp_path)
     lines = out.splitlines()

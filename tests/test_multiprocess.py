@@ -35,6 +35,7 @@ def _card(db: Path, objects: Path, clock: ManualClock | None = None) -> tuple[Ro
     return a_root, turn.offer.card.card_id, turn.offer.secret
 
 
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 def test_r10_eight_processes_racing_25_resumes_each_run_the_turn_once(tmp_path: Path) -> None:
     db, objects, log = tmp_path / "a.db", tmp_path / "objects", tmp_path / "work.log"
     a_root, card_id, secret = _card(db, objects)

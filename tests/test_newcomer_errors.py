@@ -147,6 +147,7 @@ def test_a_half_configured_front_end_names_the_variable(tmp_path: Path, env: dic
 # --- the store, the tokens, the policy -----------------------------------------------------------
 
 
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 def test_a_store_path_that_cannot_be_opened_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "a-folder").mkdir()
     (tmp_path / "a-file").write_text("")
@@ -203,6 +204,7 @@ def _paused(tmp: Path, *agent: str) -> tuple[str, str, str]:
     return m.group(1), m.group(2), hint
 
 
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 def test_a_resume_by_another_agent_is_refused_and_the_card_stays_answerable(tmp_path: Path) -> None:
     _user_agent(tmp_path)
     card, secret, hint = _paused(tmp_path, "--agent", "useragent:build")
@@ -217,6 +219,7 @@ def test_a_resume_by_another_agent_is_refused_and_the_card_stays_answerable(tmp_
     assert '"outcome": "resumed"' in right.stdout
 
 
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 def test_a_turn_paused_by_the_built_in_agent_is_not_resumed_by_a_user_agent(tmp_path: Path) -> None:
     _user_agent(tmp_path)
     card, secret, hint = _paused(tmp_path)
@@ -230,6 +233,7 @@ def test_a_turn_paused_by_the_built_in_agent_is_not_resumed_by_a_user_agent(tmp_
     assert right.returncode == 0 and '"outcome": "resumed"' in right.stdout, right.stderr
 
 
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 async def test_the_server_refuses_a_card_paused_by_another_agent_the_same_way(tmp_path: Path) -> None:
     """Paused from the shell with --agent; a server without it refuses the click (the card stays
     open), a server with it resumes the turn."""

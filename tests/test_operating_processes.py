@@ -212,6 +212,7 @@ class Receiver:
             await self.runner.cleanup()
 
 
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 async def test_webhook_receiver_down_then_up_gets_every_event_once_in_order_across_a_restart(tmp_path: Path) -> None:
     port = free_port()
     hook = ["--audit-webhook", f"http://127.0.0.1:{port}/hook", "--audit-webhook-secret", WEBHOOK_SECRET]

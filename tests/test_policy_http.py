@@ -223,6 +223,7 @@ async def test_a_reason_of_exactly_500_characters_is_kept(papi: Api) -> None:
     assert code == 200 and body["answer"]["reason"] == "y" * 500
 
 
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 def test_r10_two_approvers_in_two_processes_on_one_store_resume_once(tmp_path: Path) -> None:
     db, objects, log = tmp_path / "a.db", tmp_path / "objects", tmp_path / "work.log"
     for n in range(3):

@@ -15,7 +15,7 @@ import pytest
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.core.identity import SlackUser
 from tests import slack_payloads as P
-from tests.slack_rig import DM, OWNER, OWNER_KEY, SlackRig, assert_valid_blocks, buttons
+from tests.slack_rig import DM, OWNER, OWNER_KEY, SlackRig, assert_valid_blocks, buttons, running
 from tests.slack_standin import Call
 
 APPROVALS_CHANNEL = "C0APPROVALS"
@@ -47,12 +47,9 @@ PLAIN = "download <https://example.com/x.csv>"
 
 @pytest.fixture
 async def rig() -> AsyncIterator[SlackRig]:
-    r = await SlackRig(policy=POLICY).start()
-    r.standin.usergroups["S0SECOPS"] = [BOB, CAROL]
-    try:
+    async with running(SlackRig(policy=POLICY)) as r:
+        r.standin.usergroups["S0SECOPS"] = [BOB, CAROL]
         yield r
-    finally:
-        await r.stop()
 
 
 def texts(calls: list[Call]) -> list[str]:

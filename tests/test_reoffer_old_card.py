@@ -21,15 +21,6 @@ ASK = "download <https://example.org/a.csv>"
 
 
 @pytest.fixture
-async def rig() -> AsyncIterator[SlackRig]:
-    r = await SlackRig().start()
-    try:
-        yield r
-    finally:
-        await r.stop()
-
-
-@pytest.fixture
 async def routed_rig() -> AsyncIterator[SlackRig]:
     r = await SlackRig(policy=POLICY).start()
     r.standin.usergroups["S0SECOPS"] = [BOB]

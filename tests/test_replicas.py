@@ -182,6 +182,7 @@ async def test_r10_twenty_concurrent_clicks_split_across_two_replicas_resume_onc
     assert p is not None and p.state == "done" and p.claim_count == 1
 
 
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 async def test_r11_replica_killed_mid_resume_then_the_other_resumes_after_the_lease(cluster: Cluster) -> None:
     block = cluster.tmp / "block"
     block.write_text("hold")

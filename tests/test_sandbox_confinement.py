@@ -470,6 +470,7 @@ print(json.dumps({'connected': len(held), 'failed': failed, 'open_after_flood': 
 """
 
 
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 async def test_gate_bounds_unauthenticated_connections_and_healthz_stays_fast(tmp_path: Path) -> None:
     """5,000 connections that never authenticate, against a real `serve --sandbox`: the gate keeps
     at most `max_unauth_per_source` of them, closes those within its head timeout, and /healthz

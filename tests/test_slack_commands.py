@@ -11,7 +11,7 @@ from slack_sdk.models.blocks import Block
 
 from chat_approvals.cards import slack_blocks as sb
 from tests import slack_payloads as P
-from tests.slack_rig import DM, OTHER, OWNER, OWNER_KEY, SlackRig, assert_valid_blocks, buttons
+from tests.slack_rig import DM, OTHER, OWNER, OWNER_KEY, SlackRig, assert_valid_blocks, buttons, running
 from tests.slack_standin import Call
 
 
@@ -26,15 +26,12 @@ async def approve(rig: SlackRig, url: str) -> None:
 
 @pytest.fixture
 async def rig() -> AsyncIterator[SlackRig]:
-    r = await SlackRig().start()
-    try:
+    async with running(SlackRig()) as r:
         # three approvals in three chats (each top-level DM starts its own thread)
         await approve(r, "https://example.org/a.csv")
         await approve(r, "https://example.org/b.csv")
         await approve(r, "https://other.org/c.csv")
         yield r
-    finally:
-        await r.stop()
 
 
 def hooks(rig: SlackRig) -> list[Call]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlencode
 
@@ -21,15 +20,6 @@ from tests.slack_standin import Call
 
 GRID = "E0GRID0001"
 OTHER_TEAM = "T0OTHER01"
-
-
-@pytest.fixture
-async def rig() -> AsyncIterator[SlackRig]:
-    r = await SlackRig().start()
-    try:
-        yield r
-    finally:
-        await r.stop()
 
 
 async def grid_card(rig: SlackRig, *, enterprise: str | None) -> Call:

@@ -7,7 +7,6 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -20,15 +19,6 @@ from tests.slack_rig import DM, OTHER, OWNER, OWNER_KEY, SlackRig, assert_valid_
 from tests.slack_standin import Call
 
 URL = "https://example.org/data.csv"
-
-
-@pytest.fixture
-async def rig() -> AsyncIterator[SlackRig]:
-    r = await SlackRig().start()
-    try:
-        yield r
-    finally:
-        await r.stop()
 
 
 def texts(calls: list[Call]) -> list[str]:

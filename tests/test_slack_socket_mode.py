@@ -11,16 +11,13 @@ from typing import Any
 import pytest
 
 from tests import slack_payloads as P
-from tests.slack_rig import DM, OWNER, OWNER_KEY, SlackRig, assert_valid_blocks, buttons
+from tests.slack_rig import DM, OWNER, OWNER_KEY, SlackRig, assert_valid_blocks, buttons, running
 
 
 @pytest.fixture
 async def rig() -> AsyncIterator[SlackRig]:
-    r = await SlackRig(socket_mode=True).start()
-    try:
+    async with running(SlackRig(socket_mode=True)) as r:
         yield r
-    finally:
-        await r.stop()
 
 
 def envelope(kind: str, payload: dict[str, Any], n: int, **extra: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from chat_approvals.core.agent.demo_tools import notes_file
 from chat_approvals.core.agent.factory import default_factory, gated_factory, prepare
 from tests import agents
 from tests import slack_payloads as P
-from tests.slack_rig import DM, OWNER, OWNER_KEY, SlackRig, assert_valid_blocks, buttons
+from tests.slack_rig import DM, OWNER, OWNER_KEY, SlackRig, assert_valid_blocks, buttons, running
 from tests.slack_standin import Call
 
 
@@ -27,11 +27,8 @@ async def notes(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def rig(notes: Path) -> AsyncIterator[SlackRig]:
-    r = await SlackRig(factory=gated_factory(default_factory("scripted", notes_dir=notes), "save_note")).start()
-    try:
+    async with running(SlackRig(factory=gated_factory(default_factory("scripted", notes_dir=notes), "save_note"))) as r:
         yield r
-    finally:
-        await r.stop()
 
 
 def saved(notes: Path) -> list[str]:

@@ -85,6 +85,7 @@ def _apply(rows: RowStore, name: str, args: tuple) -> Any:
     return getattr(rows, name)(*args)
 
 
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 def test_r10_dynamodb_answers_every_call_like_the_reference_store(pair: tuple[StoreBackend, StoreBackend]) -> None:
     ref, aws = pair
     rng = random.Random(20260412)

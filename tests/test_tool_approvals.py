@@ -153,9 +153,22 @@ async def test_r14_for_this_chat_grants_the_tool_then_revoke_asks_again(api: Api
 
 async def test_r14_a_tool_grant_expires(api: Api, clock: ManualClock, notes: Path) -> None:
     card = await _tool_card(api)
-    await api.resume(card["card_id"], USER, card["secret"])
-    clock.advance(8 * 3600 + 1)
+    code, body = await api.resume(card["card_id"], USER, card["secret"])  # no duration: the default grant
+    assert code == 200 and body["result"]["text"] == "Saved the note: hello"
+    code, listed = await api.get(f"/v1/chats/{CHAT}/grants?user={USER}")
+    assert [(g["kind"], g["name"]) for g in listed["grants"]] == [("tool", "save_note")]
+    expires_at = listed["grants"][0]["expires_at"]
+    assert expires_at > clock.now()
+    # First the grant is shown working: a second before it expires, the call runs without a card
+    # (without this, asking again after the expiry would pass even if no grant were ever written).
+    clock.set(expires_at - 1)
+    code, turn = await api.turn(CHAT, USER, "save a note: second")
+    assert turn == {"status": "answered", "text": "Saved the note: second"}
+    assert lines(notes) == ["hello", "second"]
+    # past its expiry it no longer counts: the call asks again and does not run
+    clock.set(expires_at + 1)
     await _tool_card(api, "save a note: later")
+    assert lines(notes) == ["hello", "second"]
 
 
 async def test_r6_unattended_runs_get_the_deterministic_deny(api: Api, notes: Path) -> None:
@@ -291,6 +304,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 def test_the_cli_answers_a_tool_card_and_lists_and_revokes_the_tool_grant(tmp_path: Path) -> None:
     common = [
         "--store", f"sqlite:///{tmp_path}/a.db", "--objects", str(tmp_path / "o"),

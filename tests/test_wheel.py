@@ -115,6 +115,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     yield Installed(wheel, python, venv / "bin" / "chat-approvals", project)
 
 
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 def test_the_wheel_holds_only_chat_approvals(installed: Installed) -> None:
     with zipfile.ZipFile(installed.wheel) as z:
         names = z.namelist()

@@ -25,6 +25,7 @@ from chat_approvals.core.protocol.policy import parse_policy
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
 from chat_approvals.store.sqlite_rows import SqliteRows
+from tests.teams.schema import assert_valid_card
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "teams"
 TENANT = "00000000-0000-0000-0000-0000000000001"
@@ -186,3 +187,16 @@ def card_data(card: dict[str, Any]) -> dict[str, Any]:
 
 def card_text(card: dict[str, Any]) -> str:
     return json.dumps(card)
+
+
+CONTENT = "application/vnd.microsoft.card.adaptive"
+
+
+def invoke_card(status: int, body: Any) -> dict[str, Any]:
+    """The card a click's invoke reply carries (HTTP 200, an invoke response of type CONTENT),
+    checked against the Adaptive Card schema: the one reading of it every Teams test shares."""
+    assert status == 200, body
+    assert body["statusCode"] == 200 and body["type"] == CONTENT
+    card: dict[str, Any] = body["value"]
+    assert_valid_card(card)
+    return card

@@ -73,6 +73,7 @@ async def run_browser(env: dict[str, str], shots: Path, extra: dict[str, str]) -
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("invoke_budget", [2.0, 0.0], ids=["in-invoke", "late-proactive"])
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 async def test_e2e_approve_in_playground_then_revoke(tmp_path: Path, invoke_budget: float) -> None:
     """in-invoke: the click's answer is the outcome card. late-proactive: the click is answered with
     "resuming…" at once and the outcome replaces the card later, from the stored reference."""
@@ -107,6 +108,7 @@ async def test_e2e_approve_in_playground_then_revoke(tmp_path: Path, invoke_budg
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 async def test_e2e_package_choice_in_playground(tmp_path: Path) -> None:
     """R15 in the real client: the multi-select on the card reaches the bot merged into the
     Execute data, and only the chosen package is granted."""
@@ -142,6 +144,7 @@ approvers = "approvers"
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 async def test_e2e_group_chat_approval_answered_by_a_second_user(tmp_path: Path) -> None:
     """Issue 13 in the real client: in the Playground's Group Chat the requester (the UI's own user)
     is refused under `approvers = "approvers"`; the second member of the group chat, an approver,
@@ -176,6 +179,7 @@ async def test_e2e_group_chat_approval_answered_by_a_second_user(tmp_path: Path)
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
 async def test_e2e_tool_card_in_playground_saves_the_note(tmp_path: Path) -> None:
     """Issue 14 in the real client: `save a note: hello` -> a tool card (save_note gated with
     --confirm-tools) -> Approve once -> the note is saved, once."""

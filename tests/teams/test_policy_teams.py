@@ -14,10 +14,19 @@ from typing import Any
 import pytest
 
 from chat_approvals.core.clock import ManualClock
-from tests.teams.harness import CHAT, OTHER, OWNER, TENANT, Bot, MockConnector, card_data, card_text
+from tests.teams.harness import (
+    CHAT,
+    OTHER,
+    OWNER,
+    TENANT,
+    Bot,
+    MockConnector,
+    card_data,
+    card_text,
+    invoke_card,
+)
 from tests.teams.schema import assert_valid_card
 
-CONTENT = "application/vnd.microsoft.card.adaptive"
 APPROVERS_CONV = "19:approvers@thread.tacv2"
 THIRD = {"id": "user-id-2", "name": "Lee Gu", "aadObjectId": "00000000-0000-0000-0000-0000000000022"}
 POLICY = f"""\
@@ -47,14 +56,6 @@ IN_APPROVERS = {"conversationType": "channel", "tenantId": TENANT, "id": APPROVE
 async def bot(tmp_path: Path, connector: tuple[MockConnector, str]) -> AsyncIterator[Bot]:
     async with Bot(tmp_path / "store", ManualClock(), connector[1], policy=POLICY) as b:
         yield b
-
-
-def invoke_card(status: int, body: Any) -> dict[str, Any]:
-    assert status == 200, body
-    assert body["statusCode"] == 200 and body["type"] == CONTENT
-    card: dict[str, Any] = body["value"]
-    assert_valid_card(card)
-    return card
 
 
 def routed_posts(mock: MockConnector) -> list[dict[str, Any]]:

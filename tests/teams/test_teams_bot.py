@@ -14,11 +14,21 @@ import pytest
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.models import ClaimRead
 from chat_approvals.core.settings import Settings
-from tests.teams.harness import CHAT, OTHER, OWNER, OWNER_AAD, TENANT, Bot, MockConnector, card_data, card_text
+from tests.teams.harness import (
+    CHAT,
+    OTHER,
+    OWNER,
+    OWNER_AAD,
+    TENANT,
+    Bot,
+    MockConnector,
+    card_data,
+    card_text,
+    invoke_card,
+)
 from tests.teams.schema import assert_valid_card
 
 URL = "https://example.com/data.csv"
-CONTENT = "application/vnd.microsoft.card.adaptive"
 
 
 @pytest.fixture
@@ -35,14 +45,6 @@ async def bot(tmp_path: Path, clock: ManualClock, connector: tuple[MockConnector
 def all_cards_valid(mock: MockConnector, *extra: dict[str, Any]) -> None:
     for card in [*mock.cards(), *extra]:
         assert_valid_card(card)
-
-
-def invoke_card(status: int, body: Any) -> dict[str, Any]:
-    assert status == 200, body
-    assert body["statusCode"] == 200 and body["type"] == CONTENT
-    card: dict[str, Any] = body["value"]
-    assert_valid_card(card)
-    return card
 
 
 async def ask(bot: Bot, mock: MockConnector, text: str = f"please fetch {URL}") -> dict[str, Any]:

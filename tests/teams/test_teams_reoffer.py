@@ -11,20 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from chat_approvals.core.clock import ManualClock
-from tests.teams.harness import CHAT, OTHER, Bot, MockConnector, card_data, card_text
+from tests.teams.harness import CHAT, OTHER, Bot, MockConnector, card_data, card_text, invoke_card
 from tests.teams.schema import assert_valid_card
 from tests.teams.test_policy_teams import APPROVERS_CONV, IN_APPROVERS, POLICY
 
 REQUESTING_CONV = "f62ca891-03b2-45a6-b15b-0e20fc6f66b1"  # the Playground's conversation
-CONTENT = "application/vnd.microsoft.card.adaptive"
-
-
-def invoke_card(status: int, body: Any) -> dict[str, Any]:
-    assert status == 200, body
-    assert body["statusCode"] == 200 and body["type"] == CONTENT
-    card: dict[str, Any] = body["value"]
-    assert_valid_card(card)
-    return card
 
 
 def cards_posted_in(mock: MockConnector, conversation: str) -> list[dict[str, Any]]:

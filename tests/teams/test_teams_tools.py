@@ -14,10 +14,8 @@ import pytest
 from chat_approvals.core.agent.factory import default_factory, gated_factory, prepare
 from chat_approvals.core.clock import ManualClock
 from tests import agents
-from tests.teams.harness import CHAT, OWNER, Bot, MockConnector, card_data, card_text
+from tests.teams.harness import CHAT, OWNER, Bot, MockConnector, card_data, card_text, invoke_card
 from tests.teams.schema import assert_valid_card
-
-CONTENT = "application/vnd.microsoft.card.adaptive"
 
 
 @pytest.fixture
@@ -35,14 +33,6 @@ async def bot(tmp_path: Path, notes: Path, connector: tuple[MockConnector, str])
 def saved(notes: Path) -> list[str]:
     files = list(notes.rglob("notes.txt")) if notes.exists() else []
     return [line for f in files for line in f.read_text().splitlines()]
-
-
-def invoke_card(status: int, body: Any) -> dict[str, Any]:
-    assert status == 200, body
-    assert body["statusCode"] == 200 and body["type"] == CONTENT
-    card: dict[str, Any] = body["value"]
-    assert_valid_card(card)
-    return card
 
 
 async def ask(bot: Bot, mock: MockConnector, text: str = "save a note: hello") -> dict[str, Any]:

@@ -1,0 +1,102 @@
+"""R15: the one answer shape, and reading it from the wire (strict) or from the SDK (fail closed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chat_approvals.core.models.base import Strict
+from chat_approvals.core.models.durations import MAX_REASON, clean_reason, duration_seconds
+
+
+class Answer(Strict):
+    """R15: the only answer shape. `packages`, when given, is a subset of the card's; `duration`
+    (with an approval) is one the card offers; `reason` (with a deny) is the approver's words."""
+
+    approved: bool
+    packages: list[str] | None = None
+    duration: str | None = None
+    reason: str | None = None
+
+
+class InvalidAnswer(ValueError):
+    """Not exactly one well-formed answer: a front end refuses it (`invalid`) and changes nothing."""
+
+
+ANSWER_STATUSES = ("resolved", "cancelled")
+ANSWER_FIELDS = ("approved", "packages", "duration", "reason")
+
+
+def read_answer(status: object, payload: object) -> Answer:
+    """R15 for front ends: accept exactly one well-formed answer, refuse everything else.
+
+    `status` is exactly "resolved" or "cancelled". Resolved: `payload` is an object with exactly
+    `approved` (a JSON bool) and, only with `approved: true`, an optional `packages` list of strings
+    and an optional `duration` (`once` or N m/h/d/w; whether the card offers it is the resume
+    service's check); only with `approved: false`, an optional `reason` string (control characters
+    removed, at most 500 characters; an empty one is no reason). Cancelled (a deny): no payload, or
+    null. Anything else raises InvalidAnswer; nothing is guessed.
+    """
+    if status == "cancelled":
+        if payload is not None:
+            raise InvalidAnswer("a cancelled answer carries no payload")
+        return Answer(approved=False)
+    if status != "resolved":
+        raise InvalidAnswer(f"status must be one of {', '.join(ANSWER_STATUSES)}")
+    if not isinstance(payload, dict):
+        raise InvalidAnswer("payload must be an object")
+    extra = set(payload) - set(ANSWER_FIELDS)
+    if extra:
+        raise InvalidAnswer(f"payload has unknown field(s): {', '.join(sorted(map(str, extra)))}")
+    approved = payload.get("approved")
+    if not isinstance(approved, bool):
+        raise InvalidAnswer("payload.approved must be true or false")
+    if approved and "reason" in payload:
+        raise InvalidAnswer("payload.reason goes only with a deny")
+    if not approved and ("packages" in payload or "duration" in payload):
+        raise InvalidAnswer("payload.packages and payload.duration go only with an approval")
+    fields: dict[str, Any] = {"approved": approved}
+    if "packages" in payload:
+        packages = payload["packages"]
+        if not isinstance(packages, list) or not all(isinstance(p, str) for p in packages):
+            raise InvalidAnswer("payload.packages must be a list of strings")
+        fields["packages"] = list(packages)
+    if "duration" in payload:
+        duration = payload["duration"]
+        try:
+            duration_seconds(duration)
+        except ValueError as e:
+            raise InvalidAnswer(f"payload.duration: {e}") from None
+        fields["duration"] = duration
+    if "reason" in payload:
+        fields["reason"] = read_reason(payload["reason"])
+    return Answer(**fields)
+
+
+def read_reason(raw: object) -> str | None:
+    """A deny reason from the wire: a string, cleaned, at most MAX_REASON characters; empty = none."""
+    if not isinstance(raw, str):
+        raise InvalidAnswer("payload.reason must be a string")
+    reason = clean_reason(raw)
+    if len(reason) > MAX_REASON:
+        raise InvalidAnswer(f"payload.reason is longer than {MAX_REASON} characters")
+    return reason or None
+
+
+def parse_answer(status: object, payload: object) -> Answer:
+    """R15 where an answer must be interpreted (the tool reading the SDK's response), fail closed:
+    only `status == "resolved"` with `{"approved": true}` (and, optionally, `"packages"`: a list of
+    strings, and `"duration"`) approves. Cancelled, unknown status, a missing field, an extra field,
+    a non-bool `approved`, or any other shape is a deny (keeping a deny's readable reason, cleaned
+    and cut to MAX_REASON, so the model hears why)."""
+    deny = Answer(approved=False)
+    if status != "resolved" or not isinstance(payload, dict):
+        return deny
+    if payload.get("approved") is False and set(payload) <= {"approved", "reason"}:
+        reason = payload.get("reason")
+        cleaned = clean_reason(reason)[:MAX_REASON].strip() if isinstance(reason, str) else ""
+        return Answer(approved=False, reason=cleaned) if cleaned else deny
+    try:
+        answer = read_answer(status, payload)
+    except InvalidAnswer:
+        return deny
+    return answer if payload.get("approved") is True or not answer.approved else deny

@@ -1,0 +1,51 @@
+"""The pieces every model stands on: the card id shape, the clock, the store's faults, the
+strict base model."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+# What core.ids.mint_card_id() produces: "c_" + token_urlsafe(16) (22 url-safe base64 characters).
+# Here, not in core.ids, so cards/ (which import only core.models) can check ids on the wire.
+_CARD_ID = re.compile(r"c_[A-Za-z0-9_-]{22}")
+
+
+def is_card_id(value: object) -> bool:
+    """True only for a string of the minted shape: checked before a card id is used anywhere
+    (an object key, a lookup, a log line), so `/`, `..`, NUL or 5,000 characters never get that far."""
+    return isinstance(value, str) and _CARD_ID.fullmatch(value) is not None
+
+
+class Clock(Protocol):
+    """The only source of time in core/ and store/ (here so both layers may see it)."""
+
+    def now(self) -> float: ...
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.time()
+
+
+class StoreFault(Exception):
+    """What the store could not do: every front end maps it once (HTTP 503, a Slack ephemeral,
+    a Teams card). Its kinds say what happened: `StoreUnavailable` or `BadObject`."""
+
+
+class StoreUnavailable(StoreFault):
+    """The store failed after its retries; nothing was changed by the failed call (an outage:
+    trying again may work). Backends raise subclasses."""
+
+
+class BadObject(StoreFault):
+    """A write-once object is not what the protocol expects: its bytes do not match the checksum
+    recorded when it was written, or its key was written before. A fact about the data, not an
+    outage: trying again reads the same bytes. Backends raise subclasses."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)

@@ -1,0 +1,112 @@
+"""What a person is asked to approve: the card, its policy, its subject, its votes, its offer."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from chat_approvals.core.models.answers import Answer
+from chat_approvals.core.models.base import Strict
+from chat_approvals.core.models.durations import ApproverMode, duration_seconds
+
+SubjectKind = Literal["site", "package", "tool"]
+CardKind = Literal["download", "tool", "question"]
+
+
+class CardPolicy(Strict):
+    """What the approval policy decided for one card (the strictest rule over its subjects).
+
+    `durations` empty: no choice is offered and a grant lasts `default_seconds`. `once` is a
+    grant for this turn only."""
+
+    approvers: ApproverMode = "owner"
+    quorum: int = 1
+    durations: list[str] = Field(default_factory=list)
+    default_duration: str | None = None
+    default_seconds: float | None = None  # the grant TTL when no duration is chosen or offered
+    rules: list[str] = Field(default_factory=list)  # which rules applied (for the audit trail)
+
+    def grant_seconds(self, chosen: str | None, fallback: float) -> float:
+        if chosen is not None:
+            return duration_seconds(chosen)
+        if self.default_duration is not None:
+            return duration_seconds(self.default_duration)
+        return self.default_seconds if self.default_seconds is not None else fallback
+
+
+class Vote(Strict):
+    """One approver's approval of a card that needs a quorum (any deny ends the card instead)."""
+
+    user: str
+    at: float
+    duration: str | None = None
+    packages: list[str] | None = None
+
+
+class ToolCall(Strict):
+    """The subject of a `tool` card: one gated tool call, bound to the card by its fingerprint
+    (SHA-256 of the name and the canonical JSON input, core.tool_gate.fingerprint). `input` is the
+    call's input as the model gave it, or a truncated canonical-JSON string when it is too large to
+    keep on the card (`truncated`); the fingerprint always covers the whole input."""
+
+    name: str
+    input: Any
+    fingerprint: str
+    truncated: bool = False
+
+
+class Question(Strict):
+    """The subject of a `question` card: an interrupt a user's own agent raised (its name and its
+    JSON reason, shown as fields), answered with `{"approved": bool, "reason"?: str}`."""
+
+    name: str
+    reason: Any
+
+
+class ApprovalCard(Strict):
+    """What a person is asked to approve. Shown on every front end; never holds the secret.
+
+    `kind` says what: `download` (sites and packages, the approval tool), `tool` (a gated tool
+    call, `tool`), or `question` (any other interrupt, `question`)."""
+
+    card_id: str
+    chat: str
+    owner: str
+    platform: str
+    reason: str
+    sites: list[str]
+    urls: list[str]
+    packages: list[str]
+    created_at: float
+    expires_at: float
+    policy: CardPolicy | None = None  # None: no policy file, only the owner answers (today's behaviour)
+    kind: CardKind = "download"
+    tool: ToolCall | None = None
+    question: Question | None = None
+
+    def subjects(self) -> list[tuple[SubjectKind, str]]:
+        """What a grant of this card would cover: sites and packages, or the gated tool's name."""
+        if self.tool is not None:
+            return [("tool", self.tool.name)]
+        return [("site", s) for s in self.sites] + [("package", p) for p in self.packages]
+
+    def chosen_packages(self, answer: Answer) -> list[str]:
+        """The one place the answer's package choice is read: every package on the card when the
+        answer names none, else the card's packages the answer names (in the card's order)."""
+        return list(self.packages) if answer.packages is None else [p for p in self.packages if p in answer.packages]
+
+    def left_out_packages(self, answer: Answer) -> list[str]:
+        chosen = self.chosen_packages(answer)
+        return [p for p in self.packages if p not in chosen]
+
+
+class CardOffer(Strict):
+    """A card as handed to a front end to post: the card and its one-time secret."""
+
+    card: ApprovalCard
+    secret: str
+    votes: list[Vote] = Field(default_factory=list)  # a card shown again: the approvals it has so far
+    # A card shown again: where its earlier copy was posted (the pointer's `card_location`, opaque
+    # here), so the front end can make that copy read-only; its buttons no longer work (R19).
+    replaces: dict[str, str] | None = None
