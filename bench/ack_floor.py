@@ -22,7 +22,7 @@ from aiohttp import web
 
 from chat_approvals.bots.cpus import pin_process
 from chat_approvals.bots.slack_ingress import refuse_unsigned
-from tests.slack_payloads import SIGNING_SECRET
+from tests.support.slack_payloads import SIGNING_SECRET
 
 
 def floor_app(secret: str = SIGNING_SECRET) -> web.Application:

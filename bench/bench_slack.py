@@ -5,7 +5,7 @@
 
 `--server inprocess` (the default, as the figures recorded before 2026-12-03): everything runs in one
 process on 127.0.0.1: the server with the Slack front end, a signed-request client, and the Web API
-stand-in (tests/slack_standin.py). `--server process`: the server is `chat-approvals serve` in its own
+stand-in (tests/support/slack_standin.py). `--server process`: the server is `chat-approvals serve` in its own
 OS process, configured only through SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET and
 CHAT_APPROVALS_SLACK_API_URL (bench/server_process.py); this process keeps the client and the stand-in,
 which play Slack. `--replicas N` (with `--server process`): N such processes on one SQLite store; the
@@ -67,9 +67,9 @@ from bench.server_process import (
     tally_lines,
 )
 from chat_approvals.bots.server import freeze_heap
-from tests import slack_payloads as P
-from tests.slack_rig import SlackRig, buttons
-from tests.slack_standin import Call, SlackStandIn
+from tests.support import slack_payloads as P
+from tests.support.slack_rig import SlackRig, buttons
+from tests.support.slack_standin import Call, SlackStandIn
 
 HOST = re.compile(r"//(h\d+)\.example\.org/")  # the host in a card's message names the card
 

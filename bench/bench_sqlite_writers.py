@@ -32,7 +32,7 @@ import chat_approvals.store.sqlite_rows as sqlite_rows
 from chat_approvals.core.models import AuditEvent
 from chat_approvals.store.sqlite_rows import SqliteRows
 from chat_approvals.store.sqlite_writes import WriteGate, connect
-from tests.store_conformance import T0, make_pointer
+from tests.support.store_conformance import T0, make_pointer
 
 KINDS = ("single statement", "compound step")
 WAYS = ("gate", "busy handler")

@@ -32,7 +32,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from chat_approvals.bots.cpus import format_cpu_list
-from tests.serve_process import free_port
+from tests.support.serve_process import free_port
 
 MODES = ("inprocess", "process")
 READY_WAIT = 60.0  # seconds for the process to answer /readyz

@@ -20,10 +20,10 @@ from chat_approvals.core.settings import Settings
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
 from chat_approvals.store.sqlite_rows import SqliteRows
-from tests.agents import Counter, scripted_factory
+from tests.support.agents import Counter, scripted_factory
 
 if TYPE_CHECKING:
-    from tests.slack_rig import SlackRig
+    from tests.support.slack_rig import SlackRig
 
 TOKEN = "test-token"
 
@@ -138,10 +138,10 @@ async def api(approvals: Approvals) -> AsyncIterator[Api]:
 
 @pytest.fixture
 async def rig() -> AsyncIterator[SlackRig]:
-    """The Slack rig every Slack test file shares (tests/slack_rig.py): a real server with the
+    """The Slack rig every Slack test file shares (tests/support/slack_rig.py): a real server with the
     default agent and a Slack stand-in. A file that needs another shape (a policy, socket mode,
     a gated tool) overrides `rig` with `running(SlackRig(...))`."""
-    from tests.slack_rig import SlackRig, running  # only the Slack tests pay for importing it
+    from tests.support.slack_rig import SlackRig, running  # only the Slack tests pay for importing it
 
     async with running(SlackRig()) as r:
         yield r

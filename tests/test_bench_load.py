@@ -18,7 +18,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from bench.ack_floor import floor_app
-from tests import slack_payloads as P
+from tests.support import slack_payloads as P
 from tests.test_bench_smoke import ROOT, run_bench, table_rows
 
 MS = re.compile(r"^\d+(\.\d+)? ms$")

@@ -24,8 +24,8 @@ from chat_approvals.core.models import (
     Refusal,
     SessionWrite,
 )
-from tests.store_backends import open_backend
-from tests.store_conformance import LEASE, T0, StoreBackend, claim, make_pointer
+from tests.support.store_backends import open_backend
+from tests.support.store_conformance import LEASE, T0, StoreBackend, claim, make_pointer
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "deploy" / "cloudformation.yaml"
 

@@ -18,8 +18,8 @@ from chat_approvals.core.models import Answer
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
 from chat_approvals.store.sqlite_rows import SqliteRows
-from tests import mp_workers
-from tests.agents import BLOCK_ENV, WORK_LOG_ENV
+from tests.support import mp_workers
+from tests.support.agents import BLOCK_ENV, WORK_LOG_ENV
 
 
 def _card(db: Path, objects: Path, clock: ManualClock | None = None) -> tuple[Root[StoreIO], str, str]:
@@ -28,7 +28,7 @@ def _card(db: Path, objects: Path, clock: ManualClock | None = None) -> tuple[Ro
     a_root = bootstrap(
         StoreIO(SqliteRows(db), FileObjects(objects)),
         clock=clock,
-        agent_factory=user_factory("tests.agents:work_agent"),
+        agent_factory=user_factory("tests.support.agents:work_agent"),
     )
     turn = asyncio.run(a_root.approvals.run_turn(chat="chat-mp", user="alice", text="go", platform="http"))
     assert turn.offer is not None
@@ -99,7 +99,7 @@ def test_r11_worker_killed_mid_resume_then_the_next_click_after_the_lease_resume
     b_root = bootstrap(
         StoreIO(SqliteRows(db), FileObjects(objects)),
         clock=clock,
-        agent_factory=user_factory("tests.agents:work_agent"),
+        agent_factory=user_factory("tests.support.agents:work_agent"),
     )
     b = b_root.approvals
     os.environ.pop(BLOCK_ENV, None)

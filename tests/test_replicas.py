@@ -27,8 +27,8 @@ import aiohttp
 import pytest
 
 from chat_approvals.store.dynamodb_rows import create_table, delete_table, open_dynamodb_rows
-from tests.agents import BLOCK_ENV, TURN_BLOCK_ENV, TURN_LOG_ENV, WORK_LOG_ENV
-from tests.store_backends import BUCKET, DYNALITE, MOTO, REGION, ensure_bucket, require_env
+from tests.support.agents import BLOCK_ENV, TURN_BLOCK_ENV, TURN_LOG_ENV, WORK_LOG_ENV
+from tests.support.store_backends import BUCKET, DYNALITE, MOTO, REGION, ensure_bucket, require_env
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "replica-token"
@@ -90,7 +90,7 @@ class Cluster:
             "--objects",
             self.objects_url,
             "--agent",
-            "tests.agents:work_agent",
+            "tests.support.agents:work_agent",
             "--api-token",
             TOKEN,
         ]

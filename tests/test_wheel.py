@@ -25,7 +25,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.serve_process import ROOT, free_port, stop, wait_healthy
+from tests.support.serve_process import ROOT, free_port, stop, wait_healthy
 
 # What a wheel is built from: pyproject.toml's package-dir folders, its readme, its package data.
 SOURCES = ("pyproject.toml", "README.md", "chat_approvals", "core", "cards", "store", "bots", "manifest")

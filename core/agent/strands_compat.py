@@ -3,7 +3,7 @@ with the reason no public surface serves. Everything else goes through the publi
 approval tool, R5's batch rule and the tool gate reach an Agent as one hook provider
 (core/agent/hooks.py), at construction where we build the Agent.
 
-Upgrading Strands: run tests/test_tool_cards.py and tests/test_tool_approvals.py; each entry
+Upgrading Strands: run tests/bots/test_tool_cards.py and tests/bots/test_tool_approvals.py; each entry
 below fails loudly (AttributeError) or safely (see its fallback) if the SDK changed.
 """
 

@@ -1,6 +1,6 @@
 """Block Kit -> a small static HTML page that looks like a Slack message, to picture a card.
 
-Used only to make docs/img/slack-card.png (scripts/card-pictures) and by tests/test_card_pictures.py;
+Used only to make docs/img/slack-card.png (scripts/card-pictures) and by tests/cards/test_card_pictures.py;
 it is not Slack's renderer and is not installed. It is strict on purpose: a block, element, text
 object or key it does not know raises UnsupportedBlock, so a picture can never silently drop part of
 a card. Every text is HTML-escaped (a card carries the agent's and users' words); links are drawn,

@@ -3,7 +3,7 @@ by tests/support/blockkit_html.py and screenshotted in headless Chromium (Debian
 
     python -m tests.support.card_pictures OUT.png [--tool]
 
-Run by scripts/card-pictures (which also makes the Teams picture) and by tests/test_card_pictures.py.
+Run by scripts/card-pictures (which also makes the Teams picture) and by tests/cards/test_card_pictures.py.
 """
 
 from __future__ import annotations

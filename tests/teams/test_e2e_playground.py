@@ -112,7 +112,7 @@ async def test_e2e_approve_in_playground_then_revoke(tmp_path: Path, invoke_budg
 async def test_e2e_package_choice_in_playground(tmp_path: Path) -> None:
     """R15 in the real client: the multi-select on the card reaches the bot merged into the
     Execute data, and only the chosen package is granted."""
-    from tests.agents import policy_factory
+    from tests.support.agents import policy_factory
     from tests.teams.test_teams_bot import packages_policy
 
     env = require_playground()

@@ -11,9 +11,9 @@ from typing import Any
 import chat_approvals.core.protocol.wording as wording
 from chat_approvals.bots.teams_bot import TEAMS
 from chat_approvals.core.clock import ManualClock
+from tests.bots.test_admission import Hold, held_factory
 from tests.teams.harness import Bot, MockConnector, card_data, card_text, fixture
 from tests.teams.schema import assert_valid_card
-from tests.test_admission import Hold, held_factory
 
 
 def conversation(n: int) -> dict[str, Any]:

@@ -27,8 +27,8 @@ from chat_approvals.core.clock import ManualClock
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
 from chat_approvals.store.sqlite_rows import SqliteRows
-from tests.agents import Counter, scripted_factory
-from tests.raw_http import raw_request
+from tests.support.agents import Counter, scripted_factory
+from tests.support.raw_http import raw_request
 from tests.teams.harness import CHAT, fixture
 from tests.teams.token_issuer import APP_ID, LocalIssuer, NoOutsideNames, new_key
 

@@ -390,7 +390,7 @@ async def test_r11_a_claim_won_within_the_budget_answers_with_the_resolved_card(
     by …, resuming"), not the bare "Answer recorded" shown when even the claim is not yet known."""
     import threading
 
-    from tests.agents import held_resume_factory
+    from tests.support.agents import held_resume_factory
 
     mock, url = connector
     gate = threading.Event()
@@ -577,7 +577,7 @@ async def test_slow_turn_answers_at_once_and_posts_the_card_proactively(
 
 def packages_policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     """Asks for two packages, then reports what the approval tool answered."""
-    from tests.agents import results_of, text_of
+    from tests.support.agents import results_of, text_of
 
     results = results_of(messages)
     if not results:
@@ -589,7 +589,7 @@ def packages_policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str,
 async def test_r15_package_choice_approves_only_the_chosen_subset(
     tmp_path: Path, clock: ManualClock, connector: tuple[MockConnector, str]
 ) -> None:
-    from tests.agents import policy_factory
+    from tests.support.agents import policy_factory
 
     mock, url = connector
     async with Bot(tmp_path / "s", clock, url, agent_factory=policy_factory(packages_policy)) as b:

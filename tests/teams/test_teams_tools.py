@@ -13,7 +13,7 @@ import pytest
 
 from chat_approvals.core.agent.factory import default_factory, gated_factory, prepare
 from chat_approvals.core.clock import ManualClock
-from tests import agents
+from tests.support import agents
 from tests.teams.harness import CHAT, OWNER, Bot, MockConnector, card_data, card_text, invoke_card
 from tests.teams.schema import assert_valid_card
 

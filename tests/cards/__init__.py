@@ -1,0 +1,1 @@
+"""Tests of the pure card renderers and parsers."""

@@ -1,0 +1,1 @@
+"""Tests of the core's rooms (protocol, agent, identity, the composition root)."""

@@ -1,0 +1,1 @@
+"""Tests of the sandbox and its egress gate, attacks included."""
