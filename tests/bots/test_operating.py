@@ -307,7 +307,7 @@ def test_audit_all_since_exports_every_chat_as_jsonl(tmp_path: Path, capsys: pyt
 def test_grafana_dashboard_imports_and_names_only_metrics_the_server_exposes() -> None:
     import re
 
-    doc = json.loads((Path(__file__).resolve().parents[3] / "deploy" / "grafana-dashboard.json").read_text())
+    doc = json.loads((Path(__file__).resolve().parents[2] / "deploy" / "grafana-dashboard.json").read_text())
     assert doc["__inputs"][0]["pluginId"] == "prometheus" and doc["panels"]
     m = Metrics()
     m.resume_seconds.observe(1)  # histograms and labelled series show once observed

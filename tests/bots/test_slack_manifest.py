@@ -11,8 +11,8 @@ import yaml
 
 from chat_approvals.bots.slack_app import COMMAND, SlackConfig
 
-ROOT = Path(__file__).resolve().parents[3] / "manifest"
-BOTS = Path(__file__).resolve().parents[3] / "bots"
+ROOT = Path(__file__).resolve().parents[2] / "manifest"
+BOTS = Path(__file__).resolve().parents[2] / "bots"
 # The bot scope each Web API method the front end calls needs (api.slack.com/methods); None: any token.
 METHOD_SCOPES: dict[str, str | None] = {
     "auth_test": None,

@@ -28,7 +28,7 @@ from tests.support import agents
 
 CHAT = "notes-chat"
 USER = "alice"
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

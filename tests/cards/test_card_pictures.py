@@ -29,7 +29,7 @@ from tests.support.card_pictures import (
     tool_card,
 )
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 Blocks = list[dict[str, Any]]
 
 

@@ -36,7 +36,7 @@ from tests.core.test_rules_tool import ask
 from tests.support.agents import Counter, policy_factory, results_of, text_of
 
 CHAIN = "download https://a.example/x then https://b.example/y"
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def stored_bytes(folder: Path) -> bytes:
