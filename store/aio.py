@@ -25,6 +25,7 @@ from chat_approvals.core.models import (
     AuditEvent,
     AuditWrite,
     ClaimRead,
+    ClaimWrite,
     Fence,
     Grant,
     ObjectRef,
@@ -288,14 +289,16 @@ class Steps(ports.Steps):
 
         def hop() -> Loaded:
             won = rows.claim_grants(
-                claim_read(step.read),
-                worker=step.worker,
-                now=step.now,
-                lease_until=step.lease_until,
-                resume_deadline=step.resume_deadline,
-                changes=step.changes,
-                before=step.before,
-                after=step.after,
+                ClaimWrite(
+                    claim_read(step.read),
+                    step.worker,
+                    step.now,
+                    step.lease_until,
+                    step.resume_deadline,
+                    step.changes,
+                    step.before,
+                    step.after,
+                )
             )
             if won is None or not step.load:
                 return Loaded(won)

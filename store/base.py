@@ -21,9 +21,9 @@ from chat_approvals.core.models import (
     BadObject,
     Claimed,
     ClaimRead,
+    ClaimWrite,
     Fence,
     Grant,
-    GrantChange,
     ObjectRef,
     OutboxItem,
     Pointer,
@@ -233,27 +233,18 @@ class RowStore(ABC):
             self.release_turn(chat, holder)
         return written
 
-    def claim_grants(
-        self,
-        read: ClaimRead,
-        *,
-        worker: str,
-        now: float,
-        lease_until: float,
-        resume_deadline: float,
-        changes: Sequence[GrantChange] = (),
-        before: Sequence[AuditWrite] = (),
-        after: Sequence[AuditWrite] = (),
-    ) -> Claimed | None:
+    def claim_grants(self, w: ClaimWrite) -> Claimed | None:
         """R10's claim, exactly as `claim`, and only if it was won: the events `before`, the
         grant changes in order (R14), the events `after`, all in the claim's write where the
         backend allows it; then the owner's live grants in the chat (as list_grants at `now`).
         None when the claim was lost: then nothing else was written."""
-        won = self.claim(read, worker=worker, now=now, lease_until=lease_until, resume_deadline=resume_deadline)
+        won = self.claim(
+            w.read, worker=w.worker, now=w.now, lease_until=w.lease_until, resume_deadline=w.resume_deadline
+        )
         if won is None:
             return None
-        self._append_all(before)
-        for c in changes:
+        self._append_all(w.before)
+        for c in w.changes:
             g = c.grant
             if c.delete:
                 if self.delete_grant(g.user, g.chat, g.kind, g.name):
@@ -261,8 +252,8 @@ class RowStore(ABC):
             else:
                 self.put_grant(g, c.ttl)
                 self._append_all([c.audit])
-        self._append_all(after)
-        return Claimed(won, tuple(self.list_grants(won.owner, won.chat, now)))
+        self._append_all(w.after)
+        return Claimed(won, tuple(self.list_grants(won.owner, won.chat, w.now)))
 
     def atomic(self) -> contextlib.AbstractContextManager[object]:
         """A step's writes (rows, and objects kept in the same database) in one commit where the

@@ -55,9 +55,9 @@ from chat_approvals.core.models import (
     AuditWrite,
     Claimed,
     ClaimRead,
+    ClaimWrite,
     Fence,
     Grant,
-    GrantChange,
     OutboxItem,
     Pointer,
     Refusal,
@@ -504,47 +504,29 @@ class DynamoRows(Transactions, RowStore):
             None if session is None else _get_s(session, "object_key"),
         )
 
-    def claim_grants(
-        self,
-        read: ClaimRead,
-        *,
-        worker: str,
-        now: float,
-        lease_until: float,
-        resume_deadline: float,
-        changes: Sequence[GrantChange] = (),
-        before: Sequence[AuditWrite] = (),
-        after: Sequence[AuditWrite] = (),
-    ) -> Claimed | None:
+    def claim_grants(self, w: ClaimWrite) -> Claimed | None:
         """The claim (its one conditional write), then the grant puts and the audit events in one
         BatchWriteItem (unconditional puts: a grant is an upsert, an event's sort key is new);
         a grant delete stays its own conditional call. Events with outbox items go one at a time
         (their items first), as append_audit writes them."""
-        if any(a.outbox for a in [*before, *after, *(c.audit for c in changes)]):
-            return super().claim_grants(
-                read,
-                worker=worker,
-                now=now,
-                lease_until=lease_until,
-                resume_deadline=resume_deadline,
-                changes=changes,
-                before=before,
-                after=after,
-            )
-        won = self.claim(read, worker=worker, now=now, lease_until=lease_until, resume_deadline=resume_deadline)
+        if any(a.outbox for a in [*w.before, *w.after, *(c.audit for c in w.changes)]):
+            return super().claim_grants(w)
+        won = self.claim(
+            w.read, worker=w.worker, now=w.now, lease_until=w.lease_until, resume_deadline=w.resume_deadline
+        )
         if won is None:
             return None
         nonce = _nonce()
-        items = [_audit_item(a.event, a.ttl, nonce) for a in before]
-        for c in changes:
+        items = [_audit_item(a.event, a.ttl, nonce) for a in w.before]
+        for c in w.changes:
             g = c.grant
             if not c.delete:
                 items += [_grant_item(g, c.ttl), _audit_item(c.audit.event, c.audit.ttl, nonce)]
             elif self.delete_grant(g.user, g.chat, g.kind, g.name):
                 items.append(_audit_item(c.audit.event, c.audit.ttl, nonce))
-        items += [_audit_item(a.event, a.ttl, nonce) for a in after]
+        items += [_audit_item(a.event, a.ttl, nonce) for a in w.after]
         self._batch_put(items)
-        return Claimed(won, tuple(self.list_grants(won.owner, won.chat, now)))
+        return Claimed(won, tuple(self.list_grants(won.owner, won.chat, w.now)))
 
     def end_turn(
         self,

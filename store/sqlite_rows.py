@@ -25,9 +25,9 @@ from chat_approvals.core.models import (
     AuditWrite,
     Claimed,
     ClaimRead,
+    ClaimWrite,
     Fence,
     Grant,
-    GrantChange,
     OutboxItem,
     Pointer,
     Refusal,
@@ -553,29 +553,9 @@ class SqliteRows(RowStore):
         with self._tx():
             return super().end_turn(chat, holder, now=now, pointer=pointer, audit=audit, session=session)
 
-    def claim_grants(
-        self,
-        read: ClaimRead,
-        *,
-        worker: str,
-        now: float,
-        lease_until: float,
-        resume_deadline: float,
-        changes: Sequence[GrantChange] = (),
-        before: Sequence[AuditWrite] = (),
-        after: Sequence[AuditWrite] = (),
-    ) -> Claimed | None:
+    def claim_grants(self, w: ClaimWrite) -> Claimed | None:
         with self._tx():
-            return super().claim_grants(
-                read,
-                worker=worker,
-                now=now,
-                lease_until=lease_until,
-                resume_deadline=resume_deadline,
-                changes=changes,
-                before=before,
-                after=after,
-            )
+            return super().claim_grants(w)
 
     @staticmethod
     def _to_event(r: sqlite3.Row) -> AuditEvent:

@@ -17,6 +17,7 @@ from chat_approvals.core.models import (
     AuditEvent,
     AuditWrite,
     ClaimRead,
+    ClaimWrite,
     Fence,
     Grant,
     GrantChange,
@@ -121,14 +122,16 @@ def _compound_steps(b: StoreBackend) -> None:
     g = Grant(user=p.owner, chat=chat, kind="site", name="b.org", card_id=p.card_id, created_at=T0, expires_at=T0 + 9)
     ev = AuditWrite(AuditEvent(chat=chat, at=T0, kind="grant", actor="U", card_id=p.card_id), T0 + 9)
     won = rows.claim_grants(
-        ClaimRead(p.chat, p.card_id, p.secret_hash, p.claim_count),
-        worker="w1",
-        now=T0 + 1,
-        lease_until=T0 + 1 + LEASE,
-        resume_deadline=T0 + 900,
-        changes=[GrantChange(g, T0 + 9, False, ev)],
-        before=[ev],
-        after=[ev],
+        ClaimWrite(
+            ClaimRead(p.chat, p.card_id, p.secret_hash, p.claim_count),
+            worker="w1",
+            now=T0 + 1,
+            lease_until=T0 + 1 + LEASE,
+            resume_deadline=T0 + 900,
+            changes=[GrantChange(g, T0 + 9, False, ev)],
+            before=[ev],
+            after=[ev],
+        )
     )
     assert won is not None
     with rows.atomic():

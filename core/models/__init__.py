@@ -71,6 +71,7 @@ from chat_approvals.core.models.results import (
 )
 from chat_approvals.core.models.steps import (
     Claimed,
+    ClaimWrite,
     GrantChange,
     SessionWrite,
     TurnStart,
@@ -94,6 +95,7 @@ __all__ = [
     "CardOffer",
     "CardPolicy",
     "ClaimRead",
+    "ClaimWrite",
     "Claimed",
     "Clock",
     "Fence",

@@ -3,9 +3,11 @@ session write, a turn's start, a won claim."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from chat_approvals.core.models.audit import AuditWrite
+from chat_approvals.core.models.fences import ClaimRead
 from chat_approvals.core.models.records import Grant, Pointer
 
 
@@ -18,6 +20,21 @@ class GrantChange:
     ttl: float
     delete: bool
     audit: AuditWrite
+
+
+@dataclass(frozen=True)
+class ClaimWrite:
+    """RowStore.claim_grants' one argument: R10's claim of the card as `read`, and only if it is
+    won, the events `before`, the grant changes in order (R14) and the events `after`."""
+
+    read: ClaimRead
+    worker: str
+    now: float
+    lease_until: float
+    resume_deadline: float
+    changes: Sequence[GrantChange] = ()
+    before: Sequence[AuditWrite] = ()
+    after: Sequence[AuditWrite] = ()
 
 
 @dataclass(frozen=True)

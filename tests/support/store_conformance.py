@@ -24,6 +24,7 @@ from chat_approvals.core.models import (
     AuditWrite,
     CardPolicy,
     ClaimRead,
+    ClaimWrite,
     Fence,
     Grant,
     GrantChange,
@@ -1147,14 +1148,16 @@ def _changes(p: Pointer) -> list[GrantChange]:
 
 def _claim_grants(rows: RowStore, p: Pointer, changes: list[GrantChange], *, count: int | None = None):  # type: ignore[no-untyped-def]
     return rows.claim_grants(
-        ClaimRead(p.chat, p.card_id, p.secret_hash, p.claim_count if count is None else count),
-        worker="w1",
-        now=T0 + 1,
-        lease_until=T0 + 1 + LEASE,
-        resume_deadline=T0 + 900,
-        changes=changes,
-        before=[_ev(p.chat, "claim_won", p.card_id)],
-        after=[_ev(p.chat, "answered", p.card_id)],
+        ClaimWrite(
+            ClaimRead(p.chat, p.card_id, p.secret_hash, p.claim_count if count is None else count),
+            worker="w1",
+            now=T0 + 1,
+            lease_until=T0 + 1 + LEASE,
+            resume_deadline=T0 + 900,
+            changes=changes,
+            before=[_ev(p.chat, "claim_won", p.card_id)],
+            after=[_ev(p.chat, "answered", p.card_id)],
+        )
     )
 
 
