@@ -11,8 +11,10 @@ from botbuilder.schema import Activity, ActivityTypes, Attachment
 from chat_approvals.bots import teams_compat
 from chat_approvals.cards import adaptive
 from chat_approvals.core.identity import TeamsUser
+from chat_approvals.core.models import clean_reason
 
 PLATFORM = "teams"
+MAX_SHOWN_NAME = 100  # a display name shown on a card
 
 HELP = (
     "I pause an agent's turn when its sandbox needs a site or a package you have not approved, and "
@@ -45,6 +47,14 @@ def user_of(activity: Activity) -> str | None:
 def name_of(activity: Activity) -> str:
     who = activity.from_property
     return str((who.name if who is not None else None) or "someone")
+
+
+def shown_name(activity: Activity) -> str | None:
+    """The sender's display name for "Requested by" on the card: cleaned of control characters
+    and bounded (the client sends it; it is shown, never trusted for who may answer)."""
+    who = activity.from_property
+    name = clean_reason(str(who.name or ""))[:MAX_SHOWN_NAME] if who is not None else ""
+    return name or None
 
 
 class Command(NamedTuple):

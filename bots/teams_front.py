@@ -39,6 +39,7 @@ from chat_approvals.bots.teams_activity import (
     chat_key,
     name_of,
     parse_command,
+    shown_name,
     user_of,
 )
 from chat_approvals.bots.teams_compat import TeamsCardLocation
@@ -113,7 +114,9 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             await self._command(turn_context, command, chat, user)
             return
         location = TeamsCardLocation.of(act)
-        task = asyncio.ensure_future(self.approvals.run_turn(chat=chat, user=user, text=text, platform=PLATFORM))
+        task = asyncio.ensure_future(
+            self.approvals.run_turn(chat=chat, user=user, text=text, platform=PLATFORM, user_name=shown_name(act))
+        )
         await asyncio.wait({task}, timeout=self.cfg.message_budget)
         if task.done():
             await self.post.deliver(turn_context, chat, task.result(), location)
