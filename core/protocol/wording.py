@@ -1,5 +1,12 @@
-"""Every text the approval path hands the model. Part of the design (R6, R16): a deny names what
-was blocked and gives the model a legitimate path. Same situation, same text."""
+"""Every text the approval path hands the model, and the few the core says to people itself.
+
+For the model (tool results: `NOTHING_NAMED`, `NO_CONTEXT`, `unattended_deny`, `user_denied`,
+`user_approved`, `already_approved`, `invalid_input`, `tool_*`): part of the design (R6, R16), a
+deny names what was blocked and gives the model a legitimate path. Same situation, same text.
+For people (a turn's own text when no model reply exists: `WAITING`, `BUSY`, `REOFFERED`,
+`SNAPSHOT_FAILED`, `CANNOT_OFFER`, `WITHDRAWN`, `RESUME_TOO_LONG`, `STORE_UNAVAILABLE`,
+`TOO_MANY_CLICKS`, `CANNOT_ANSWER_SEVERAL`). What a person reads on a card is in
+`cards/wording.py`; the offline model's replies to people in `core/agent/replies.py`."""
 
 from __future__ import annotations
 

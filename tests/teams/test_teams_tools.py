@@ -83,7 +83,8 @@ async def test_r16_deny_with_a_reason_never_runs_and_the_agent_is_told(
     await bot.drain()
     assert "Denied by Alex Wilber at" in card_text(card) and "not in this chat" in card_text(card)
     assert saved(notes) == []
-    assert any("did not save" in t and "not in this chat" in t for t in mock.texts())
+    assert "Not saved: you denied the note (not in this chat)." in mock.texts()
+    assert not any("Do not try" in t for t in mock.texts())  # the model's instruction is not shown
 
 
 async def test_r14_approve_for_this_chat_lists_the_tool_and_revoke_asks_again(
