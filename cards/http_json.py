@@ -163,7 +163,11 @@ def _person(user: str, name: str | None) -> str:
     return name or user
 
 
-STYLE = words.Style(time=iso, person=_person, thing=_plain, text=_plain)
+def _second(t: float) -> str:
+    return iso(int(t))  # a sentence reads whole seconds
+
+
+STYLE = words.Style(time=_second, person=_person, thing=_plain, text=_plain)
 
 
 def card_text(card: ApprovalCard, votes: list[Vote]) -> dict[str, Any]:

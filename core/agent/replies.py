@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-DEMO_URL = "https://data.example.test/data.csv"
+DEMO_URL = "http://data.example.test/data.csv"
 HELLO = (
     "Hello! I can download a file for you once you approve the site, or save a note once you approve it. "
     f'Try "please fetch {DEMO_URL}" or "save a note: call Alex at 3".'
