@@ -48,9 +48,13 @@ WHEEL_NAME = "demo_rows-1.0-py3-none-any.whl"
 def _wheel() -> bytes:
     """A valid, tiny wheel: `import demo_rows; demo_rows.count(text)` counts a CSV's data rows."""
     files = {
-        "demo_rows/__init__.py": b"def count(text: str) -> int:\n    return max(0, len([x for x in text.splitlines() if x.strip()]) - 1)\n",
+        "demo_rows/__init__.py": (
+            b"def count(text: str) -> int:\n    return max(0, len([x for x in text.splitlines() if x.strip()]) - 1)\n"
+        ),
         "demo_rows-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: demo-rows\nVersion: 1.0\n",
-        "demo_rows-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: demo-origin\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        "demo_rows-1.0.dist-info/WHEEL": (
+            b"Wheel-Version: 1.0\nGenerator: demo-origin\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
     }
     record = []
     for name, data in files.items():
