@@ -146,7 +146,7 @@ class SlackFrontEnd:
         if isinstance(effect, fx.PostCard):
             await self._post_card(chat, channel, thread_ts, effect.offer)
         elif isinstance(effect, fx.Waiting):
-            await self.web.post(channel, thread_ts, sb.waiting_message())
+            await self.web.post(channel, thread_ts, sb.waiting_message(effect.hint))
         else:
             await self.web.post(channel, thread_ts, sb.reply_message(effect.text))
 

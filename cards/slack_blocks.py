@@ -64,6 +64,7 @@ USAGE = (
     "`/approvals revoke all` · `/approvals help`"
 )
 HELP = (
+    words.WHAT_I_DO + "\n\n"
     "*/approvals* shows what you approved in this workspace, with a Revoke button each.\n"
     "• `/approvals revoke HOST_OR_PACKAGE` (or `tool:NAME`) revokes it in all of your chats here.\n"
     "• `/approvals revoke all` revokes everything you approved here.\n"
@@ -413,7 +414,9 @@ def shown_again_message(card: ApprovalCard) -> SlackMessage:
     return SlackMessage(text="This approval request was shown again below; this copy no longer works.", blocks=blocks)
 
 
-def waiting_message() -> SlackMessage:
+def waiting_message(hint: str | None = None) -> SlackMessage:
+    if hint:
+        return _plain(f":point_up: {escape(hint)}")
     return _plain(":hourglass: Waiting for your approval of the request above before I continue.")
 
 

@@ -278,3 +278,17 @@ def shown_again() -> str:
 
 def styled_votes(votes_: Sequence[Vote], style: Style) -> list[str]:
     return [style.person(v.user, None) for v in votes_]
+
+
+# ----------------------------------------------------------------------------- chat messages
+
+DEMO_FETCH = "please fetch http://data.example.test/data.csv"
+DEMO_NOTE = "save a note: call Alex at 3"
+WHAT_I_DO = (
+    "I run an AI agent for you and ask you here before it does anything that needs your say:\n"
+    f'- Downloads: it asks before it reaches a site or installs a package (try "{DEMO_FETCH}").\n'
+    f'- Tools: it asks before it runs a tool that needs approval (try "{DEMO_NOTE}").\n'
+    "- Approvals: Approve once, or for this chat for a while; what you approved stays until it ends "
+    "or you revoke it."
+)
+WELCOME = "Hello! " + WHAT_I_DO

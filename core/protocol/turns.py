@@ -130,6 +130,8 @@ class TurnRunner:
         chat, now = turn.chat, self.clock.now()
         pointer = started.turn.pointer
         if pointer is not None and is_open(pointer, now):
+            if wording.typed_answer(text) and not unattended:
+                return TurnResult(status="waiting", text=wording.USE_THE_BUTTONS)
             if user == pointer.owner and not unattended:
                 again = await self.reoffer(pointer, now)
                 if again is not None:

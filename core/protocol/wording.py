@@ -22,6 +22,21 @@ NO_CONTEXT = (
     "Continue without that data and say so."
 )
 WAITING = "Waiting for your approval: answer the open approval card in this chat first."
+USE_THE_BUTTONS = (
+    "To answer the open request, use the buttons on its card above (Approve or Deny): a typed answer "
+    "is not taken, so that nobody approves by accident."
+)
+_TYPED_ANSWERS = frozenset(
+    {"yes", "y", "yep", "ok", "okay", "approve", "approved", "allow", "sure", "go", "go ahead", "no", "deny", "n"}
+)
+
+
+def typed_answer(text: str) -> bool:
+    """A message that reads as an answer to the open card ("yes", "approve"): answered with a
+    hint to use the card's buttons; the card is not posted again for it."""
+    return text.strip().strip(".!").strip().lower() in _TYPED_ANSWERS
+
+
 SNAPSHOT_FAILED = (
     "I needed an approval to continue but could not save the paused turn, so no approval card was "
     "offered. Please ask again."

@@ -175,7 +175,7 @@ async def test_a_veto_with_a_reason(bot: Bot, connector: tuple[MockConnector, st
     card = invoke_card(*await bot.click("deny", {**data, "reason": "Ask the data team"}, **{"from": THIRD}))
     assert "Denied by Lee Gu" in card_text(card) and "Ask the data team" in card_text(card)
     await bot.drain()
-    assert any('The approver said: "Ask the data team"' in t for t in mock.texts())
+    assert "Not downloaded: you denied https://files.corp.example.com/x.csv (Ask the data team)." in mock.texts()
     answered = [e for e in await bot.approvals.audit(CHAT) if e.kind == "answered"]
     assert answered[0].detail["reason"] == "Ask the data team"
 
