@@ -234,8 +234,8 @@ def approval_card(card: ApprovalCard, secret: str, voters: list[str] | None = No
 def _answered_body(card: ApprovalCard, answer: Answer, by: str, at: float) -> list[dict[str, Any]]:
     """The decision, by whom, when, and the grant's end; the reason of a deny; what was asked."""
     body = [
-        _title(f"{words.decision(card, answer)} by {_escape(by)}", "Good" if answer.approved else "Attention"),
-        _text(words.answered(card, answer, _escape(by), at, STYLE)),
+        _title(words.decision(card, answer), "Good" if answer.approved else "Attention"),
+        _text(words.answered(card, answer, _escape(by), at, STYLE), spacing="Small"),
     ]
     reason = words.deny_reason(answer, STYLE)
     if reason:

@@ -229,7 +229,7 @@ def _reason_input(card: ApprovalCard) -> InputBlock:
     """An optional deny reason, sent to the agent as the approver's words."""
     return InputBlock(
         block_id=reason_block_id(card.card_id),
-        label=PlainTextObject(text=words.REASON_LABEL),
+        label=PlainTextObject(text=words.REASON_LABEL_SLACK),
         optional=True,
         element=PlainTextInputElement(action_id=ACTION_REASON, multiline=True, max_length=MAX_REASON),
     )

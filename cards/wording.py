@@ -183,7 +183,7 @@ def choices(card: ApprovalCard, style: Style) -> list[Choice]:
         allow.append("the packages you tick")
     what = " and ".join(allow) or "this request"
     return [
-        Choice("approve", "Approve", f"Allow {what} in this chat {_how_long(card, style)}; the agent downloads now."),
+        Choice("approve", "Approve", f"Allow {what} in this chat {_how_long(card, style)}; the agent goes on now."),
         Choice("deny", "Deny", "Nothing is downloaded; the agent goes on without it and is told your reason, if any."),
     ]
 
@@ -196,6 +196,7 @@ def call_id(card: ApprovalCard) -> str | None:
 
 
 REASON_LABEL = "Reason for denying (optional; the agent reads it)"
+REASON_LABEL_SLACK = "Reason for denying (the agent reads it)"  # Slack adds "(optional)" itself
 REASON_WITH_APPROVAL = (
     "A reason goes only with Deny, so nothing was approved. Clear the reason to approve, or click Deny to send it."
 )
