@@ -198,3 +198,23 @@ def test_the_teams_card_names_the_requester_by_display_name_and_slack_by_mention
     assert "Requested by Alex Wilber" in teams(card())
     assert "Requested by teams:t1:aad-1" in teams(card(owner_name=None))  # the id when no name is known
     assert "Requested by <@U5>" in slack(card(owner="slack:E1:T1:U5", owner_name=None))
+
+
+def test_a_typed_yes_while_a_card_is_open_is_answered_with_a_hint_on_every_front_end() -> None:
+    from chat_approvals.cards import effects as fx
+    from chat_approvals.core.models import TurnResult
+    from chat_approvals.core.protocol import wording as core_wording
+
+    for typed in ("yes", "Yes!", " approve ", "ok."):
+        assert core_wording.typed_answer(typed)
+    for other in ("yes please fetch https://a.example/x", "why?", "approvals"):
+        assert not core_wording.typed_answer(other)
+    hint = fx.turn_effect(TurnResult(status="waiting", text=core_wording.USE_THE_BUTTONS))
+    assert hint == fx.Waiting(core_wording.USE_THE_BUTTONS)
+    assert fx.turn_effect(TurnResult(status="waiting", text=core_wording.WAITING)) == fx.Waiting(None)
+    assert "use the buttons on its card" in sb.waiting_message(core_wording.USE_THE_BUTTONS).text
+
+
+def test_help_on_slack_names_downloads_tools_and_approvals() -> None:
+    text = json.dumps(sb.help_message().block_dicts())
+    assert "Downloads:" in text and "Tools:" in text and "Approvals:" in text and "/approvals revoke" in text

@@ -91,3 +91,14 @@ async def test_deny_with_a_reason_shows_the_reason_not_the_models_instruction(ap
     code, res = await api.resume(card["card_id"], "me", card["secret"], approved=False, reason="not today")
     assert code == 200 and res["result"]["text"] == f"Not downloaded: you denied {URL} (not today)."
     assert "Continue without" not in res["result"]["text"]
+
+
+async def test_typed_yes_while_the_card_is_open_gets_a_hint_not_the_card_again(api: Api) -> None:
+    from chat_approvals.core.protocol.wording import USE_THE_BUTTONS
+
+    code, body = await api.turn("demo-yes", "me", f"please fetch {URL}")
+    assert body["status"] == "awaiting_approval"
+    code, again = await api.turn("demo-yes", "me", "yes")
+    assert code == 200 and again == {"status": "waiting", "text": USE_THE_BUTTONS}  # no card in it
+    code, res = await api.resume(body["card"]["card_id"], "me", body["card"]["secret"])
+    assert res["outcome"] == "resumed"  # the card's secret still works: it was not shown again
