@@ -102,3 +102,23 @@ async def test_typed_yes_while_the_card_is_open_gets_a_hint_not_the_card_again(a
     assert code == 200 and again == {"status": "waiting", "text": USE_THE_BUTTONS}  # no card in it
     code, res = await api.resume(body["card"]["card_id"], "me", body["card"]["secret"])
     assert res["outcome"] == "resumed"  # the card's secret still works: it was not shown again
+
+
+def test_the_package_index_path_installs_the_demo_package_through_the_gate(origin_port: int, tmp_path: Path) -> None:
+    """The flags scripts/run passes: `--package-index` at the demo origin; pip in the sandbox
+    installs demo-rows through the gate's index view (allowed here by the launch-time list)."""
+    job = tmp_path / "job.sh"
+    job.write_text(
+        "python3 -m pip install --no-cache-dir --target /tmp/t demo-rows >/dev/null 2>&1\n"
+        'PYTHONPATH=/tmp/t python3 -c \'import demo_rows; print("rows:", demo_rows.count("a\\n1\\n2\\n"))\'\n'
+    )
+    args = ["sandbox", "run", "--store", f"sqlite:///{tmp_path / 's.db'}", "--chat", "demo", "--user", "me"]
+    args += ["--gate-allow", "package:demo-rows", "--package-index", f"http://127.0.0.1:{origin_port}/simple/"]
+    out = subprocess.run(
+        [sys.executable, "-m", "chat_approvals", *args, str(job)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert "rows: 2" in out.stdout, out.stdout + out.stderr
