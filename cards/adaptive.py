@@ -140,11 +140,6 @@ def votes_line(card: ApprovalCard, names: list[str]) -> str | None:
     return words.votes(card, [_escape(n) for n in names])
 
 
-def who_may_answer(card: ApprovalCard, owner_name: str | None = None) -> str:
-    named = card if owner_name is None else card.model_copy(update={"owner_name": owner_name})
-    return words.who_answers(named, STYLE) + "."
-
-
 # --------------------------------------------------------------------------- renderers
 
 

@@ -34,9 +34,9 @@ from slack_sdk.models.blocks import (
 from chat_approvals.cards import wording as words
 from chat_approvals.cards.effects import Refuse
 from chat_approvals.cards.slack_chat import parse_chat_key
-from chat_approvals.cards.subject_text import question_fields, readable_input, subject_title
+from chat_approvals.cards.subject_text import question_fields, readable_input
 from chat_approvals.core.identity import slack_user_id
-from chat_approvals.core.models import MAX_REASON, Answer, ApprovalCard, CardPolicy, Grant, Vote, duration_label
+from chat_approvals.core.models import MAX_REASON, Answer, ApprovalCard, Grant, Vote, duration_label
 
 ACTION_APPROVE = "approvals.approve"
 ACTION_APPROVE_ONCE = "approvals.approve_once"  # a tool card: this call only, no grant
@@ -170,22 +170,6 @@ def _summary(card: ApprovalCard) -> str:
     return " and ".join(parts) or "nothing"
 
 
-def _asks(card: ApprovalCard) -> str:
-    def n(count: int, noun: str) -> str:
-        return f"{count} {noun}{'s' if count != 1 else ''}"
-
-    parts = []
-    if card.sites:
-        parts.append("download from " + n(len(card.sites), "site"))
-    if card.packages:
-        parts.append("install " + n(len(card.packages), "package"))
-    return " and ".join(parts) or "go on"
-
-
-def _plain_summary(card: ApprovalCard) -> str:
-    return subject_title(card)
-
-
 # ----------------------------------------------------------------------------- the card
 
 
@@ -237,23 +221,6 @@ def _reason_input(card: ApprovalCard) -> InputBlock:
 
 def _names(votes: Sequence[Vote]) -> str:
     return ", ".join(user_ref(v.user) for v in votes)
-
-
-def votes_line(policy: CardPolicy | None, votes: Sequence[Vote]) -> str | None:
-    """ "1 of 2 approvals: @alice" on a card that needs a quorum; None otherwise."""
-    if policy is None or policy.quorum <= 1:
-        return None
-    line = f"*{len(votes)} of {policy.quorum} approvals*"
-    return line + (f": {_names(votes)}" if votes else "")
-
-
-def who_may_answer(card: ApprovalCard) -> str:
-    mode = card.policy.approvers if card.policy is not None else "owner"
-    if mode == "approvers":
-        return "an approver must answer (not the requester)"
-    if mode == "owner_or_approvers":
-        return f"{user_ref(card.owner)} or an approver may answer"
-    return f"only {user_ref(card.owner)} may answer"
 
 
 def _package_choice(card: ApprovalCard) -> ActionsBlock | None:
