@@ -207,7 +207,7 @@ def test_a_typed_yes_while_a_card_is_open_is_answered_with_a_hint_on_every_front
 
     for typed in ("yes", "Yes!", " approve ", "ok."):
         assert core_wording.typed_answer(typed)
-    for other in ("yes please fetch https://a.example/x", "why?", "approvals"):
+    for other in ("yes please fetch https://a.example/x", "why?", "approvals", "go"):
         assert not core_wording.typed_answer(other)
     hint = fx.turn_effect(TurnResult(status="waiting", text=core_wording.USE_THE_BUTTONS))
     assert hint == fx.Waiting(core_wording.USE_THE_BUTTONS)

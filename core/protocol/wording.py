@@ -27,7 +27,7 @@ USE_THE_BUTTONS = (
     "is not taken, so that nobody approves by accident."
 )
 _TYPED_ANSWERS = frozenset(
-    {"yes", "y", "yep", "ok", "okay", "approve", "approved", "allow", "sure", "go", "go ahead", "no", "deny", "n"}
+    {"yes", "y", "yep", "ok", "okay", "approve", "approved", "allow", "sure", "go ahead", "no", "deny", "n"}
 )
 
 
