@@ -29,7 +29,7 @@ from chat_approvals.bots.slack_ingress import bolt_app, clicker, http_handler
 from chat_approvals.bots.slack_web import SlackWeb
 from chat_approvals.cards import effects as fx
 from chat_approvals.cards import slack_blocks as sb
-from chat_approvals.cards.slack_answer import SlackClick, SlackPayloadError, parse_click
+from chat_approvals.cards.slack_answer import ReasonWithApproval, SlackClick, SlackPayloadError, parse_click
 from chat_approvals.cards.slack_chat import SlackCardLocation, chat_key, parse_chat_key
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.models import CardOffer, StoreFault, TurnResult
@@ -146,7 +146,7 @@ class SlackFrontEnd:
         if isinstance(effect, fx.PostCard):
             await self._post_card(chat, channel, thread_ts, effect.offer)
         elif isinstance(effect, fx.Waiting):
-            await self.web.post(channel, thread_ts, sb.waiting_message())
+            await self.web.post(channel, thread_ts, sb.waiting_message(effect.hint))
         else:
             await self.web.post(channel, thread_ts, sb.reply_message(effect.text))
 
@@ -196,7 +196,7 @@ class SlackFrontEnd:
         except SlackPayloadError as e:
             log.info("slack click refused: %s", e)
             self.approvals.metrics.resumes.labels("slack", "invalid").inc()  # never reaches the facade
-            await self._tell_clicker(body, sb.refusal_invalid())
+            await self._tell_clicker(body, sb.refusal_invalid(str(e) if isinstance(e, ReasonWithApproval) else None))
             return
         here = SlackCardLocation.of(c.channel, c.message_ts, c.thread_ts)
         key, mine = (c.card_id, c.actor), _Click(here)

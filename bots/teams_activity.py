@@ -10,16 +10,17 @@ from botbuilder.schema import Activity, ActivityTypes, Attachment
 
 from chat_approvals.bots import teams_compat
 from chat_approvals.cards import adaptive
+from chat_approvals.cards.wording import WHAT_I_DO
 from chat_approvals.core.identity import TeamsUser
+from chat_approvals.core.models import clean_reason
 
 PLATFORM = "teams"
+MAX_SHOWN_NAME = 100  # a display name shown on a card
 
 HELP = (
-    "I pause an agent's turn when its sandbox needs a site or a package you have not approved, and "
-    "ask you here. Commands: 'approvals' lists what you approved in this chat (with a Revoke button "
+    WHAT_I_DO + "\n\nCommands: 'approvals' lists what you approved in this chat (with a Revoke button "
     "each); 'revoke HOST_OR_PACKAGE' (or 'revoke tool:NAME') takes one back; 'revoke all' takes back "
-    "everything; 'help' "
-    "shows this. Anything else goes to the agent."
+    "everything; 'help' shows this. Anything else goes to the agent."
 )
 NO_IDENTITY = (
     "I cannot tell who you are from this message (Teams sent no tenant or Entra object id), so I run nothing for it."
@@ -47,6 +48,14 @@ def name_of(activity: Activity) -> str:
     return str((who.name if who is not None else None) or "someone")
 
 
+def shown_name(activity: Activity) -> str | None:
+    """The sender's display name for "Requested by" on the card: cleaned of control characters
+    and bounded (the client sends it; it is shown, never trusted for who may answer)."""
+    who = activity.from_property
+    name = clean_reason(str(who.name or ""))[:MAX_SHOWN_NAME] if who is not None else ""
+    return name or None
+
+
 class Command(NamedTuple):
     name: Literal["approvals", "revoke", "help"]
     arg: str = ""
@@ -68,8 +77,13 @@ def parse_command(text: str) -> Command | None:
     return None
 
 
-def card_activity(card: dict[str, Any], *, activity_id: str | None = None) -> Activity:
+def card_activity(card: dict[str, Any], *, activity_id: str | None = None, summary: str | None = None) -> Activity:
+    """`summary`: what Teams shows in the chat list and the notification ("Approval needed: …")."""
     attachment = Attachment(content_type=adaptive.CONTENT_TYPE, content=card)
     if activity_id is None:
-        return MessageFactory.attachment(attachment)
-    return Activity(type=ActivityTypes.message, id=activity_id, attachments=[attachment])
+        activity = MessageFactory.attachment(attachment)
+    else:
+        activity = Activity(type=ActivityTypes.message, id=activity_id, attachments=[attachment])
+    if summary:
+        activity.summary = summary
+    return activity

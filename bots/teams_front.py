@@ -22,7 +22,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from botbuilder.core import InvokeResponse, TurnContext
+from botbuilder.core import InvokeResponse, MessageFactory, TurnContext
 from botbuilder.core.teams import TeamsActivityHandler
 from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import Activity, ActivityTypes
@@ -39,6 +39,7 @@ from chat_approvals.bots.teams_activity import (
     chat_key,
     name_of,
     parse_command,
+    shown_name,
     user_of,
 )
 from chat_approvals.bots.teams_compat import TeamsCardLocation
@@ -46,6 +47,7 @@ from chat_approvals.bots.teams_config import TeamsConfig
 from chat_approvals.bots.teams_post import TeamsPoster, display_name, is_personal
 from chat_approvals.cards import adaptive, adaptive_parse
 from chat_approvals.cards import effects as fx
+from chat_approvals.cards import wording as words
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.identity import unverified
 from chat_approvals.core.models import ApprovalCard, ResumeResult, StoreFault, TurnResult
@@ -113,7 +115,9 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             await self._command(turn_context, command, chat, user)
             return
         location = TeamsCardLocation.of(act)
-        task = asyncio.ensure_future(self.approvals.run_turn(chat=chat, user=user, text=text, platform=PLATFORM))
+        task = asyncio.ensure_future(
+            self.approvals.run_turn(chat=chat, user=user, text=text, platform=PLATFORM, user_name=shown_name(act))
+        )
         await asyncio.wait({task}, timeout=self.cfg.message_budget)
         if task.done():
             await self.post.deliver(turn_context, chat, task.result(), location)
@@ -307,8 +311,16 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         if self._background:
             await asyncio.wait(set(self._background), timeout=timeout)
 
-    # Nothing to do on install/membership events; skip botbuilder's member lookups for them.
+    # The bot added to a chat: a welcome with two example prompts. Nothing else on membership
+    # events (botbuilder's member lookups are skipped); a redelivered one is not welcomed twice.
     async def on_conversation_update_activity(self, turn_context: TurnContext) -> None:
+        act = turn_context.activity
+        me = act.recipient.id if act.recipient is not None else None
+        if not me or not any(m.id == me for m in act.members_added or []):
+            return None
+        if act.id and not await self.approvals.first_delivery(f"teams:activity:{chat_key(act)}:{act.id}"):
+            return None
+        await turn_context.send_activity(MessageFactory.text(words.WELCOME))
         return None
 
     async def on_installation_update(self, turn_context: TurnContext) -> None:

@@ -21,6 +21,7 @@ from chat_approvals.bots.teams_activity import WAITING, card_activity, name_of, 
 from chat_approvals.bots.teams_compat import TeamsCardLocation
 from chat_approvals.cards import adaptive
 from chat_approvals.cards import effects as fx
+from chat_approvals.cards import wording as words
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.identity import parse_teams_user
 from chat_approvals.core.models import ApprovalCard, CardOffer, TurnResult
@@ -46,14 +47,14 @@ class TeamsPoster:
         if isinstance(effect, fx.PostCard):
             await self._post_card(ctx, chat, effect.offer, location)
         elif isinstance(effect, fx.Waiting):
-            await ctx.send_activity(MessageFactory.text(WAITING))
+            await ctx.send_activity(MessageFactory.text(effect.hint or WAITING))
         else:  # answered, busy
             await ctx.send_activity(MessageFactory.text(effect.text or "(the agent gave no text)"))
 
     async def _post_card(self, ctx: TurnContext, chat: str, offer: CardOffer, location: TeamsCardLocation) -> None:
         try:
             sent: ResourceResponse | None = await ctx.send_activity(
-                card_activity(adaptive.approval_card(offer.card, offer.secret))
+                card_activity(adaptive.approval_card(offer.card, offer.secret), summary=words.preview(offer.card))
             )
         except Exception as e:  # not posted after retries: a card nobody sees must not hold the chat
             log.warning("teams: card %s could not be posted: %s", offer.card.card_id, e)

@@ -15,10 +15,10 @@ import datetime as _dt
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from chat_approvals.cards.subject_text import question_fields, readable_input, short_fingerprint
+from chat_approvals.cards import wording as words
+from chat_approvals.cards.subject_text import question_fields, readable_input
 from chat_approvals.core.models import (
     MAX_REASON,
-    ONCE,
     Answer,
     ApprovalCard,
     Grant,
@@ -33,7 +33,8 @@ VERSION = "1.5"
 
 VERB_APPROVE = "approve"
 VERB_APPROVE_ONCE = "approve_once"  # a tool card: this call only, no grant
-REASON_INPUT = "reason"  # the optional deny reason (Input.Text)
+REASON_INPUT = "reason"  # the optional deny reason (Input.Text, in Deny's own show-card)
+CONFIRM_DENY = "Confirm deny"
 MAX_INPUT_SHOWN = 4000  # a tool call's input shown on the card
 VERB_DENY = "deny"
 VERB_REVOKE = "revoke"
@@ -85,172 +86,104 @@ def _listing(items: Iterable[str]) -> str:
     return "\n".join(f"- {_escape(i)}" for i in items)
 
 
-def _what(card: ApprovalCard) -> list[dict[str, Any]]:
+def card_time(epoch: float) -> str:
+    """A time Teams shows in the reader's own time zone (Adaptive Cards' DATE/TIME functions)."""
+    iso = _dt.datetime.fromtimestamp(int(epoch), tz=_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{{{{DATE({iso}, SHORT)}}}} {{{{TIME({iso})}}}}"
+
+
+def _person(user: str, name: str | None) -> str:
+    return _escape(name) if name else _escape(user)
+
+
+STYLE = words.Style(time=card_time, person=_person, thing=_escape, text=_escape)
+
+
+def _what(card: ApprovalCard, open_card: bool = False) -> list[dict[str, Any]]:
+    """What is asked for; an open card's own sentence already names a few URLs: not repeated."""
     if card.tool is not None or card.question is not None:
         return _call_what(card)
-    facts: list[dict[str, str]] = []
-    if card.reason:
-        facts.append({"title": "Why", "value": _escape(card.reason)})
-    if card.sites:
-        facts.append({"title": "Sites", "value": ", ".join(_escape(s) for s in card.sites)})
-    if card.packages:
-        facts.append({"title": "Packages", "value": ", ".join(_escape(p) for p in card.packages)})
-    facts.append({"title": "Expires", "value": format_time(card.expires_at)})
-    body: list[dict[str, Any]] = [{"type": "FactSet", "facts": facts}]
-    if card.urls:
+    body: list[dict[str, Any]] = []
+    if card.urls and (not open_card or len(card.urls) > 3):
         body.append(_text("URLs", weight="Bolder", spacing="Small"))
-        body.append(_text(_listing(card.urls), isSubtle=True, spacing="None"))
+        body.append(_text(_listing(card.urls), spacing="None"))
+    elif card.sites and not open_card:
+        body.append(_text("Sites: " + ", ".join(_escape(s) for s in card.sites)))
+    if card.packages and (not open_card or len(card.packages) > 5):
+        body.append(_text("Packages: " + ", ".join(_escape(p) for p in card.packages)))
     return body
 
 
 def _call_what(card: ApprovalCard) -> list[dict[str, Any]]:
-    """A tool call (its name, its input as monospace JSON, its fingerprint) or a question (its
-    reason's fields)."""
-    facts: list[dict[str, str]] = []
-    body: list[dict[str, Any]] = []
+    """A tool call (its input as monospace JSON) or a question (its reason's fields)."""
     if card.tool is not None:
-        facts.append({"title": "Tool", "value": _escape(card.tool.name)})
-        facts.append({"title": "Call", "value": short_fingerprint(card)})
-        facts.append({"title": "Expires", "value": format_time(card.expires_at)})
-        body.append({"type": "FactSet", "facts": facts})
-        body.append(_text("Input", weight="Bolder", spacing="Small"))
-        body.append(_text(_escape(readable_input(card, MAX_INPUT_SHOWN)), fontType="Monospace", spacing="None"))
-        return body
+        return [
+            _text("Input", weight="Bolder", spacing="Small"),
+            _text(_escape(readable_input(card, MAX_INPUT_SHOWN)), fontType="Monospace", spacing="None"),
+        ]
     assert card.question is not None
-    facts.append({"title": "Question", "value": _escape(card.question.name)})
-    facts += [{"title": _escape(t), "value": _escape(v)} for t, v in question_fields(card, 1000)]
-    facts.append({"title": "Expires", "value": format_time(card.expires_at)})
-    return [{"type": "FactSet", "facts": facts}]
+    facts = [{"title": _escape(t), "value": _escape(v)} for t, v in question_fields(card, 1000)]
+    return [{"type": "FactSet", "facts": facts}] if facts else []
 
 
-def _answer_words(card: ApprovalCard, answer: Answer) -> str:
-    if not answer.approved:
-        if card.kind != "download" and answer.reason:
-            return f"Denied ({_escape(answer.reason)})"  # a tool or question card: the reason in the title
-        return "Denied"
-    if card.tool is not None and answer.duration in (None, ONCE):
-        return "Approved once" if answer.duration == ONCE else "Approved for this chat"
-    words = "Approved"
-    if answer.duration:
-        words += f" for {duration_label(answer.duration).lower()}"
-    chosen = card.chosen_packages(answer)
-    if chosen != card.packages:
-        listed = ", ".join(_escape(p) for p in chosen) or "no packages"
-        words += f" (packages: {listed})"
-    return words
-
-
-def _reason_block(card: ApprovalCard, answer: Answer) -> list[dict[str, Any]]:
-    if card.kind != "download" or not answer.reason or answer.approved:
-        return []  # a tool or question card says the reason in its title (_answer_words)
-    return [_text(f"Reason: “{_escape(answer.reason)}”")]
+def _ids(card: ApprovalCard) -> dict[str, Any]:
+    """Small, muted: the ids kept for the audit trail (never a headline)."""
+    parts = [f"Card {card.card_id}"]
+    call = words.call_id(card)
+    if call:
+        parts.append(call)
+    return _text(" · ".join(parts), isSubtle=True, size="Small", spacing="Small")
 
 
 def votes_line(card: ApprovalCard, names: list[str]) -> str | None:
-    """ "1 of 2 approvals: Alice" on a card that needs a quorum; None otherwise."""
-    if card.policy is None or card.policy.quorum <= 1:
-        return None
-    line = f"{len(names)} of {card.policy.quorum} approvals"
-    return line + (": " + ", ".join(_escape(n) for n in names) if names else "")
-
-
-def who_may_answer(card: ApprovalCard, owner_name: str | None = None) -> str:
-    mode = card.policy.approvers if card.policy is not None else "owner"
-    owner = _escape(owner_name) if owner_name else "the person who asked"
-    if mode == "approvers":
-        return "An approver must answer (not the requester)."
-    if mode == "owner_or_approvers":
-        return f"{owner} or an approver may answer."
-    return f"Only {owner} may answer."
+    """ "1 of 2 approvals so far: Alice" on a card that needs a quorum; None otherwise."""
+    return words.votes(card, [_escape(n) for n in names])
 
 
 # --------------------------------------------------------------------------- renderers
 
 
-def _call_card(card: ApprovalCard, secret: str, voters: list[str] | None, link: str | None) -> Card:
-    """A tool card (Approve once / Approve for this chat / Deny) or a question card (Approve /
-    Deny), with an optional deny reason that Deny sends along."""
-    data = {"card_id": card.card_id, "secret": secret}
-    if card.tool is not None:
-        intro = f"The agent wants to run {_escape(card.tool.name)}. It has not run yet."
-        approvals = [
-            {
-                "type": "Action.Execute",
-                "title": "Approve once",
-                "verb": VERB_APPROVE_ONCE,
-                "style": "positive",
-                "associatedInputs": "none",
-                "data": data,
-            },
-            {
-                "type": "Action.Execute",
-                "title": "Approve for this chat",
-                "verb": VERB_APPROVE,
-                "associatedInputs": "none",
-                "data": data,
-            },
-        ]
-    else:
-        intro = "The agent asks a question before it goes on."
-        approvals = [
-            {
-                "type": "Action.Execute",
-                "title": "Approve",
-                "verb": VERB_APPROVE,
-                "style": "positive",
-                "associatedInputs": "none",
-                "data": data,
-            }
-        ]
-    deny = {
-        "type": "Action.Execute",
-        "title": "Deny",
-        "verb": VERB_DENY,
-        "style": "destructive",
-        "associatedInputs": "auto",
-        "data": data,
-    }
+def _execute(title: str, verb: str, data: dict[str, str], inputs: str, style: str | None = None) -> dict[str, Any]:
+    action: dict[str, Any] = {"type": "Action.Execute", "title": title, "verb": verb, "associatedInputs": inputs}
+    if style:
+        action["style"] = style
+    action["data"] = data
+    return action
+
+
+def _deny(card: ApprovalCard, data: dict[str, str]) -> dict[str, Any]:
+    """Deny opens its own small card holding the reason: the reason is never near Approve."""
     reason = {
         "type": "Input.Text",
         "id": REASON_INPUT,
-        "label": "Reason for a deny (optional; the agent is told)",
+        "label": words.REASON_LABEL,
+        "isMultiline": True,
         "maxLength": MAX_REASON,
         "isRequired": False,
     }
-    extra = [_text(f"Asked in [this conversation]({link}).")] if link else []
-    tally = votes_line(card, voters or [])
-    if tally:
-        extra.append(_text(tally))
-    extra.append(_text(who_may_answer(card), isSubtle=True))
-    return _card([_title("Approval needed"), _text(intro), *_what(card), *extra, reason], [*approvals, deny])
+    confirm = _execute(CONFIRM_DENY, VERB_DENY, data, "auto", "destructive")
+    return {
+        "type": "Action.ShowCard",
+        "title": "Deny",
+        "card": {"type": "AdaptiveCard", "body": [reason], "actions": [confirm]},
+    }
 
 
 def approval_card(card: ApprovalCard, secret: str, voters: list[str] | None = None, link: str | None = None) -> Card:
-    """The question: what, why, sites, URLs, packages (a choice when several), expiry; two buttons.
-    With a policy: who may answer, the votes so far (`voters`: display names), a duration choice
-    and an optional deny reason; `link` (routing) points at the requesting conversation."""
-    if card.kind != "download":
-        return _call_card(card, secret, voters, link)
+    """The question: who asked, what, what each choice does and until when, Answer by. When several
+    packages are asked, a choice of which; with a policy, a duration choice and the votes so far
+    (`voters`: display names); `link` (routing) points at the requesting conversation."""
+    data = {"card_id": card.card_id, "secret": secret}
     body: list[dict[str, Any]] = [
-        _title("Approval needed"),
-        _text("The agent paused its turn and asks to download from outside its sandbox."),
-        *_what(card),
+        _title(words.title(card)),
+        _text(words.requested_by(card, STYLE), weight="Bolder", spacing="Small"),
+        _text(words.asks(card, STYLE), spacing="None"),
+        *_what(card, open_card=True),
     ]
     if link:
         body.append(_text(f"[Open the requesting conversation]({link})"))
-    if card.policy is not None:
-        body.append(_text(who_may_answer(card), isSubtle=True))
-        tally = votes_line(card, voters or [])
-        if tally:
-            body.append(_text(tally, weight="Bolder"))
-    approve: dict[str, Any] = {
-        "type": "Action.Execute",
-        "title": "Approve",
-        "verb": VERB_APPROVE,
-        "style": "positive",
-        "data": {"card_id": card.card_id, "secret": secret},
-    }
-    if len(card.packages) > 1:
+    inputs = "none"
+    if card.kind == "download" and len(card.packages) > 1:
         body.append(
             {
                 "type": "Input.ChoiceSet",
@@ -262,52 +195,55 @@ def approval_card(card: ApprovalCard, secret: str, voters: list[str] | None = No
                 "choices": [{"title": p, "value": p} for p in card.packages],
             }
         )
-        approve["associatedInputs"] = "auto"
+        inputs = "auto"
     policy = card.policy
-    if policy is not None and policy.durations:
+    if card.kind != "question" and policy is not None and policy.durations:
         body.append(
             {
                 "type": "Input.ChoiceSet",
                 "id": DURATION_INPUT,
-                "label": "Approve for",
+                "label": "Approve for how long",
                 "style": "compact",
                 "isRequired": True,
                 "value": policy.default_duration or policy.durations[0],
                 "choices": [{"title": duration_label(d), "value": d} for d in policy.durations],
             }
         )
-        approve["associatedInputs"] = "auto"
-    deny: dict[str, Any] = {
-        "type": "Action.Execute",
-        "title": "Deny",
-        "verb": VERB_DENY,
-        "style": "destructive",
-        "associatedInputs": "none",
-        "data": {"card_id": card.card_id, "secret": secret},
-    }
-    if policy is not None:
-        body.append(
-            {
-                "type": "Input.Text",
-                "id": REASON_INPUT,
-                "label": "Reason, if you deny (optional; the agent reads it)",
-                "isMultiline": True,
-                "maxLength": MAX_REASON,
-            }
-        )
-        deny["associatedInputs"] = "auto"
-    return _card(body, [approve, deny])
-
-
-def resolved_card(card: ApprovalCard, answer: Answer, by: str) -> Card:
-    """Shown right after the claim is won: the answer is recorded, the turn is resuming."""
-    return _card(
-        [
-            _title(f"{_answer_words(card, answer)} by {_escape(by)}", "Good" if answer.approved else "Attention"),
-            *_reason_block(card, answer),
-            *_what(card),
-            _text("Resuming the agent's turn…", isSubtle=True),
+        inputs = "auto"
+    tally = votes_line(card, voters or [])
+    if tally:
+        body.append(_text(tally, weight="Bolder"))
+    body.append(_text("\n".join(f"- **{c.label}**: {c.does}" for c in words.choices(card, STYLE))))
+    body.append(_text(words.answer_by(card, STYLE) + " · " + words.who_answers(card, STYLE), weight="Bolder"))
+    body.append(_ids(card))
+    if card.tool is not None:
+        approvals = [
+            _execute("Approve once", VERB_APPROVE_ONCE, data, "none", "positive"),
+            _execute("Approve for this chat", VERB_APPROVE, data, inputs),
         ]
+    else:
+        approvals = [_execute("Approve", VERB_APPROVE, data, inputs, "positive")]
+    return _card(body, [*approvals, _deny(card, data)])
+
+
+def _answered_body(card: ApprovalCard, answer: Answer, by: str, at: float) -> list[dict[str, Any]]:
+    """The decision, by whom, when, and the grant's end; the reason of a deny; what was asked."""
+    body = [
+        _title(words.decision(card, answer), "Good" if answer.approved else "Attention"),
+        _text(words.answered(card, answer, _escape(by), at, STYLE), spacing="Small"),
+    ]
+    reason = words.deny_reason(answer, STYLE)
+    if reason:
+        body.append(_text(reason))
+    body.append(_text(words.requested_by(card, STYLE), isSubtle=True))
+    return [*body, *_what(card)]
+
+
+def resolved_card(card: ApprovalCard, answer: Answer, by: str, at: float | None = None) -> Card:
+    """Shown right after the claim is won: the answer is recorded, the turn is resuming."""
+    when = at if at is not None else _dt.datetime.now(_dt.UTC).timestamp()
+    return _card(
+        [*_answered_body(card, answer, by, when), _text("Resuming the agent's turn…", isSubtle=True), _ids(card)]
     )
 
 
@@ -319,16 +255,12 @@ def outcome_card(
     result: TurnResult | None = None,
 ) -> Card:
     """The final state of the question card once the resumed turn has finished."""
-    body = [
-        _title(f"{_answer_words(card, answer)} by {_escape(by)}", "Good" if answer.approved else "Attention"),
-        *_reason_block(card, answer),
-        *_what(card),
-        _text(f"Answered {format_time(at)}.", isSubtle=True),
-    ]
+    body = _answered_body(card, answer, by, at)
     if result is not None and result.status == "awaiting_approval":
         body.append(_text("The agent needs one more approval: see the next card."))
     elif result is not None and result.status == "answered":
         body.append(_text("The agent's turn finished: see its reply below.", isSubtle=True))
+    body.append(_ids(card))
     return _card(body)
 
 
@@ -430,13 +362,31 @@ def revoked_card(revoked: list[Grant], remaining: list[Grant]) -> Card:
     card = grants_card(remaining)
     names = ", ".join(sorted({_escape(g.name) for g in revoked}))
     note = f"Revoked: {names}." if revoked else "Nothing to revoke."
-    card["body"].insert(1, _text(note, color="Attention"))
+    card["body"].insert(1, _text(note, isSubtle=True))  # a confirmation, not an error
     return card
 
 
 def message_card(title: str, text: str) -> Card:
     """A plain informational card (help, notices)."""
     return _card([_title(title), _text(text)])
+
+
+def all_actions(card: Card) -> list[dict[str, Any]]:
+    """Every action a person can reach, a show-card's own actions in place of the show-card
+    (Deny opens a small card holding the reason and the Deny that sends it)."""
+    out: list[dict[str, Any]] = []
+    for a in card.get("actions", []):
+        out.extend(all_actions(a["card"]) if a.get("type") == "Action.ShowCard" else [a])
+    return out
+
+
+def all_inputs(card: Card) -> dict[str, dict[str, Any]]:
+    """The card's inputs by id, those inside a show-card included."""
+    found = {b["id"]: b for b in card.get("body", []) if str(b.get("type", "")).startswith("Input.")}
+    for a in card.get("actions", []):
+        if a.get("type") == "Action.ShowCard":
+            found.update(all_inputs(a["card"]))
+    return found
 
 
 def invoke_response_body(card: Card) -> dict[str, Any]:

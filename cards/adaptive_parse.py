@@ -16,6 +16,7 @@ from chat_approvals.cards.adaptive import (
     VERB_DENY,
     VERB_REVOKE,
 )
+from chat_approvals.cards.wording import REASON_WITH_APPROVAL
 from chat_approvals.core.models import ONCE, Answer, InvalidAnswer, is_card_id, read_answer
 
 # Bound what a client may send: ids and secrets are short urlsafe tokens (core/ids.py).
@@ -85,6 +86,9 @@ def parse_invoke(value: object) -> Click:
     card_id, secret = _token(data, "card_id"), _token(data, "secret")
     if not is_card_id(card_id):  # checked before it is used anywhere
         raise InvalidInvoke("action.data.card_id is not a card id")
+    typed = data.get(REASON_INPUT)
+    if verb != VERB_DENY and isinstance(typed, str) and typed.strip():
+        raise InvalidInvoke(REASON_WITH_APPROVAL)  # refused with a message, never dropped
     payload: dict[str, Any] = {"approved": verb != VERB_DENY}
     if verb == VERB_APPROVE:
         packages = _packages(data.get(PACKAGES_INPUT))

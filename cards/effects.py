@@ -79,9 +79,15 @@ class Reply:
     text: str
 
 
+WAITING_TEXT = "Waiting for your approval: answer the open approval card in this chat first."  # core's usual
+
+
 @dataclass(frozen=True)
 class Waiting:
-    """The chat already has an open card: the turn did not run."""
+    """The chat already has an open card: the turn did not run. `hint`: a sentence for this
+    message (a typed "yes": use the card's buttons), else the platform's usual one."""
+
+    hint: str | None = None
 
 
 ClickEffect = ShowVotes | ShowOutcome | ShowExpired | Refuse | ShowTurn
@@ -123,5 +129,5 @@ def turn_effect(result: TurnResult) -> TurnEffect:
     if result.status == "awaiting_approval" and result.offer is not None:
         return PostCard(result.offer)
     if result.status == "waiting":
-        return Waiting()
+        return Waiting(result.text if result.text and result.text != WAITING_TEXT else None)
     return Reply(result.text)

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from chat_approvals.cards import wording as words
 from chat_approvals.core.identity import stated_http_user
 from chat_approvals.core.models import (
     Answer,
@@ -148,9 +149,58 @@ def card_body(card: ApprovalCard, secret: str | None = None, votes: list[Vote] |
         body["votes"] = [v.user for v in votes or []]
         body["durations"] = list(card.policy.durations)
         body["default_duration"] = card.policy.default_duration
+    body["text"] = card_text(card, votes or [])
     if secret is not None:
         body["secret"] = secret
     return body
+
+
+def _plain(text: str) -> str:
+    return text
+
+
+def _person(user: str, name: str | None) -> str:
+    return name or user
+
+
+def _second(t: float) -> str:
+    return iso(int(t))  # a sentence reads whole seconds
+
+
+STYLE = words.Style(time=_second, person=_person, thing=_plain, text=_plain)
+
+
+def card_text(card: ApprovalCard, votes: list[Vote]) -> dict[str, Any]:
+    """What a person reads, the same sentences as on Slack and Teams (times in ISO 8601, UTC):
+    `title`, `requested_by`, `asks`, `answer_by`, `who_answers`, `choices` (each `answer`, `label`,
+    `does`), `votes` (a quorum in progress), `call_id` (a tool card)."""
+    out: dict[str, Any] = {
+        "title": words.title(card),
+        "requested_by": words.requested_by(card, STYLE),
+        "asks": words.asks(card, STYLE),
+        "answer_by": words.answer_by(card, STYLE),
+        "who_answers": words.who_answers(card, STYLE),
+        "choices": [{"answer": c.answer, "label": c.label, "does": c.does} for c in words.choices(card, STYLE)],
+    }
+    tally = words.votes(card, [v.user for v in votes])
+    if tally:
+        out["votes"] = tally
+    call = words.call_id(card)
+    if call:
+        out["call_id"] = call
+    return out
+
+
+def answered_text(card: ApprovalCard, answer: Answer, by: str, at: float) -> dict[str, Any]:
+    """An answered card's sentences: the decision, by whom, when, until when; a deny's reason."""
+    out: dict[str, Any] = {
+        "decision": words.decision(card, answer),
+        "answered": words.answered(card, answer, by, at, STYLE),
+    }
+    reason = words.deny_reason(answer, STYLE)
+    if reason:
+        out["reason"] = reason
+    return out
 
 
 def turn_body(turn: TurnResult) -> dict[str, Any]:
@@ -170,6 +220,8 @@ def resume_body(res: ResumeResult) -> str:
     if res.answer is not None and res.outcome in ("resumed", "replayed"):
         head["answer"] = res.answer.model_dump(exclude_none=True)
         head["answered_by"] = res.answered_by
+        if res.card is not None and res.answered_by and res.answered_at:
+            head["answered_text"] = answered_text(res.card, res.answer, res.answered_by, res.answered_at)
     if res.outcome == "vote_recorded":
         head["votes"] = [v.user for v in res.votes or []]
         head["needed"] = res.needed

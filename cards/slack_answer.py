@@ -24,6 +24,7 @@ from chat_approvals.cards.slack_blocks import (
     packages_block_id,
     reason_block_id,
 )
+from chat_approvals.cards.wording import REASON_WITH_APPROVAL
 from chat_approvals.core.identity import SlackUser, unverified
 from chat_approvals.core.models import ONCE, Answer, InvalidAnswer, is_card_id, read_answer
 
@@ -243,6 +244,10 @@ def _typed_reason(ba: BlockActions, card_id: str) -> str | None:
     return None
 
 
+class ReasonWithApproval(SlackPayloadError):
+    """A deny reason typed, then Approve clicked: refused, and the person is told why."""
+
+
 def parse_click(payload: object) -> SlackClick:
     """An Approve/Deny block_actions payload -> (card id, secret, Answer), or SlackPayloadError.
     `Approve once` (a tool card) approves this call only (`duration: once`: no grant)."""
@@ -251,6 +256,8 @@ def parse_click(payload: object) -> SlackClick:
     if action.action_id not in (ACTION_APPROVE, ACTION_APPROVE_ONCE, ACTION_DENY):
         raise SlackPayloadError(f"unknown action {action.action_id!r}")
     value: _CardValue = _loads(action.value, _CardValue, "approval")
+    if action.action_id != ACTION_DENY and _typed_reason(ba, value.card) is not None:
+        raise ReasonWithApproval(REASON_WITH_APPROVAL)  # refused with a message, never dropped
     if action.action_id == ACTION_APPROVE:
         body: dict[str, object] = {"approved": True}
         chosen = _chosen_packages(ba, value.card)

@@ -31,11 +31,12 @@ from slack_sdk.models.blocks import (
     StaticSelectElement,
 )
 
+from chat_approvals.cards import wording as words
 from chat_approvals.cards.effects import Refuse
 from chat_approvals.cards.slack_chat import parse_chat_key
-from chat_approvals.cards.subject_text import question_fields, readable_input, short_fingerprint, subject_title
+from chat_approvals.cards.subject_text import question_fields, readable_input
 from chat_approvals.core.identity import slack_user_id
-from chat_approvals.core.models import MAX_REASON, ONCE, Answer, ApprovalCard, CardPolicy, Grant, Vote, duration_label
+from chat_approvals.core.models import MAX_REASON, Answer, ApprovalCard, Grant, Vote, duration_label
 
 ACTION_APPROVE = "approvals.approve"
 ACTION_APPROVE_ONCE = "approvals.approve_once"  # a tool card: this call only, no grant
@@ -63,6 +64,7 @@ USAGE = (
     "`/approvals revoke all` · `/approvals help`"
 )
 HELP = (
+    words.WHAT_I_DO + "\n\n"
     "*/approvals* shows what you approved in this workspace, with a Revoke button each.\n"
     "• `/approvals revoke HOST_OR_PACKAGE` (or `tool:NAME`) revokes it in all of your chats here.\n"
     "• `/approvals revoke all` revokes everything you approved here.\n"
@@ -132,8 +134,9 @@ def _pre(text: str) -> str:
     return FENCE + escape(text).replace(FENCE, "'" * 3) + FENCE
 
 
-def _what(card: ApprovalCard) -> list[Block]:
-    """What is asked for: sites, URLs, packages; a tool call; a question. Shared by every state."""
+def _what(card: ApprovalCard, open_card: bool = False) -> list[Block]:
+    """What is asked for: URLs, packages; a tool call; a question. Shared by every state (an open
+    card's own sentence already names a few URLs and packages: not repeated)."""
     blocks: list[Block] = []
     if card.tool is not None:
         shown = _pre(readable_input(card, MAX_INPUT_SHOWN))
@@ -144,11 +147,12 @@ def _what(card: ApprovalCard) -> list[Block]:
         lines = [f"*{escape(t)}:* {escape(v)}" for t, v in fields] or ["_no details given_"]
         blocks.append(_section(f"*Question* {code(card.question.name)}\n" + "\n".join(lines)))
         return blocks
-    if card.sites:
-        blocks.append(_section("*Sites*\n" + _bullets(card.sites)))
-    if card.urls:
-        blocks.append(_section("*URLs*\n" + _bullets(card.urls)))
-    if card.packages:
+    if not open_card or len(card.urls) > 3:  # an open card's sentence names up to 3 URLs already
+        if card.urls:
+            blocks.append(_section("*URLs*\n" + _bullets(card.urls)))
+        elif card.sites:
+            blocks.append(_section("*Sites*\n" + _bullets(card.sites)))
+    if card.packages and (not open_card or len(card.packages) > 5):
         blocks.append(_section("*Packages*\n" + _bullets(card.packages)))
     return blocks
 
@@ -164,22 +168,6 @@ def _summary(card: ApprovalCard) -> str:
     if card.packages:
         parts.append("packages " + _listed(card.packages))
     return " and ".join(parts) or "nothing"
-
-
-def _asks(card: ApprovalCard) -> str:
-    def n(count: int, noun: str) -> str:
-        return f"{count} {noun}{'s' if count != 1 else ''}"
-
-    parts = []
-    if card.sites:
-        parts.append("download from " + n(len(card.sites), "site"))
-    if card.packages:
-        parts.append("install " + n(len(card.packages), "package"))
-    return " and ".join(parts) or "go on"
-
-
-def _plain_summary(card: ApprovalCard) -> str:
-    return subject_title(card)
 
 
 # ----------------------------------------------------------------------------- the card
@@ -225,7 +213,7 @@ def _reason_input(card: ApprovalCard) -> InputBlock:
     """An optional deny reason, sent to the agent as the approver's words."""
     return InputBlock(
         block_id=reason_block_id(card.card_id),
-        label=PlainTextObject(text="Reason, if you deny (optional; the agent reads it)"),
+        label=PlainTextObject(text=words.REASON_LABEL_SLACK),
         optional=True,
         element=PlainTextInputElement(action_id=ACTION_REASON, multiline=True, max_length=MAX_REASON),
     )
@@ -233,23 +221,6 @@ def _reason_input(card: ApprovalCard) -> InputBlock:
 
 def _names(votes: Sequence[Vote]) -> str:
     return ", ".join(user_ref(v.user) for v in votes)
-
-
-def votes_line(policy: CardPolicy | None, votes: Sequence[Vote]) -> str | None:
-    """ "1 of 2 approvals: @alice" on a card that needs a quorum; None otherwise."""
-    if policy is None or policy.quorum <= 1:
-        return None
-    line = f"*{len(votes)} of {policy.quorum} approvals*"
-    return line + (f": {_names(votes)}" if votes else "")
-
-
-def who_may_answer(card: ApprovalCard) -> str:
-    mode = card.policy.approvers if card.policy is not None else "owner"
-    if mode == "approvers":
-        return "an approver must answer (not the requester)"
-    if mode == "owner_or_approvers":
-        return f"{user_ref(card.owner)} or an approver may answer"
-    return f"only {user_ref(card.owner)} may answer"
 
 
 def _package_choice(card: ApprovalCard) -> ActionsBlock | None:
@@ -265,16 +236,28 @@ def _package_choice(card: ApprovalCard) -> ActionsBlock | None:
     return ActionsBlock(block_id=packages_block_id(card.card_id), elements=elements)
 
 
+def _person(user: str, name: str | None) -> str:
+    return user_ref(user)  # Slack renders the mention as the reader sees that person's name
+
+
+STYLE = words.Style(time=date_token, person=_person, thing=code, text=escape)
+
+
 def _footer(card: ApprovalCard) -> ContextBlock:
-    fp = f" · call {code(short_fingerprint(card))}" if card.tool is not None else ""
-    return ContextBlock(
-        elements=[
-            MarkdownTextObject(
-                text=f"{date_token(card.expires_at, 'Expires ')} · {who_may_answer(card)} "
-                f"· card {code(card.card_id)}{fp}"
-            )
-        ]
-    )
+    """Small print: the answer-by time, who may answer, and the ids kept for the audit trail."""
+    parts = [f"*{words.answer_by(card, STYLE)}*", words.who_answers(card, STYLE), f"card {code(card.card_id)}"]
+    call = words.call_id(card)
+    if call:
+        parts.append(escape(call))
+    return ContextBlock(elements=[MarkdownTextObject(text=" · ".join(parts))])
+
+
+def _ids(card: ApprovalCard) -> ContextBlock:
+    parts = [f"card {code(card.card_id)}"]
+    call = words.call_id(card)
+    if call:
+        parts.append(escape(call))
+    return ContextBlock(elements=[MarkdownTextObject(text=" · ".join(parts))])
 
 
 def _deny_button(value: str, text: str) -> ButtonElement:
@@ -287,6 +270,10 @@ def _deny_button(value: str, text: str) -> ButtonElement:
     )
 
 
+def _choices_text(card: ApprovalCard) -> str:
+    return "\n".join(f"• *{c.label}*: {c.does}" for c in words.choices(card, STYLE))
+
+
 def card_message(
     card: ApprovalCard,
     secret: str,
@@ -294,97 +281,52 @@ def card_message(
     link: str | None = None,
     routed_to: str | None = None,
 ) -> SlackMessage:
-    """The card. With a policy: the duration choice, the deny reason, who may answer, the votes so
-    far. Routing: `link` (the copy in the approvers' channel) points at the requesting thread;
-    `routed_to` (the requester's copy) says where the approvers were asked. A tool or question
-    card has its own buttons (_call_card_message)."""
-    if card.kind != "download":
-        return _call_card_message(card, secret, votes, link, routed_to)
+    """The card: who asked, what, what each choice does and until when, Answer by. Approve buttons
+    in one row; the optional deny reason sits just above Deny, in its own row, so it never reads as
+    applying to Approve. With a policy: the duration choice, the votes so far. Routing: `link` (the
+    copy in the approvers' channel) points at the requesting thread; `routed_to` (the requester's
+    copy) says where the approvers were asked."""
     value = button_value(card.card_id, secret)
     blocks: list[Block] = [
-        HeaderBlock(text=PlainTextObject(text="Approval needed")),
-        _section(
-            f"{user_ref(card.owner)}, the agent asks to {_asks(card)}.\n"
-            f"*Why:* {escape(card.reason) or '_no reason given_'}"
-        ),
-        *_what(card),
+        HeaderBlock(text=PlainTextObject(text=clip(words.title(card), 150))),
+        _section(f"*{words.requested_by(card, STYLE)}*\n{words.asks(card, STYLE)}"),
+        *_what(card, open_card=True),
     ]
     if link:
         blocks.append(_section(f"Asked in <{escape(link)}|this conversation>."))
     if routed_to:
         blocks.append(_section(f"Also sent to the approvers in <#{escape(routed_to)}>."))
-    choice = _package_choice(card)
+    choice = _package_choice(card) if card.kind == "download" else None
     if choice is not None:
         blocks.append(_section("*Allow these packages* (untick any you do not want):"))
         blocks.append(choice)
-    durations = _duration_choice(card)
+    durations = _duration_choice(card) if card.kind != "question" else None
     if durations is not None:
-        blocks.append(_section("*Approve for*"))
+        blocks.append(_section("*Approve for how long*"))
         blocks.append(durations)
-    if card.policy is not None:
-        blocks.append(_reason_input(card))
-    tally = votes_line(card.policy, votes)
+    tally = words.votes(card, [user_ref(v.user) for v in votes])
     if tally:
-        blocks.append(_section(tally))
-    blocks.append(_footer(card))
-    blocks.append(
-        ActionsBlock(
-            block_id=f"approvals.answer:{card.card_id}",
-            elements=[
-                ButtonElement(
-                    action_id=ACTION_APPROVE,
-                    text=PlainTextObject(text="Approve"),
-                    style="primary",
-                    value=value,
-                ),
-                _deny_button(value, "The agent continues without these downloads."),
-            ],
-        )
-    )
-    return SlackMessage(text=f"Approval needed: {_plain_summary(card)}", blocks=blocks)
-
-
-def _call_card_message(
-    card: ApprovalCard, secret: str, votes: Sequence[Vote], link: str | None, routed_to: str | None
-) -> SlackMessage:
-    """A `tool` card (Approve once / Approve for this chat / Deny) or a `question` card
-    (Approve / Deny), each with an optional deny reason."""
-    value = button_value(card.card_id, secret)
+        blocks.append(_section(f"*{tally}*"))
+    blocks.append(_section(_choices_text(card)))
+    approve: list[ButtonElement] = []
+    deny_text = "The agent goes on without it."
     if card.tool is not None:
-        intro = f"{user_ref(card.owner)}, the agent wants to run {code(card.tool.name)}; it has not run yet."
-        buttons = [
+        approve = [
             ButtonElement(
                 action_id=ACTION_APPROVE_ONCE, text=PlainTextObject(text="Approve once"), style="primary", value=value
             ),
             ButtonElement(action_id=ACTION_APPROVE, text=PlainTextObject(text="Approve for this chat"), value=value),
-            _deny_button(value, "The call does not run; the agent is told why."),
         ]
+        deny_text = f"{card.tool.name} does not run; the agent is told why."
     else:
-        intro = f"{user_ref(card.owner)}, the agent asks you a question before it goes on."
-        buttons = [
-            ButtonElement(action_id=ACTION_APPROVE, text=PlainTextObject(text="Approve"), style="primary", value=value),
-            _deny_button(value, "The agent is told you said no."),
+        approve = [
+            ButtonElement(action_id=ACTION_APPROVE, text=PlainTextObject(text="Approve"), style="primary", value=value)
         ]
-    blocks: list[Block] = [
-        HeaderBlock(text=PlainTextObject(text="Approval needed")),
-        _section(intro),
-        *_what(card),
-    ]
-    if link:
-        blocks.append(_section(f"Asked in <{escape(link)}|this conversation>."))
-    if routed_to:
-        blocks.append(_section(f"Also sent to the approvers in <#{escape(routed_to)}>."))
-    durations = _duration_choice(card) if card.tool is not None else None
-    if durations is not None:
-        blocks.append(_section("*Approve for this chat for*"))
-        blocks.append(durations)
+    blocks.append(ActionsBlock(block_id=f"approvals.answer:{card.card_id}", elements=approve))
     blocks.append(_reason_input(card))
-    tally = votes_line(card.policy, votes)
-    if tally:
-        blocks.append(_section(tally))
+    blocks.append(ActionsBlock(block_id=f"approvals.deny:{card.card_id}", elements=[_deny_button(value, deny_text)]))
     blocks.append(_footer(card))
-    blocks.append(ActionsBlock(block_id=f"approvals.answer:{card.card_id}", elements=buttons))
-    return SlackMessage(text=f"Approval needed: {_plain_summary(card)}", blocks=blocks)
+    return SlackMessage(text=words.preview(card), blocks=blocks)
 
 
 # ----------------------------------------------------------------------------- after a click
@@ -393,58 +335,38 @@ def _call_card_message(
 def resuming_message(card: ApprovalCard, by: str) -> SlackMessage:
     """Shown as soon as the claim is won: buttons gone, the turn is continuing."""
     blocks: list[Block] = [
-        _section(f":hourglass_flowing_sand: *Resuming…* {user_ref(by)} answered; the agent is continuing."),
+        _section(f":hourglass_flowing_sand: *Resuming…* {words.resuming(user_ref(by))}"),
         *_what(card),
     ]
     return SlackMessage(text="Resuming…", blocks=blocks)
 
 
-def _outcome_line(card: ApprovalCard, answer: Answer) -> tuple[str, str]:
-    """(headline, plain fallback) for an answer: approved for what (and how long), or denied (and why)."""
-    if not answer.approved:
-        line = f":no_entry: *Denied* {_summary(card)}"
-        if answer.reason:
-            line += f"\n*Reason:* “{escape(answer.reason)}”"
-        return line, "Denied"
-    if card.tool is not None:
-        scope = "once" if answer.duration == ONCE else "for this chat"
-        return f":white_check_mark: *Approved {scope}* {_summary(card)}", "Approved"
-    if card.question is not None:
-        return f":white_check_mark: *Approved* {_summary(card)}", "Approved"
-    allowed = card.chosen_packages(answer)
-    left_out = card.left_out_packages(answer)
-    parts = []
-    if card.sites:
-        parts.append("sites " + _listed(card.sites))
-    if allowed:
-        parts.append("packages " + _listed(allowed))
-    line = ":white_check_mark: *Approved* " + (" and ".join(parts) or "nothing")
-    if answer.duration:
-        line += f" for {duration_label(answer.duration).lower()}"
-    if left_out:
-        line += "\nNot allowed: " + _listed(left_out)
-    return line, "Approved"
+def _outcome_line(card: ApprovalCard, answer: Answer, by: str, at: float) -> str:
+    """The answered card's sentence (decision, by whom, when, the grant's end) and the reason."""
+    mark = ":white_check_mark:" if answer.approved else ":no_entry:"
+    line = f"{mark} " + words.answered(card, answer, by, at, STYLE)
+    reason = words.deny_reason(answer, STYLE)
+    return line + (f"\n{reason}" if reason else "")
 
 
 def outcome_message(
     card: ApprovalCard, answer: Answer, answered_by: str, answered_at: float, votes: Sequence[Vote] = ()
 ) -> SlackMessage:
-    line, plain = _outcome_line(card, answer)
+    """The answered card: no Answer by; the decision, by whom, when, until when; what was asked."""
     by = _names(votes) if answer.approved and len(votes) > 1 else user_ref(answered_by)
     blocks: list[Block] = [
-        _section(line),
-        ContextBlock(
-            elements=[
-                MarkdownTextObject(text=f"by {by} · {date_token(answered_at)}"),
-            ]
-        ),
+        _section(f"*{words.requested_by(card, STYLE)}*\n{_outcome_line(card, answer, by, answered_at)}"),
+        *_what(card),
+        _ids(card),
     ]
-    return SlackMessage(text=f"{plain} by {slack_user_id(answered_by)}", blocks=blocks)
+    return SlackMessage(text=f"{words.decision(card, answer)} by {slack_user_id(answered_by)}", blocks=blocks)
 
 
 def expired_message(card: ApprovalCard) -> SlackMessage:
     blocks: list[Block] = [
-        _section(f":alarm_clock: *Expired* ({date_token(card.expires_at)}): {_summary(card)} was not approved."),
+        _section(f":alarm_clock: {words.expired(card, STYLE)}"),
+        *_what(card),
+        _ids(card),
     ]
     return SlackMessage(text="This approval request expired.", blocks=blocks)
 
@@ -453,13 +375,15 @@ def shown_again_message(card: ApprovalCard) -> SlackMessage:
     """An earlier copy of a card its owner was shown again (with a new secret, R19): read-only,
     pointing at the newer copy below it (in the thread, and in the approvers' channel if routed)."""
     blocks: list[Block] = [
-        _section(f":arrow_down: *Shown again below:* {_summary(card)}. This copy no longer works; use the newer one."),
+        _section(f":arrow_down: *{words.shown_again()}* ({_summary(card)})"),
         *_what(card),
     ]
     return SlackMessage(text="This approval request was shown again below; this copy no longer works.", blocks=blocks)
 
 
-def waiting_message() -> SlackMessage:
+def waiting_message(hint: str | None = None) -> SlackMessage:
+    if hint:
+        return _plain(f":point_up: {escape(hint)}")
     return _plain(":hourglass: Waiting for your approval of the request above before I continue.")
 
 
@@ -505,22 +429,20 @@ def refusal_in_progress() -> SlackMessage:
 def refusal_answered(
     card: ApprovalCard | None, answer: Answer | None, by: str | None, at: float | None
 ) -> SlackMessage:
-    text = ":information_source: This request was already answered"
-    if card is not None and answer is not None:
-        line, _ = _outcome_line(card, answer)
-        text += f": {line}"
-        if by:
-            text += f" by {user_ref(by)}"
-        if at:
-            text += f" ({date_token(at)})"
-    return _plain(clip(text + ".", MAX_SECTION))
+    text = ":information_source: This request was already answered."
+    if card is not None and answer is not None and by and at:
+        text += " " + _outcome_line(card, answer, user_ref(by), at)
+    return _plain(clip(text, MAX_SECTION))
 
 
 def refusal_unknown() -> SlackMessage:
     return _plain(":grey_question: This request is unknown or no longer open.")
 
 
-def refusal_invalid() -> SlackMessage:
+def refusal_invalid(message: str | None = None) -> SlackMessage:
+    """`message`: a sentence for the person (e.g. a reason sent with Approve), else the generic one."""
+    if message:
+        return _plain(f":warning: {escape(message)}")
     return _plain(":warning: That answer could not be read; nothing was changed. Use the card's buttons.")
 
 

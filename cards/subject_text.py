@@ -42,10 +42,6 @@ def readable_input(card: ApprovalCard, limit: int) -> str:
     return cut(text, limit)
 
 
-def short_fingerprint(card: ApprovalCard) -> str:
-    return card.tool.fingerprint[:16] if card.tool is not None else ""
-
-
 def question_fields(card: ApprovalCard, limit: int) -> list[tuple[str, str]]:
     """A question's reason as (title, value) fields: an object's keys, else one `Reason` field."""
     if card.question is None:

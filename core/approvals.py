@@ -66,10 +66,21 @@ class Approvals:
         """What the egress gate asks (is a subject granted; record a refusal): the grant book."""
         return self._grants
 
-    async def run_turn(self, *, chat: str, user: str, text: str, platform: str, unattended: bool = False) -> TurnResult:
+    async def run_turn(
+        self,
+        *,
+        chat: str,
+        user: str,
+        text: str,
+        platform: str,
+        unattended: bool = False,
+        user_name: str | None = None,
+    ) -> TurnResult:
         with tracing.tracer().start_as_current_span("chat_approvals.turn") as span:
             span.set_attribute("chat_approvals.platform", platform)
-            turn = await self.turns.run(chat=chat, user=user, text=text, platform=platform, unattended=unattended)
+            turn = await self.turns.run(
+                chat=chat, user=user, text=text, platform=platform, unattended=unattended, user_name=user_name
+            )
             span.set_attribute("chat_approvals.status", turn.status)
         self.metrics.turns.labels(platform, turn.status).inc()
         card_id = None

@@ -35,6 +35,7 @@ class RequestContext:
     # and before the resume is marked done may be resumed again; a tool can key its side effect
     # on (resume_card.card_id, resume_attempt) to tell a retry from a first attempt.
     resume_attempt: int | None = None
+    user_name: str | None = None  # the platform's display name, shown on the card ("Requested by")
 
 
 @runtime_checkable

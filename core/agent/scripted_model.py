@@ -22,6 +22,7 @@ from typing import Any
 
 from strands.models.model import Model
 
+import chat_approvals.core.agent.replies as people
 from chat_approvals.core.agent.batch_rule import APPROVAL_TOOL
 
 RUN_SCRIPT = "run_script"
@@ -40,17 +41,32 @@ def steps_of(prompt: str) -> list[list[str]]:
 
 
 def download_script(urls: list[str]) -> str:
-    """The script the model writes: fetch each URL, print its size and first line."""
+    """The script the model writes: fetch each URL; print its size, its rows (a CSV's data lines)
+    and its first line, or what failed in plain words (site unreachable, refused, too big)."""
     return (
-        "import urllib.request\n"
+        "import urllib.error, urllib.request\n"
+        "LIMIT = 20_000_000\n"
         f"for url in {urls!r}:\n"
         "    try:\n"
         "        with urllib.request.urlopen(url, timeout=20) as r:\n"
-        "            body = r.read()\n"
-        "        first = body.split(b'\\n', 1)[0].decode('utf-8', 'replace')[:120]\n"
-        "        print(f'{url}: {len(body)} bytes; first line: {first}')\n"
+        "            body = r.read(LIMIT + 1)\n"
+        "        if len(body) > LIMIT:\n"
+        "            print(f'{url}: failed: too big (over {LIMIT // 1_000_000} MB)')\n"
+        "            continue\n"
+        "        lines = [x for x in body.decode('utf-8', 'replace').splitlines() if x.strip()]\n"
+        "        first = lines[0][:120] if lines else ''\n"
+        "        print(f'{url}: {len(body)} bytes; {max(0, len(lines) - 1)} rows; first line: {first}')\n"
+        "    except urllib.error.HTTPError as e:\n"
+        "        print(f'{url}: failed: the site answered {e.code} {e.reason}')\n"
         "    except Exception as e:\n"
-        "        print(f'{url}: failed: {e}')\n"
+        "        why = str(getattr(e, 'reason', e))\n"
+        "        if '403' in why:\n"
+        "            why = 'refused by the sandbox gate'\n"
+        "        elif '502' in why or 'Name or service' in why or 'refused' in why:\n"
+        "            why = 'the site could not be reached'\n"
+        "        elif 'timed out' in why:\n"
+        "            why = 'the site did not answer in time'\n"
+        "        print(f'{url}: failed: {why}')\n"
     )
 
 
@@ -81,14 +97,14 @@ class ScriptedModel(Model):
             default=-1,
         )
         if start < 0:
-            return "Hello. Tell me what to download.", []
+            return people.HELLO, []
         prompt = " ".join(b["text"] for b in messages[start]["content"] if "text" in b)
         note = _NOTE.match(prompt)
         if note and SAVE_NOTE in tool_names:
             return self._note(note.group(1), messages[start + 1 :])
         steps = steps_of(prompt)
         if not steps:
-            return f"No download is needed for that. You said: {prompt.strip()[:200]}", []
+            return people.chat_reply(prompt, SAVE_NOTE in tool_names), []
 
         # The turn so far: every tool call after the prompt with its result, in order.
         names: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -129,7 +145,7 @@ class ScriptedModel(Model):
             if name != APPROVAL_TOOL:
                 return f"Something unexpected ran: {name}.", take(1), None
             if res.get("status") == "success":
-                return f"Approved: I may now fetch {', '.join(urls)}.", take(1), None
+                return f"Approved: I may now fetch {', '.join(urls)}.", take(1), None  # no sandbox: nothing fetched
             return self._without(urls, _text_of(res)), take(1), None
 
         # With a sandbox: run -> (blocked? ask -> run again) -> report the output.
@@ -155,18 +171,16 @@ class ScriptedModel(Model):
         last = results[-1]
         if last.get("status") == "success":
             return _text_of(last), []
-        return f"I did not save the note. ({_text_of(last)})", []
+        return people.not_done("Not saved", "the note", _text_of(last)), []
 
     @staticmethod
     def _without(urls: list[str], why: str) -> str:
-        return f"I continued without the data from {', '.join(urls)}: it was not approved. ({why})"
+        return people.not_done("Not downloaded", ", ".join(urls), why)
 
     @staticmethod
     def _output(urls: list[str], result: str) -> str:
         out = result.split("output:", 1)[1].strip() if "output:" in result else result.strip()
-        # The script prints "URL: failed: why" for a download that did not work (R16: say so).
-        verb = "Tried to download" if ": failed: " in out else "Downloaded"
-        return f"{verb} {', '.join(urls)}:\n{out}"
+        return "\n".join(people.download_line(line) for line in out.splitlines() if line.strip()) or out
 
     # --- the Model contract ----------------------------------------------------------
     async def stream(

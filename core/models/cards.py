@@ -84,6 +84,8 @@ class ApprovalCard(Strict):
     kind: CardKind = "download"
     tool: ToolCall | None = None
     question: Question | None = None
+    owner_name: str | None = None  # the platform's display name of the owner, when it gave one
+    grant_seconds: float | None = None  # how long an approval's grant lasts when no duration is chosen
 
     def subjects(self) -> list[tuple[SubjectKind, str]]:
         """What a grant of this card would cover: sites and packages, or the gated tool's name."""

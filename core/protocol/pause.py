@@ -113,6 +113,8 @@ class Pauser:
             kind=draft.kind,
             tool=draft.tool,
             question=draft.question,
+            owner_name=ctx.user_name,
+            grant_seconds=self.settings.grant_ttl,
         )
         if self.policy is not None:  # the strictest rule over the card's subjects, fixed on the card
             card = card.model_copy(update={"policy": self.policy.decide(card.subjects(), self.settings.grant_ttl)})

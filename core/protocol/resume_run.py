@@ -118,6 +118,7 @@ class ClaimedRun:
                 approved_tools=approved_tools(grants, p.turn_id),
                 resume_card=p.card,
                 resume_attempt=token,
+                user_name=p.card.owner_name,  # a chained card names the same requester
             )
             response = interrupt_response(p.card, answer)  # never null (null re-raises)
             reply: list[InterruptResponseContent] = [

@@ -84,7 +84,9 @@ class TurnRunner:
         self.tool_access = tool_access
         self.worker_id = worker_id
 
-    async def run(self, *, chat: str, user: str, text: str, platform: str, unattended: bool) -> TurnResult:
+    async def run(
+        self, *, chat: str, user: str, text: str, platform: str, unattended: bool, user_name: str | None = None
+    ) -> TurnResult:
         """Store steps of a turn: take the lease with what the turn reads (one round trip), the
         run, then one write that ends the turn (the card's pointer, or the history) and releases
         the lease; if that write did not happen, the lease is released on its own."""
@@ -104,7 +106,7 @@ class TurnRunner:
         turn = TurnHold(chat, holder)
         try:
             return await self._run_holding(
-                turn, started, user=user, text=text, platform=platform, unattended=unattended
+                turn, started, user=user, text=text, platform=platform, unattended=unattended, user_name=user_name
             )
         finally:
             self.keeper.release(beat)
@@ -115,11 +117,21 @@ class TurnRunner:
                     log.warning("turn lease release failed for %s: %s", chat, e)
 
     async def _run_holding(
-        self, turn: TurnHold, started: Started, *, user: str, text: str, platform: str, unattended: bool
+        self,
+        turn: TurnHold,
+        started: Started,
+        *,
+        user: str,
+        text: str,
+        platform: str,
+        unattended: bool,
+        user_name: str | None = None,
     ) -> TurnResult:
         chat, now = turn.chat, self.clock.now()
         pointer = started.turn.pointer
         if pointer is not None and is_open(pointer, now):
+            if wording.typed_answer(text) and not unattended:
+                return TurnResult(status="waiting", text=wording.USE_THE_BUTTONS)
             if user == pointer.owner and not unattended:
                 again = await self.reoffer(pointer, now)
                 if again is not None:
@@ -137,6 +149,7 @@ class TurnRunner:
             approved_sites=sites,
             approved_packages=packages,
             approved_tools=approved_tools(grants, turn_id),
+            user_name=user_name,
         )
         agent = self.factory()
         self.history.restore(chat, agent, started.history)

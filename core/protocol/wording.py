@@ -1,5 +1,12 @@
-"""Every text the approval path hands the model. Part of the design (R6, R16): a deny names what
-was blocked and gives the model a legitimate path. Same situation, same text."""
+"""Every text the approval path hands the model, and the few the core says to people itself.
+
+For the model (tool results: `NOTHING_NAMED`, `NO_CONTEXT`, `unattended_deny`, `user_denied`,
+`user_approved`, `already_approved`, `invalid_input`, `tool_*`): part of the design (R6, R16), a
+deny names what was blocked and gives the model a legitimate path. Same situation, same text.
+For people (a turn's own text when no model reply exists: `WAITING`, `BUSY`, `REOFFERED`,
+`SNAPSHOT_FAILED`, `CANNOT_OFFER`, `WITHDRAWN`, `RESUME_TOO_LONG`, `STORE_UNAVAILABLE`,
+`TOO_MANY_CLICKS`, `CANNOT_ANSWER_SEVERAL`). What a person reads on a card is in
+`cards/wording.py`; the offline model's replies to people in `core/agent/replies.py`."""
 
 from __future__ import annotations
 
@@ -15,6 +22,21 @@ NO_CONTEXT = (
     "Continue without that data and say so."
 )
 WAITING = "Waiting for your approval: answer the open approval card in this chat first."
+USE_THE_BUTTONS = (
+    "To answer the open request, use the buttons on its card above (Approve or Deny): a typed answer "
+    "is not taken, so that nobody approves by accident."
+)
+_TYPED_ANSWERS = frozenset(
+    {"yes", "y", "yep", "ok", "okay", "approve", "approved", "allow", "sure", "go ahead", "no", "deny", "n"}
+)
+
+
+def typed_answer(text: str) -> bool:
+    """A message that reads as an answer to the open card ("yes", "approve"): answered with a
+    hint to use the card's buttons; the card is not posted again for it."""
+    return text.strip().strip(".!").strip().lower() in _TYPED_ANSWERS
+
+
 SNAPSHOT_FAILED = (
     "I needed an approval to continue but could not save the paused turn, so no approval card was "
     "offered. Please ask again."

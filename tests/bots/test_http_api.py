@@ -125,9 +125,7 @@ async def test_r13_chained_card_replaces_the_open_request_in_place(api: Api, sto
     code, done = await api.resume(chained["card_id"], "alice", again["secret"], approved=False)
     assert done["outcome"] == "resumed"
     text = done["result"]["text"]
-    assert (
-        "I may now fetch https://a.example/x" in text and "continued without the data from https://b.example/y" in text
-    )
+    assert "I may now fetch https://a.example/x" in text and "Not downloaded: you denied https://b.example/y." in text
 
 
 async def test_r14_approve_writes_grants_for_this_chat_only_and_they_can_be_revoked(
@@ -192,7 +190,7 @@ async def test_r15_a_cancelled_answer_is_a_deny(api: Api, store: StoreIO) -> Non
     )
     body = json.loads(text)
     assert code == 200 and body["answer"] == {"approved": False}
-    assert "continued without the data" in body["result"]["text"]
+    assert body["result"]["text"] == "Not downloaded: you denied https://data.example.org/table.csv."
     assert store.rows.list_grants("alice", "chat-1", 0) == []
 
 

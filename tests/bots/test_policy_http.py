@@ -162,8 +162,10 @@ async def test_a_deny_by_an_allowed_answerer_vetoes_with_its_reason(
     code, body = await papi.resume(card["card_id"], "sec-bob", card["secret"], approved=False, reason=why)
     assert code == 200 and body["outcome"] == "resumed"
     assert body["answer"] == {"approved": False, "reason": "Not from prod data, please."}  # control characters gone
-    # the agent got the approver's words, quoted, and the offline model quotes them in its reply
-    assert 'The approver said: "Not from prod data, please."' in body["result"]["text"]
+    # the agent got the approver's words, and the offline model tells the person in plain words
+    assert body["result"]["text"].endswith(
+        "you denied https://files.corp.example.com/report.csv (Not from prod data, please.)."
+    )
     assert store.rows.list_grants("requester", "chat-1", clock.now()) == []
     _, audit = await papi.get("/v1/chats/chat-1/audit")
     answered = [e for e in audit["events"] if e["kind"] == "answered"]

@@ -130,4 +130,4 @@ def test_the_cli_takes_the_policy_a_duration_and_a_reason(tmp_path: Path, capsys
     assert main([*base, "--deny", "--reason", "not\ttoday"]) == 0
     body = json.loads(capsys.readouterr().out)
     assert body["answer"] == {"approved": False, "reason": "not today"}
-    assert 'The approver said: "not today"' in body["result"]["text"]
+    assert body["result"]["text"] == "Not downloaded: you denied https://example.com/a.csv (not today)."

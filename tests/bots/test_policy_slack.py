@@ -214,7 +214,7 @@ async def test_a_veto_with_a_reason_reaches_the_agent_the_card_and_the_audit(rig
         last = updates_of(rig, copy)[-1]
         assert "Denied" in last and "Use the staging copy" in last
     reply = [c for c in rig.standin.of("chat.postMessage") if c.args["channel"] == DM and not buttons(c.args["blocks"])]
-    assert 'The approver said: \\"Use the staging copy\\"' in texts(reply)[-1]
+    assert "you denied https://files.corp.example.com/report.csv (Use the staging copy)." in texts(reply)[-1]
     events = await rig.approvals.audit(thread_chat(thread))
     answered = [e for e in events if e.kind == "answered"]
     assert answered[0].detail["reason"] == "Use the staging copy" and answered[0].actor == key(BOB)

@@ -75,8 +75,8 @@ async def test_r16_deny_with_a_typed_reason_never_runs_and_the_agent_is_told(rig
     await rig.click(payload)
     await rig.settle()
     assert saved(notes) == []
-    (reply,) = [t for t in texts(replies(rig)) if "did not save" in t]
-    assert "no notes" in reply
+    (reply,) = [t for t in texts(replies(rig)) if "Not saved" in t]
+    assert reply.endswith("Not saved: you denied the note (no notes).") and "Do not try" not in reply
     final = texts(rig.standin.of("chat.update"))[-1]
     assert "Denied" in final and "no notes" in final
 

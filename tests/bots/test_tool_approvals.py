@@ -106,7 +106,7 @@ async def test_r16_deny_with_a_reason_never_runs_and_the_model_is_told_why(api: 
     assert code == 200 and body["outcome"] == "resumed"
     assert body["answer"] == {"approved": False, "reason": "not on Fridays"}
     text = body["result"]["text"]
-    assert text.startswith("I did not save the note.") and '"not on Fridays"' in text, text
+    assert text == "Not saved: you denied the note (not on Fridays).", text  # the person's words, not the model's
     assert lines(notes) == []
     code, audit = await api.get(f"/v1/chats/{CHAT}/audit")
     answered = [e for e in audit["events"] if e["kind"] == "answered"]
@@ -117,7 +117,7 @@ async def test_r16_deny_with_a_reason_never_runs_and_the_model_is_told_why(api: 
 async def test_deny_without_a_reason_and_a_cancelled_answer_never_run(api: Api, notes: Path) -> None:
     card = await _tool_card(api)
     code, body = await api.resume(card["card_id"], USER, card["secret"], approved=False)
-    assert code == 200 and "did not approve" in body["result"]["text"] and lines(notes) == []
+    assert code == 200 and body["result"]["text"] == "Not saved: you denied the note." and lines(notes) == []
     card = await _tool_card(api, chat="other")
     code, raw = await api.resume_raw(
         card["card_id"],
@@ -127,7 +127,7 @@ async def test_deny_without_a_reason_and_a_cancelled_answer_never_run(api: Api, 
             "responses": [{"interruptId": card["card_id"], "status": "cancelled"}],
         },
     )
-    assert code == 200 and "did not approve" in json.loads(raw)["result"]["text"] and lines(notes, "other") == []
+    assert code == 200 and "you denied the note" in json.loads(raw)["result"]["text"] and lines(notes, "other") == []
 
 
 async def test_r14_for_this_chat_grants_the_tool_then_revoke_asks_again(api: Api, notes: Path) -> None:

@@ -276,12 +276,13 @@ def test_teams_tool_card_validates_and_offers_three_answers_and_a_reason() -> No
     c = tool_card(tool_input={"table": "[x](https://evil)"})
     body = adaptive.approval_card(c, SECRET)
     assert_valid_card(body)
-    assert [a["verb"] for a in body["actions"]] == ["approve_once", "approve", "deny"]
+    actions = adaptive.all_actions(body)
+    assert [a["verb"] for a in actions] == ["approve_once", "approve", "deny"]
     assert [a["title"] for a in body["actions"]] == ["Approve once", "Approve for this chat", "Deny"]
-    assert all(a["data"] == {"card_id": CARD_ID, "secret": SECRET} for a in body["actions"])
+    assert all(a["data"] == {"card_id": CARD_ID, "secret": SECRET} for a in actions)
     text = json.dumps(body)
     assert "write_table" in text and "\\\\[x\\\\](https://evil)" in text
-    assert any(b.get("type") == "Input.Text" and b["id"] == adaptive.REASON_INPUT for b in body["body"])
+    assert adaptive.all_inputs(body)[adaptive.REASON_INPUT]["type"] == "Input.Text"
     for state in (
         adaptive.resolved_card(c, Answer(approved=True, duration="once"), "Alice"),
         adaptive.outcome_card(c, Answer(approved=False, reason="no"), "Alice", NOW),
@@ -289,13 +290,14 @@ def test_teams_tool_card_validates_and_offers_three_answers_and_a_reason() -> No
     ):
         assert_valid_card(state)
     assert "Approved once" in json.dumps(adaptive.resolved_card(c, Answer(approved=True, duration="once"), "A"))
-    assert "Denied (no)" in json.dumps(adaptive.outcome_card(c, Answer(approved=False, reason="no"), "A", NOW))
+    denied = json.dumps(adaptive.outcome_card(c, Answer(approved=False, reason="no"), "A", NOW), ensure_ascii=False)
+    assert "Denied by A at" in denied and "Reason: “no”" in denied
 
 
 def test_teams_question_card_validates() -> None:
     body = adaptive.approval_card(question_card(), SECRET)
     assert_valid_card(body)
-    assert [a["verb"] for a in body["actions"]] == ["approve", "deny"]
+    assert [a["verb"] for a in adaptive.all_actions(body)] == ["approve", "deny"]
     assert "acme/legacy" in json.dumps(body)
 
 

@@ -182,11 +182,11 @@ def test_fields_and_dividers_are_drawn_too() -> None:
 def test_the_pictured_card_shows_its_inputs_and_styled_buttons() -> None:
     page = card_page(download_card())
     assert '<span class="button primary">Approve</span>' in page
-    assert 'class="button danger" title="Deny this request? · The agent continues' in page
+    assert 'class="button danger" title="Deny this request? · The agent goes on without it.' in page
     assert page.count('<span class="box on">') == 2  # both packages ticked
     assert '<span class="select" title="How long: This turn only | 1 hour | 1 day"><span>1 hour</span>' in page
     assert '<div class="box-in multiline">' in page and "(optional)" in page
-    assert "Expires 2026-01-01 10:30 UTC" in page and "{date_short_pretty}" not in page
+    assert "Answer by 2026-01-01 10:30 UTC" in page and "{date_short_pretty}" not in page
 
 
 def test_the_agents_words_are_escaped() -> None:

@@ -47,7 +47,7 @@ def test_sandbox_flow_runs_asks_reruns_and_reports_honestly() -> None:
     assert uses[0]["name"] == RUN_SCRIPT
     convo += [call("t3", RUN_SCRIPT, uses[0]["input"]), result("t3", f"exit code: 0\noutput:\n{URL}: failed: 502")]
     text, uses = model.decide(convo, tools)
-    assert uses == [] and text == f"Tried to download {URL}:\n{URL}: failed: 502"
+    assert uses == [] and text == f"Could not download {URL}: 502."
     # The same conversation gives the same answer to a fresh model (another process).
     assert ScriptedModel().decide(convo, tools) == (text, uses)
 
@@ -55,4 +55,4 @@ def test_sandbox_flow_runs_asks_reruns_and_reports_honestly() -> None:
 def test_denied_approval_continues_without_the_data() -> None:
     convo = [user(f"fetch {URL}"), call("t1", "request_approval", {}), result("t1", "Access denied: …", status="error")]
     text, uses = ScriptedModel().decide(convo, {"request_approval"})
-    assert uses == [] and text.startswith(f"I continued without the data from {URL}")
+    assert uses == [] and text.startswith(f"Not downloaded, {URL}: Access denied")

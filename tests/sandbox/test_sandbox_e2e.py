@@ -66,10 +66,10 @@ async def test_r3_blocked_card_names_host_approve_second_run_downloads(rig: Rig)
     code, res = await rig.api.resume(card["card_id"], "alice", card["secret"])
     assert code == 200 and res["outcome"] == "resumed", res
     assert res["result"]["status"] == "answered"
-    assert res["result"]["text"] == (f"Downloaded {URL}:\n{URL}: 32 bytes; first line: hello from files.test over http")
+    assert res["result"]["text"] == f"Downloaded {URL}: one line, “hello from files.test over http” (32 bytes)."
     # the grant stays for the chat: a new turn downloads at once, no card
     code, body = await rig.api.turn("chat-e2e", "alice", f"again {URL}")
-    assert body["status"] == "answered" and "first line: hello from files.test" in body["text"]
+    assert body["status"] == "answered" and "“hello from files.test over http”" in body["text"]
     # revoked: the next run is refused again and asks again
     code, gone = await rig.api.delete("/v1/chats/chat-e2e/grants/files.test?user=alice")
     assert code == 200 and [g["name"] for g in gone["revoked"]] == ["files.test"]
@@ -83,7 +83,7 @@ async def test_r16_deny_model_continues_without_the_data_and_says_so(rig: Rig) -
     code, res = await rig.api.resume(card["card_id"], "bob", card["secret"], approved=False)
     assert code == 200 and res["outcome"] == "resumed", res
     text = res["result"]["text"]
-    assert text.startswith(f"I continued without the data from {URL}: it was not approved.")
+    assert text == f"Not downloaded: you denied {URL}."  # for the person: no instruction meant for the model
     assert "files.test" in text and "hello from files.test" not in text
     assert rig.store.rows.list_grants("bob", "chat-deny", 0) == []
 
@@ -100,15 +100,15 @@ async def test_r13_download_then_download_chains_a_second_card_for_the_second_ho
     code, res = await rig.api.resume(second["card_id"], "carol", second["secret"])
     assert res["outcome"] == "resumed" and res["result"]["status"] == "answered", res
     assert res["result"]["text"] == (
-        f"Downloaded {URL}:\n{URL}: 32 bytes; first line: hello from files.test over http\n"
-        f"Downloaded {other}:\n{other}: 32 bytes; first line: hello from other.test over http"
+        f"Downloaded {URL}: one line, “hello from files.test over http” (32 bytes).\n"
+        f"Downloaded {other}: one line, “hello from other.test over http” (32 bytes)."
     )
 
 
 async def test_r6_unattended_run_is_blocked_and_continues_without(rig: Rig) -> None:
     code, body = await rig.api.turn("chat-cron", "dave", f"get {URL}", unattended=True)
     assert code == 200 and body["status"] == "answered", body
-    assert body["text"].startswith(f"I continued without the data from {URL}: it was not approved.")
+    assert body["text"].startswith(f"Not downloaded, {URL}: Access denied: download approval cannot be asked")
     assert "files.test" in body["text"] and rig.store.rows.get_pointer("chat-cron") is None  # no card
 
 
@@ -116,8 +116,8 @@ async def test_r18_no_card_ever_for_a_loopback_or_private_address(rig: Rig) -> N
     """10.x goes to the gate (NO_PROXY sends 127.0.0.1 straight into the sandbox's own empty
     loopback): both fail, no refusal is recorded and no card appears."""
     for chat, url, why in [
-        ("chat-lo", "http://127.0.0.1:9/x", "Connection refused"),
-        ("chat-priv", "http://10.1.2.3/x", "HTTP Error 403"),
+        ("chat-lo", "http://127.0.0.1:9/x", "Could not download http://127.0.0.1:9/x: the site could not be reached."),
+        ("chat-priv", "http://10.1.2.3/x", "Could not download http://10.1.2.3/x: the site answered 403 Forbidden."),
     ]:
         code, body = await rig.api.turn(chat, "eve", f"please fetch {url}")
         assert code == 200 and body["status"] == "answered", body

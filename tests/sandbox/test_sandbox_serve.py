@@ -44,9 +44,7 @@ async def test_serve_with_sandbox_flags_end_to_end(tmp_path: Path) -> None:
             async with s.post(f"{base}/interrupts/{card['card_id']}/resume", json=answer) as r:
                 res = await r.json()
         assert res["outcome"] == "resumed"
-        assert (
-            res["result"]["text"] == f"Downloaded {url}:\n{url}: 32 bytes; first line: hello from files.test over http"
-        )
+        assert res["result"]["text"] == f"Downloaded {url}: one line, “hello from files.test over http” (32 bytes)."
     finally:
         await stop(proc)
         await origin.cleanup()

@@ -166,6 +166,57 @@ function check(name, cond, detail = '') {
       }
       await shot('03-note-saved.png');
       check('the agent says the note was saved', saved);
+    } else if (process.env.E2E_FLOW === 'demo') {
+      // Issue 28: the offline demo. data.example.test is the local demo origin behind the real gate.
+      const DATA = `http://data.example.test/data.csv?run=${TOKEN}`;
+      const plainText = async (pred) => {
+        for (let i = 0; i < 60; i++) {
+          const found = await page.evaluate((src) => Array.from(document.querySelectorAll('p, span, div'))
+            .filter((el) => !el.closest('.ac-adaptiveCard')).map((el) => el.textContent || '')
+            .find((t) => new Function('t', `return ${src}`)(t)) || null, pred);
+          if (found) return found;
+          await page.waitForTimeout(500);
+        }
+        return null;
+      };
+      await send(`please fetch ${DATA}`);
+      const card = page.locator('.ac-adaptiveCard', { hasText: 'Approval needed' }).filter({ hasText: TOKEN });
+      await card.first().waitFor({ timeout: WAIT });
+      await card.first().screenshot({ path: path.join(SHOTS, 'card-download.png') });
+      await shot('21-demo-card.png');
+      const cardText = (await card.first().textContent()) || '';
+      check('the card says who asked, what Approve allows and until when, and Answer by',
+        cardText.includes('Requested by Alex Wilber') && cardText.includes('Allow data.example.test in this chat for 8 h')
+          && cardText.includes('Answer by'), cardText.slice(0, 400));
+      await card.getByRole('button', { name: 'Approve', exact: true }).click();
+      const rows = await plainText(`t.startsWith('Downloaded http://data.example.test/data.csv?run=${TOKEN}: 12 rows')`);
+      await shot('22-demo-rows.png');
+      check('after Approve the agent reports the rows it downloaded through the gate', rows !== null);
+
+      const NOTE = `hello-${TOKEN}`;
+      await send(`save a note: ${NOTE}`);
+      const tcard = page.locator('.ac-adaptiveCard', { hasText: 'Approval needed' }).filter({ hasText: NOTE });
+      await tcard.first().waitFor({ timeout: WAIT });
+      await tcard.first().screenshot({ path: path.join(SHOTS, 'card-tool.png') });
+      await tcard.getByRole('button', { name: 'Approve once', exact: true }).click();
+      const saved = await plainText(`t.includes('Saved the note: ${NOTE}')`);
+      await shot('23-note-saved.png');
+      check('Approve once saves the note', saved !== null);
+
+      const NOPE = `nope-${TOKEN}`;
+      await send(`save a note: ${NOPE}`);
+      const dcard = page.locator('.ac-adaptiveCard', { hasText: 'Approval needed' }).filter({ hasText: NOPE });
+      await dcard.first().waitFor({ timeout: WAIT });
+      await dcard.getByRole('button', { name: 'Deny', exact: true }).click(); // opens the reason, next to Deny
+      const reason = dcard.getByRole('textbox').first();
+      await reason.waitFor({ timeout: WAIT });
+      await reason.fill('not on Fridays');
+      await shot('24-deny-reason.png');
+      await dcard.getByRole('button', { name: 'Confirm deny', exact: true }).click();
+      const denied = await plainText("t.startsWith('Not saved: you denied the note (not on Fridays).')");
+      await shot('25-denied.png');
+      check('a deny with a reason shows the reason, not the model\'s instruction',
+        denied !== null && !denied.includes('Do not try'), String(denied));
     } else if (process.env.E2E_FLOW === 'packages') {
       // A card asking for two packages: untick one, Approve; the client merges the choice into the data.
       await send(`analyse the table ${TOKEN}`);
@@ -175,7 +226,7 @@ function check(name, cond, detail = '') {
       await pcard.getByRole('checkbox', { name: 'numpy' }).uncheck();
       await shot('02-package-choice.png');
       await pcard.getByRole('button', { name: 'Approve' }).click();
-      const done = page.locator('.ac-adaptiveCard', { hasText: 'Approved (packages: pandas) by Alex Wilber' });
+      const done = page.locator('.ac-adaptiveCard', { hasText: 'Approved by Alex Wilber' }).filter({ hasText: 'Not allowed: numpy' });
       await done.first().waitFor({ timeout: WAIT });
       await shot('03-packages-approved.png');
       check('outcome names only the chosen package', (await done.count()) >= 1);

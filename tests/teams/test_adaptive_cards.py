@@ -29,6 +29,7 @@ def make_card(**over: Any) -> ApprovalCard:
         packages=[],
         created_at=1_800_000_000.0,
         expires_at=1_800_001_800.0,
+        grant_seconds=8 * 3600.0,
     )
     base.update(over)
     return ApprovalCard(**base)
@@ -41,7 +42,7 @@ def execute_value(verb: str, data: Any) -> dict[str, Any]:
 def test_approval_card_schema_and_data_holds_only_id_and_secret() -> None:
     card = adaptive.approval_card(make_card(), "s3cret")
     assert_valid_card(card)
-    actions = card["actions"]
+    actions = adaptive.all_actions(card)
     assert [(a["type"], a["verb"]) for a in actions] == [
         ("Action.Execute", "approve"),
         ("Action.Execute", "deny"),
@@ -53,7 +54,7 @@ def test_approval_card_schema_and_data_holds_only_id_and_secret() -> None:
         "example.com",
         "https://example.com/data_set.csv",
         "fetch the data set",
-        "2027-01-15 08:30 UTC",
+        "Answer by {{DATE(2027-01-15T08:30:00Z, SHORT)}} {{TIME(2027-01-15T08:30:00Z)}}",
     ):
         assert shown in text
     assert not any(b.get("type") == "Input.ChoiceSet" for b in card["body"])
@@ -66,7 +67,11 @@ def test_approval_card_offers_a_package_choice_when_several() -> None:
     assert choice["id"] == "packages" and choice["isMultiSelect"] is True
     assert choice["value"] == "numpy,pandas"
     assert [c["value"] for c in choice["choices"]] == ["numpy", "pandas"]
-    assert card["actions"][1]["associatedInputs"] == "none"  # a deny never carries a choice
+    assert card["actions"][0]["associatedInputs"] == "auto"  # Approve carries the choice
+    deny = adaptive.all_actions(card)[1]
+    assert deny["verb"] == "deny" and set(adaptive.all_inputs(card)) == {"packages", "reason"}
+    # Deny sits in its own show-card with the reason: Approve can never send the reason along
+    assert card["actions"][1]["type"] == "Action.ShowCard" and '"id": "reason"' not in json.dumps(card["body"])
 
 
 def test_one_package_has_no_choice() -> None:
@@ -78,7 +83,7 @@ def test_one_package_has_no_choice() -> None:
 def test_model_text_cannot_become_a_link() -> None:
     card = adaptive.approval_card(make_card(reason="click [here](https://evil.test) <at>x</at>"), "s")
     assert_valid_card(card)
-    why = card["body"][2]["facts"][0]["value"]
+    why = card["body"][2]["text"]
     assert "\\[here\\]" in why and "\\<at\\>" in why
 
 
@@ -94,7 +99,10 @@ def test_resolved_and_outcome_cards_have_no_buttons(approved: bool) -> None:
         assert_valid_card(out)
         assert "actions" not in out
         words = json.dumps(out)
-        assert ("Approved (packages: numpy) by Alex Wilber" if approved else "Denied by Alex Wilber") in words
+        said = "Approved by Alex Wilber at" if approved else "Denied by Alex Wilber at"
+        assert said in words
+        if approved:
+            assert "allowed in this chat until" in words and "Not allowed: pandas" in words
 
 
 @pytest.mark.parametrize("kind", ["forbidden", "expired", "in_progress", "answered", "unknown", "invalid"])

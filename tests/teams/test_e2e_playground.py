@@ -208,3 +208,49 @@ async def test_e2e_tool_card_in_playground_saves_the_note(tmp_path: Path) -> Non
     finally:
         await runner.cleanup()
         store.close()
+
+
+@pytest.mark.e2e
+async def test_e2e_offline_demo_fetch_approve_rows_note_and_deny_with_a_reason(tmp_path: Path) -> None:
+    """Issue 28 in the real client, as scripts/run serves it: the demo origin behind the real egress
+    gate (resolve, as --gate-resolve), the sandbox's run_script and save_note gated. Fetch ->
+    Approve -> the agent reports the rows; save a note -> Approve once; deny with a reason -> the
+    reply shows the reason, not the model's instruction. Screenshots in artifacts/teams/demo/."""
+    import subprocess
+    import sys
+
+    from chat_approvals.core.agent.factory import default_factory, gated_factory
+    from chat_approvals.core.sandbox.egress import Gate, GateConfig
+    from chat_approvals.core.sandbox.tools import make_run_script
+
+    env = require_playground()
+    port_file = tmp_path / "origin.port"
+    origin = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "demo_origin.py"), str(port_file)])
+    clock = SystemClock()
+    store = StoreIO(SqliteRows(tmp_path / "rows.db"), FileObjects(tmp_path / "objects", clock=clock))
+    try:
+        for _ in range(200):
+            if port_file.exists():
+                break
+            await asyncio.sleep(0.02)
+        gate = Gate(GateConfig(resolve=[f"data.example.test=127.0.0.1:{int(port_file.read_text())}"]), clock=clock)
+        tools = [make_run_script(gate, timeout=30)]
+        factory = gated_factory(default_factory("scripted", tools, notes_dir=tmp_path / "notes"), "save_note")
+        approvals = bootstrap(store, clock=clock, agent_factory=factory).approvals
+        cfg = ServerConfig(host="127.0.0.1", port=int(env["TEAMS_E2E_BOT_PORT"]))
+        app = build_app(approvals, cfg, sweep=False, teams=TeamsConfig(), gate=gate)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", cfg.port).start()
+        try:
+            log = await run_browser(env, ROOT / "artifacts" / "teams" / "demo", {"E2E_FLOW": "demo"})
+            assert "4 passed, 0 failed" in log, log
+            await app[TEAMS].bot.drain()
+            kinds = [e.kind for e in await approvals.audit(CHAT)]
+            assert kinds.count("claim_won") == 3, kinds
+        finally:
+            await runner.cleanup()
+    finally:
+        origin.terminate()
+        origin.wait(10)
+        store.close()

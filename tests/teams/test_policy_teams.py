@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from chat_approvals.cards import adaptive
 from chat_approvals.core.clock import ManualClock
 from tests.teams.harness import (
     CHAT,
@@ -76,7 +77,7 @@ async def ask(bot: Bot, mock: MockConnector, text: str) -> dict[str, Any]:
 
 
 def inputs(card: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {b["id"]: b for b in card["body"] if b.get("type", "").startswith("Input.")}
+    return adaptive.all_inputs(card)
 
 
 async def test_the_card_offers_durations_a_reason_and_is_also_posted_to_the_approvers(
@@ -88,7 +89,7 @@ async def test_the_card_offers_durations_a_reason_and_is_also_posted_to_the_appr
     assert [c["value"] for c in fields["duration"]["choices"]] == ["once", "1h", "8h"]
     assert fields["duration"]["value"] == "8h"
     assert fields["reason"]["maxLength"] == 500 and fields["reason"]["isMultiline"] is True
-    deny = next(a for a in card["actions"] if a["verb"] == "deny")
+    deny = next(a for a in adaptive.all_actions(card) if a["verb"] == "deny")
     assert deny["associatedInputs"] == "auto"  # the reason goes with a deny
     assert "or an approver may answer" in card_text(card)
     (routed,) = routed_posts(mock)
@@ -138,10 +139,10 @@ async def test_r10_quorum_two_shows_the_votes_then_the_second_approver_resumes(
     mock, _ = connector
     data = card_data(await ask(bot, mock, "please fetch https://files.corp.example.com/x.csv"))
     card = invoke_card(*await bot.click("approve", data, **{"from": OTHER}))
-    assert "1 of 2 approvals: Megan Bowen" in card_text(card) and card.get("actions")  # still answerable
+    assert "1 of 2 approvals so far: Megan Bowen" in card_text(card) and card.get("actions")  # still answerable
     assert "1 of 2 approvals" in card_text(puts_in(mock, APPROVERS_CONV)[-1]["body"])  # every copy shows it
     again = invoke_card(*await bot.click("approve", data, **{"from": OTHER}))
-    assert "1 of 2 approvals: Megan Bowen" in card_text(again)  # counted once
+    assert "1 of 2 approvals so far: Megan Bowen" in card_text(again)  # counted once
     done = invoke_card(*await bot.click("approve", data, **{"from": THIRD, "conversation": IN_APPROVERS}))
     assert "Approved" in card_text(done) and "Lee Gu" in card_text(done)
     await bot.drain()
@@ -175,7 +176,7 @@ async def test_a_veto_with_a_reason(bot: Bot, connector: tuple[MockConnector, st
     card = invoke_card(*await bot.click("deny", {**data, "reason": "Ask the data team"}, **{"from": THIRD}))
     assert "Denied by Lee Gu" in card_text(card) and "Ask the data team" in card_text(card)
     await bot.drain()
-    assert any('The approver said: "Ask the data team"' in t for t in mock.texts())
+    assert "Not downloaded: you denied https://files.corp.example.com/x.csv (Ask the data team)." in mock.texts()
     answered = [e for e in await bot.approvals.audit(CHAT) if e.kind == "answered"]
     assert answered[0].detail["reason"] == "Ask the data team"
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from chat_approvals.cards import adaptive
 from chat_approvals.core.agent.factory import default_factory, gated_factory, prepare
 from chat_approvals.core.clock import ManualClock
 from tests.support import agents
@@ -48,7 +49,7 @@ async def test_r1_r10_tool_card_and_20_racing_approve_once_invokes_run_the_body_
 ) -> None:
     mock, _ = connector
     card = await ask(bot, mock)
-    assert [a["verb"] for a in card["actions"]] == ["approve_once", "approve", "deny"]
+    assert [a["verb"] for a in adaptive.all_actions(card)] == ["approve_once", "approve", "deny"]
     assert "save_note" in card_text(card) and "hello" in card_text(card)
     assert saved(notes) == []
     data = card_data(card)
@@ -70,9 +71,10 @@ async def test_r16_deny_with_a_reason_never_runs_and_the_agent_is_told(
     data = card_data(await ask(bot, mock))
     card = invoke_card(*await bot.click("deny", {**data, "reason": "not in this chat"}))
     await bot.drain()
-    assert "Denied (not in this chat) by Alex Wilber" in card_text(card)
+    assert "Denied by Alex Wilber at" in card_text(card) and "not in this chat" in card_text(card)
     assert saved(notes) == []
-    assert any("did not save" in t and "not in this chat" in t for t in mock.texts())
+    assert "Not saved: you denied the note (not in this chat)." in mock.texts()
+    assert not any("Do not try" in t for t in mock.texts())  # the model's instruction is not shown
 
 
 async def test_r14_approve_for_this_chat_lists_the_tool_and_revoke_asks_again(
@@ -93,10 +95,10 @@ async def test_r14_approve_for_this_chat_lists_the_tool_and_revoke_asks_again(
     assert_valid_card(listing)
     assert "Tool: save_note" in card_text(listing) and '"subject": "tool:save_note"' in card_text(listing)
     await bot.say("revoke tool:save_note")
-    assert "Revoked: save_note." in card_text(mock.cards()[-1])
+    assert "Revoked: save_note." in card_text(mock.cards()[-1]) and "Attention" not in card_text(mock.cards()[-1])
     assert await bot.approvals.grants(user=OWNER, chat=CHAT) == []
     again = await ask(bot, mock, "save a note: third")
-    assert [a["verb"] for a in again["actions"]] == ["approve_once", "approve", "deny"]
+    assert [a["verb"] for a in adaptive.all_actions(again)] == ["approve_once", "approve", "deny"]
     assert saved(notes) == ["hello", "second"]
 
 
@@ -108,7 +110,7 @@ async def test_a_users_own_interrupt_is_a_question_card_in_teams(
     monkeypatch.setenv(agents.QUESTION_LOG_ENV, str(log))
     async with Bot(tmp_path / "q", ManualClock(), url, agent_factory=lambda: prepare(agents.question_agent())) as b:
         card = await ask(b, mock, "delete the legacy repo")
-        assert [a["verb"] for a in card["actions"]] == ["approve", "deny"]
+        assert [a["verb"] for a in adaptive.all_actions(card)] == ["approve", "deny"]
         assert "acme/legacy" in card_text(card) and "risk" in card_text(card)
         invoke_card(*await b.click("deny", {**card_data(card), "reason": "keep it"}))
         await b.drain()
