@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
+from chat_approvals.bots.text_edge import target_problem
 from chat_approvals.cards.http_json import (
     HTTP_STATUS,
     BadRequest,
@@ -25,6 +26,7 @@ from chat_approvals.core.identity import stated_http_user
 from chat_approvals.core.ids import is_card_id
 from chat_approvals.core.models import ResumeResult
 from chat_approvals.core.protocol import UNKNOWN
+from chat_approvals.core.text import display_problem, json_text_problem
 
 APPROVALS: web.AppKey[Approvals] = web.AppKey("approvals", Approvals)
 TOKENS: web.AppKey[list[str]] = web.AppKey("tokens", list)
@@ -50,15 +52,27 @@ async def bearer_auth(request: web.Request, handler: Any) -> web.StreamResponse:
             if _is_resume(request):
                 request.app[APPROVALS].metrics.resumes.labels("http", "unauthorized").inc()
             return _json(401, {"outcome": "unauthorized", "status": "unauthorized", "message": "bad bearer token"})
+        problem = target_problem(request)  # R20: before any handler reads the path or the query
+        if problem is not None:
+            if _is_resume(request):
+                request.app[APPROVALS].metrics.resumes.labels("http", "invalid").inc()
+            return _invalid(problem)
     resp: web.StreamResponse = await handler(request)
     return resp
 
 
 async def post_turn(request: web.Request) -> web.Response:
+    raw = await request.read()
     try:
-        req = parse_turn(await request.read())
+        problem = json_text_problem(raw)  # R20: before the turn takes its lease
+        if problem is not None:
+            raise BadRequest(problem)
+        req = parse_turn(raw)
     except BadRequest as e:
         return _invalid(str(e))
+    problem = display_problem(req.chat, "chat")  # shown on cards and in the audit trail
+    if problem is not None:
+        return _invalid(problem)
     turn = await request.app[APPROVALS].run_turn(
         chat=req.chat, user=req.user, text=req.text, platform="http", unattended=req.unattended
     )
@@ -82,8 +96,12 @@ async def post_resume(request: web.Request) -> web.Response:
         metrics.resumes.labels("http", "unknown").inc()
         res = ResumeResult(outcome="unknown", message=UNKNOWN)
         return web.Response(text=resume_body(res), status=HTTP_STATUS[res.outcome], content_type="application/json")
+    raw = await request.read()
     try:
-        req = parse_resume(card_id, await request.read())
+        problem = json_text_problem(raw)  # R20: before anything is claimed or written
+        if problem is not None:
+            raise BadRequest(problem)
+        req = parse_resume(card_id, raw)
     except BadRequest as e:
         metrics.resumes.labels("http", "invalid").inc()
         return _invalid(str(e))
@@ -94,7 +112,8 @@ async def post_resume(request: web.Request) -> web.Response:
 
 
 def _user(request: web.Request) -> str | None:
-    return stated_http_user(request.query.get("user", "").strip())
+    # Verbatim, as /v1/turns keeps it: `" alice"` is refused here too, never taken for `alice`.
+    return stated_http_user(request.query.get("user", ""))
 
 
 async def get_grants(request: web.Request) -> web.Response:

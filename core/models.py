@@ -11,7 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from chat_approvals.core.text import NOT_UNICODE, display_problem, first_invalid
 
 SubjectKind = Literal["site", "package", "tool"]
 CardKind = Literal["download", "tool", "question"]
@@ -80,6 +82,16 @@ class Fence:
 
 class Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _valid_text(cls, value: Any) -> Any:
+        """R20 by construction: no string a model holds (in lists and dicts too) can fail a later
+        write (UTF-8, hashing, JSON); core/text.py."""
+        where = first_invalid(value)
+        if where is not None:
+            raise ValueError(f"{where} {NOT_UNICODE}")
+        return value
 
 
 ApproverMode = Literal["owner", "owner_or_approvers", "approvers"]
@@ -492,7 +504,10 @@ def read_answer(status: object, payload: object) -> Answer:
         fields["duration"] = duration
     if "reason" in payload:
         fields["reason"] = read_reason(payload["reason"])
-    return Answer(**fields)
+    try:
+        return Answer(**fields)
+    except ValueError as e:  # R20: text that is not valid Unicode (a lone surrogate) is refused too
+        raise InvalidAnswer(f"payload: {NOT_UNICODE}") from e
 
 
 def read_reason(raw: object) -> str | None:
@@ -500,6 +515,9 @@ def read_reason(raw: object) -> str | None:
     if not isinstance(raw, str):
         raise InvalidAnswer("payload.reason must be a string")
     reason = clean_reason(raw)
+    problem = display_problem(reason, "payload.reason")  # R20: a bidi override would spoof the card's text
+    if problem is not None:
+        raise InvalidAnswer(problem)
     if len(reason) > MAX_REASON:
         raise InvalidAnswer(f"payload.reason is longer than {MAX_REASON} characters")
     return reason or None

@@ -35,6 +35,7 @@ from chat_approvals.core.protocol.audit import AuditTrail
 from chat_approvals.core.protocol.card_kinds import Several, Unreadable, draft_of
 from chat_approvals.core.protocol.policy import Policy
 from chat_approvals.core.settings import Settings
+from chat_approvals.core.text import scalar_text
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,8 @@ class TurnHold:
 
 def final_text(result: AgentResult) -> str:
     content = (result.message or {}).get("content", [])
-    return "\n".join(b["text"] for b in content if isinstance(b, dict) and "text" in b).strip()
+    text = "\n".join(b["text"] for b in content if isinstance(b, dict) and "text" in b).strip()
+    return scalar_text(text)  # R20: a reply holding a lone surrogate must not fail the write after a claim
 
 
 def snapshot_bytes(agent: Agent, app_data: dict[str, Any]) -> bytes:

@@ -43,6 +43,7 @@ from chat_approvals.core.models import (
 )
 from chat_approvals.core.ports import Claim, Loaded, Objects, Rows, Steps
 from chat_approvals.core.protocol.card_kinds import answer_problem, binds, interrupt_response
+from chat_approvals.core.protocol.claim_release import NOT_STORED, UNSTORABLE, release_unstorable
 from chat_approvals.core.protocol.events import Claimed, Subscribers
 from chat_approvals.core.protocol.grants import GrantBook
 from chat_approvals.core.protocol.history import History, HistoryWrite
@@ -381,15 +382,20 @@ class ResumeService:
             keeper.release(heartbeat)
 
         done_at = clock.now()
-        doc = answer_doc(p, user, answer, done_at, turn)
-        if turn.status == "awaiting_approval":
-            # The chain already replaced the pointer (R13): keep the old card's answer for replays.
-            key = f"answers/{p.card_id}.json"
-            await self.objects.put(key, doc)
-        else:
-            key = f"answers/{p.card_id}/{token}.json"
-            if not await self.steps.complete(fence, answer_key=key, answer=doc, history=history):
-                return self._in_progress(p)  # the lease lapsed and another worker took over
+        try:
+            doc = answer_doc(p, user, answer, done_at, turn)
+            if turn.status == "awaiting_approval":
+                # The chain already replaced the pointer (R13): keep the old card's answer for replays.
+                key = f"answers/{p.card_id}.json"
+                await self.objects.put(key, doc)
+            else:
+                key = f"answers/{p.card_id}/{token}.json"
+                if not await self.steps.complete(fence, answer_key=key, answer=doc, history=history):
+                    return self._in_progress(p)  # the lease lapsed and another worker took over
+        except UNSTORABLE as e:  # never a held claim another click could run again (claim_release.py)
+            if turn.status != "awaiting_approval":
+                await release_unstorable(p, fence, e, rows=rows, grants=self.grants, audit=self._audit, at=done_at)
+            return self._expired(p, NOT_STORED)
         return ResumeResult(
             outcome="resumed",
             result=turn,
