@@ -66,6 +66,7 @@ from msrest.universal_http.requests import ClientRetryPolicy as _ClientRetryPoli
 from pydantic import BaseModel, ConfigDict
 
 from chat_approvals.bots.teams_auth import TokenRejected, TokenValidator
+from chat_approvals.bots.teams_shapes import activity_problem
 
 log = logging.getLogger(__name__)
 
@@ -267,10 +268,11 @@ async def process(adapter: CloudAdapter, request: web.Request, bot: Bot, *, auth
         raise web.HTTPUnauthorized(text="this endpoint runs without authentication; send no Authorization")
     try:
         body = await request.json()  # aiohttp caches the body, so the adapter reads it again
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's depth
         raise web.HTTPBadRequest(text="body is not JSON") from exc
-    if not isinstance(body, dict) or not isinstance(body.get("type"), str):
-        raise web.HTTPBadRequest(text="body is not an activity")
+    problem = activity_problem(body)  # the shape botbuilder reads, and R20's valid text (teams_shapes.py)
+    if problem is not None:
+        raise web.HTTPBadRequest(text=problem)
     response = await adapter.process(request, bot)
     return response if response is not None else web.Response(status=201)
 

@@ -87,8 +87,16 @@ def first_invalid(value: object) -> str | None:
 
 
 def json_text_problem(raw: bytes) -> str | None:
-    """A refusal for a JSON body holding a lone surrogate anywhere, or None (also when the body is
-    not JSON at all: the endpoint's own parser says why)."""
+    """A refusal for a body that is not UTF-8 (UTF-16, a BOM) or whose JSON holds a lone surrogate
+    anywhere, or None (also when it is not JSON at all: the endpoint's own parser says why)."""
+    # json.loads(bytes) would also take UTF-16/32 and a BOM; RFC 8259 has UTF-8 only, and one
+    # encoding is what every signature, hash and log line assumes.
+    if raw.startswith(b"\xef\xbb\xbf"):
+        return "the body starts with a byte order mark: send UTF-8 JSON without one"
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "the body is not UTF-8"
     if _SURROGATE_ESCAPE.search(raw) is None:
         return None  # the common case: one regex scan, no second parse
     try:
