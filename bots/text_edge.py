@@ -6,6 +6,8 @@ would name a user nobody stated. The raw request target is checked instead, and 
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 from urllib.parse import unquote_to_bytes
 
 from aiohttp import web
@@ -27,3 +29,16 @@ def target_problem(request: web.Request) -> str | None:
         if problem is not None:
             return problem
     return None
+
+
+def may_see_details(request: web.Request, tokens: list[str]) -> bool:
+    """A loopback client, or one with a configured API token: may read what an operator reads
+    (the store's path on /healthz)."""
+    try:
+        if request.remote is not None and ipaddress.ip_address(request.remote).is_loopback:
+            return True
+    except ValueError:
+        pass
+    header = request.headers.get("Authorization", "")
+    given = (header[7:].strip() if header.startswith("Bearer ") else "").encode("utf-8", "surrogateescape")
+    return bool(given) and any(hmac.compare_digest(given, t.encode("utf-8", "surrogateescape")) for t in tokens)

@@ -33,6 +33,7 @@ from chat_approvals.core.models import (
 from chat_approvals.core.ports import Offer, Rows, Steps
 from chat_approvals.core.protocol.audit import AuditTrail
 from chat_approvals.core.protocol.card_kinds import Several, Unreadable, draft_of
+from chat_approvals.core.protocol.edge_wording import POINTER_NOT_SAVED
 from chat_approvals.core.protocol.policy import Policy
 from chat_approvals.core.settings import Settings
 from chat_approvals.core.text import scalar_text
@@ -173,6 +174,8 @@ class Pauser:
         if not done.written:
             if holding is not None:
                 raise ClaimLost(holding.card_id)
+            if done.error is not None:  # the write failed, not lost to another open card
+                return TurnResult(status="answered", text=POINTER_NOT_SAVED)
             return TurnResult(status="answered", text=wording.CANNOT_OFFER)
         self.trail.written(audit)
         self.paused.put(card.card_id, agent, data)  # this process may resume it without the store
