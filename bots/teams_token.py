@@ -69,9 +69,9 @@ class TokenSource:
         key: Key = (creds.microsoft_app_id, str(creds.oauth_scope))
         if key not in self._entries:
             self._entries[key] = _Entry(fetch=creds.get_access_token)  # MSAL, synchronous: a thread's job
-        creds.get_access_token = lambda force_refresh=False: self.cached(key)  # type: ignore[method-assign]
-        creds._chat_approvals_token_key = key  # type: ignore[attr-defined]
-        creds._chat_approvals_tokens = self  # type: ignore[attr-defined]
+        creds.get_access_token = lambda force_refresh=False: self.cached(key)
+        creds._chat_approvals_token_key = key
+        creds._chat_approvals_tokens = self
         return creds
 
     @staticmethod
@@ -92,9 +92,9 @@ class TokenSource:
     async def ready(self, creds: Any) -> None:
         """Before a client is used: a valid token cached (waiting at most `timeout` for a fetch),
         and a refresh started in the background when it is close to expiry."""
-        key = getattr(creds, "_chat_approvals_token_key", None)
+        key: Key | None = getattr(creds, "_chat_approvals_token_key", None)
         entry = self._entries.get(key) if key is not None else None
-        if entry is None:
+        if key is None or entry is None:
             return
         now = self.clock()
         if entry.token and entry.expires > now:
