@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from chat_approvals.bots.turn_limits import turn_text_problem
 from chat_approvals.core.text import display_problem, is_scalar_text
 
 SHOWN = ("user", "chat")  # read by a person, on a card or in the audit trail (a reason: read_answer)
@@ -28,4 +29,6 @@ def argument_problem(args: argparse.Namespace) -> str | None:
                 return problem
             if name in ("user", "chat") and item != item.strip():
                 return f"{flag} has white space around it"
+            if name == "text" and (too_much := turn_text_problem(item)) is not None:
+                return too_much
     return None

@@ -12,6 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from chat_approvals.bots.text_edge import target_problem
+from chat_approvals.bots.turn_limits import MAX_TURN_BODY, turn_text_problem
 from chat_approvals.cards.http_json import (
     HTTP_STATUS,
     BadRequest,
@@ -40,6 +41,11 @@ def _invalid(message: str) -> web.Response:
     return _json(422, {"outcome": "invalid", "status": "invalid", "message": message})
 
 
+def _too_large() -> web.Response:
+    message = f"the body is larger than {MAX_TURN_BODY // 1024} KiB"
+    return _json(413, {"outcome": "invalid", "status": "too_large", "message": message})
+
+
 @web.middleware
 async def bearer_auth(request: web.Request, handler: Any) -> web.StreamResponse:
     if _is_v1(request):
@@ -62,7 +68,11 @@ async def bearer_auth(request: web.Request, handler: Any) -> web.StreamResponse:
 
 
 async def post_turn(request: web.Request) -> web.Response:
-    raw = await request.read()
+    if request.content_length is not None and request.content_length > MAX_TURN_BODY:
+        return _too_large()  # before reading it
+    raw = await request.content.read(MAX_TURN_BODY + 1)  # a chunked body is cut here too
+    if len(raw) > MAX_TURN_BODY:
+        return _too_large()
     try:
         problem = json_text_problem(raw)  # R20: before the turn takes its lease
         if problem is not None:
@@ -70,7 +80,7 @@ async def post_turn(request: web.Request) -> web.Response:
         req = parse_turn(raw)
     except BadRequest as e:
         return _invalid(str(e))
-    problem = display_problem(req.chat, "chat")  # shown on cards and in the audit trail
+    problem = display_problem(req.chat, "chat") or turn_text_problem(req.text)  # shown on cards; what a turn carries
     if problem is not None:
         return _invalid(problem)
     turn = await request.app[APPROVALS].run_turn(

@@ -15,6 +15,7 @@ from urllib.parse import parse_qsl
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from chat_approvals.bots.turn_limits import MAX_TURN_TEXT
 from chat_approvals.core.text import first_invalid
 
 MAX_VALUE = 2000  # Block Kit: a button's value
@@ -54,7 +55,7 @@ class SlackInteraction(_Open):
 class SlackEvent(_Open):
     type: str
     subtype: str | None = None
-    text: str | None = None
+    text: str | None = Field(default=None, max_length=MAX_TURN_TEXT)  # Slack's own message limit
     user: str | None = None
     channel: str | dict[str, Any] | None = None
     channel_type: str | None = None

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from chat_approvals.bots.turn_limits import MAX_TURN_TEXT
 from chat_approvals.core.text import first_invalid
 
 MAX_ID = 1024
@@ -40,7 +41,7 @@ class Activity(_Open):
     type: str = Field(max_length=64)
     id: str | None = Field(default=None, max_length=MAX_ID)
     name: str | None = Field(default=None, max_length=256)
-    text: str | None = None
+    text: str | None = Field(default=None, max_length=MAX_TURN_TEXT)
     textFormat: str | None = None
     serviceUrl: str | None = Field(default=None, max_length=2048)
     channelId: str | None = Field(default=None, max_length=MAX_ID)
