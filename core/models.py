@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from chat_approvals.core.text import NOT_UNICODE, display_problem, first_invalid
+from chat_approvals.core.text import NOT_UNICODE, display_problem, first_invalid, scalar_json
 
 SubjectKind = Literal["site", "package", "tool"]
 CardKind = Literal["download", "tool", "question"]
@@ -334,6 +334,12 @@ class AuditEvent(Strict):
     actor: str
     card_id: str | None = None
     detail: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _readable(cls, value: Any) -> Any:
+        """The trail stays readable (R20): a lone surrogate an older version stored reads as U+FFFD."""
+        return scalar_json(value)
 
 
 class OutboxItem(Strict):

@@ -50,6 +50,18 @@ def scalar_text(value: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", value)
 
 
+def scalar_json(value: object) -> object:
+    """A decoded JSON value with every string (keys too) made `scalar_text`: for what must stay
+    readable whatever an older version stored (the audit trail)."""
+    if isinstance(value, str):
+        return scalar_text(value)
+    if isinstance(value, dict):
+        return {scalar_json(k): scalar_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scalar_json(v) for v in value]
+    return value
+
+
 def check_text(value: str, where: str) -> str:
     """`value` itself, or InvalidText naming `where`."""
     if not is_scalar_text(value):

@@ -6,6 +6,8 @@ audit trail stays readable (issue 27, finding 1)."""
 from __future__ import annotations
 
 import json
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,3 +87,20 @@ def test_the_models_refuse_lone_surrogates_by_construction() -> None:
     assert first_invalid({"a": ["ok", "é", "\U0001f600"]}) is None
     assert issubclass(Answer, Strict)
     json.dumps(Answer(approved=False, reason="fine").model_dump())
+
+
+async def test_an_audit_row_an_older_version_stored_with_a_lone_surrogate_stays_readable(
+    api: Api, store_paths: tuple[Path, Path]
+) -> None:
+    """The issue's store, written before this fix: GET audit (and the CLI's audit) failed for the
+    whole chat with "Error serializing to JSON"."""
+    db, _ = store_paths
+    await _card(api, chat="chat-old")
+    with sqlite3.connect(db) as conn:  # what the old code wrote: json.dumps escapes the surrogate
+        conn.execute(
+            "INSERT INTO audit (chat, at, kind, actor, card_id, detail, ttl) VALUES (?,?,?,?,?,?,?)",
+            ("chat-old", 1.0, "answered", "alice", None, json.dumps({"reason": f"no {SURROGATE}"}), 9e12),
+        )
+    code, body = await api.get("/v1/chats/chat-old/audit")
+    assert code == 200, body
+    assert {"reason": "no \ufffd"} in [e["detail"] for e in body["events"]]
