@@ -38,8 +38,18 @@ PARAMS = [
     "%2e%2e",
     "c_" + "a" * 4998,
     "\xff".encode("latin-1").decode("latin-1"),
+    "%ED%A0%80",  # a lone surrogate, percent-encoded (issue 27)
+    "%E2%80%AEevil",  # a bidi override
 ]
-QUERIES = [b"", b"?user=%ff%fe", b"?user=a%00b", b"?user=" + b"a" * 3000, b"?%zz=1"]
+QUERIES = [
+    b"",
+    b"?user=%ff%fe",
+    b"?user=a%00b",
+    b"?user=" + b"a" * 3000,
+    b"?%zz=1",
+    b"?user=%ED%A0%80",
+    b"?user=+alice",
+]
 rng = random.Random(7)
 BODIES = [
     b"",
