@@ -25,6 +25,7 @@ from strands.sandbox.errors import SandboxTimeoutError
 import chat_approvals.core.observe.tracing as tracing
 from chat_approvals import __version__
 from chat_approvals.bots import teams_package
+from chat_approvals.bots.cli_checks import argument_problem
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.cpus import pin_process
 from chat_approvals.bots.gate import confinement_line, gate_config
@@ -536,6 +537,9 @@ def main(argv: list[str] | None = None) -> int:
     """Exit codes: 0 done; 1 the command ran and said no (a refused resume, nothing revoked, a
     sandboxed script's own code); 2 a usage or configuration mistake, said in one line on stderr."""
     args = parser().parse_args(argv)
+    problem = argument_problem(args)  # R20: before any command opens the store
+    if problem is not None:
+        return _mistake(problem)
     try:
         cfg = config_from(args)
         setup_logging(cfg.log_format, [*cfg.secrets(), *_env_secrets()], level=cfg.log_level)

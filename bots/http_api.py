@@ -11,6 +11,8 @@ from typing import Any
 
 from aiohttp import web
 
+from chat_approvals.bots.text_edge import target_problem
+from chat_approvals.bots.turn_limits import MAX_TURN_BODY, turn_text_problem
 from chat_approvals.cards.http_json import (
     HTTP_STATUS,
     BadRequest,
@@ -25,6 +27,7 @@ from chat_approvals.core.identity import stated_http_user
 from chat_approvals.core.ids import is_card_id
 from chat_approvals.core.models import ResumeResult
 from chat_approvals.core.protocol import UNKNOWN
+from chat_approvals.core.text import display_problem, json_text_problem
 
 APPROVALS: web.AppKey[Approvals] = web.AppKey("approvals", Approvals)
 TOKENS: web.AppKey[list[str]] = web.AppKey("tokens", list)
@@ -36,6 +39,11 @@ def _json(status: int, body: dict[str, Any]) -> web.Response:
 
 def _invalid(message: str) -> web.Response:
     return _json(422, {"outcome": "invalid", "status": "invalid", "message": message})
+
+
+def _too_large() -> web.Response:
+    message = f"the body is larger than {MAX_TURN_BODY // 1024} KiB"
+    return _json(413, {"outcome": "invalid", "status": "too_large", "message": message})
 
 
 @web.middleware
@@ -50,15 +58,31 @@ async def bearer_auth(request: web.Request, handler: Any) -> web.StreamResponse:
             if _is_resume(request):
                 request.app[APPROVALS].metrics.resumes.labels("http", "unauthorized").inc()
             return _json(401, {"outcome": "unauthorized", "status": "unauthorized", "message": "bad bearer token"})
+        problem = target_problem(request)  # R20: before any handler reads the path or the query
+        if problem is not None:
+            if _is_resume(request):
+                request.app[APPROVALS].metrics.resumes.labels("http", "invalid").inc()
+            return _invalid(problem)
     resp: web.StreamResponse = await handler(request)
     return resp
 
 
 async def post_turn(request: web.Request) -> web.Response:
+    if request.content_length is not None and request.content_length > MAX_TURN_BODY:
+        return _too_large()  # before reading it
+    raw = await request.content.read(MAX_TURN_BODY + 1)  # a chunked body is cut here too
+    if len(raw) > MAX_TURN_BODY:
+        return _too_large()
     try:
-        req = parse_turn(await request.read())
+        problem = json_text_problem(raw)  # R20: before the turn takes its lease
+        if problem is not None:
+            raise BadRequest(problem)
+        req = parse_turn(raw)
     except BadRequest as e:
         return _invalid(str(e))
+    problem = display_problem(req.chat, "chat") or turn_text_problem(req.text)  # shown on cards; what a turn carries
+    if problem is not None:
+        return _invalid(problem)
     turn = await request.app[APPROVALS].run_turn(
         chat=req.chat, user=req.user, text=req.text, platform="http", unattended=req.unattended
     )
@@ -82,8 +106,12 @@ async def post_resume(request: web.Request) -> web.Response:
         metrics.resumes.labels("http", "unknown").inc()
         res = ResumeResult(outcome="unknown", message=UNKNOWN)
         return web.Response(text=resume_body(res), status=HTTP_STATUS[res.outcome], content_type="application/json")
+    raw = await request.read()
     try:
-        req = parse_resume(card_id, await request.read())
+        problem = json_text_problem(raw)  # R20: before anything is claimed or written
+        if problem is not None:
+            raise BadRequest(problem)
+        req = parse_resume(card_id, raw)
     except BadRequest as e:
         metrics.resumes.labels("http", "invalid").inc()
         return _invalid(str(e))
@@ -94,7 +122,8 @@ async def post_resume(request: web.Request) -> web.Response:
 
 
 def _user(request: web.Request) -> str | None:
-    return stated_http_user(request.query.get("user", "").strip())
+    # Verbatim, as /v1/turns keeps it: `" alice"` is refused here too, never taken for `alice`.
+    return stated_http_user(request.query.get("user", ""))
 
 
 async def get_grants(request: web.Request) -> web.Response:

@@ -1,8 +1,9 @@
 """Log output: plain text (the default) or one JSON object per line (`--log-format json`).
 
 Either way every line is redacted as it is written: bearer tokens, Slack tokens, anything
-shaped like a card secret, and every configured secret value (API tokens, webhook and Slack
-signing secrets) never reach the log, whatever a message or an exception happened to hold.
+shaped like a card secret, the values of a query string (`?user=[redacted]`), and every
+configured secret value (API tokens, webhook and Slack signing secrets) never reach the log,
+whatever a message or an exception happened to hold.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ _PATTERNS = [
     re.compile(r"xapp-[A-Za-z0-9-]+"),
     # a card secret is token_urlsafe(32): 43 url-safe characters, standing alone
     re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])"),
+    # a query string's values (the access log's `?user=` ids of the grants routes): the names stay
+    re.compile(r"([?&][^=\s&#\"'?]{1,64}=)[^&\s#\"']+"),
 ]
 
 _HANDLER = "chat_approvals"

@@ -20,11 +20,13 @@ from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.gate import build_gate, mount_gate, sandbox_tools
 from chat_approvals.bots.http_api import mount_http_api
 from chat_approvals.bots.logs import say
+from chat_approvals.bots.readiness import WriteProbe
 from chat_approvals.bots.slack_app import mount_slack
 from chat_approvals.bots.slack_config import SlackConfig
 from chat_approvals.bots.teams_auth import TokenValidator
 from chat_approvals.bots.teams_bot import ROUTE as TEAMS_ROUTE
 from chat_approvals.bots.teams_bot import TeamsConfig, mount_teams
+from chat_approvals.bots.text_edge import may_see_details
 from chat_approvals.bots.webhooks import Backoff, Deliverer, mount_webhooks, sink_id
 from chat_approvals.core.agent import AgentFactory, default_factory, gated_factory, user_factory
 from chat_approvals.core.approvals import Approvals
@@ -150,9 +152,15 @@ async def store_faults(request: web.Request, handler: object) -> web.StreamRespo
         )
 
 
+WRITE_PROBE: web.AppKey[WriteProbe] = web.AppKey("write_probe", WriteProbe)
+
+
 async def healthz(request: web.Request) -> web.Response:
-    """Liveness: the process answers. Readiness (the store, the gate) is /readyz."""
+    """Liveness: the process answers. Readiness (the store, the gate) is /readyz. Unauthenticated,
+    so the details (the store's path) only for a loopback client or one with an API token."""
     cfg = request.app[CONFIG]
+    if not may_see_details(request, cfg.tokens()):
+        return web.json_response({"ok": True})
     return web.json_response({"ok": True, "store": cfg.store.split("?")[0], "http_api": bool(cfg.tokens())})
 
 
@@ -166,6 +174,9 @@ async def readyz(request: web.Request) -> web.Response:
         return _not_ready(f"the store did not answer within {cfg.readyz_timeout:g} s")
     except Exception as e:
         return _not_ready(f"the store is unavailable: {type(e).__name__}: {e}")
+    problem = await app[WRITE_PROBE].problem(app[FACADE], cfg.readyz_timeout)  # reads alone are not enough
+    if problem is not None:
+        return _not_ready(problem)
     gate = app.get(GATE)
     if gate is not None and not gate.listening():
         return _not_ready("the egress gate is not listening")
@@ -236,6 +247,7 @@ def build_app(
     app = web.Application(middlewares=[ack_timer(metrics, "/slack/events"), store_faults])
     app[CONFIG] = cfg
     app[FACADE] = approvals
+    app[WRITE_PROBE] = WriteProbe()
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     if cfg.metrics:

@@ -24,6 +24,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 
 from chat_approvals.bots.slack_commands import SlackCommands
 from chat_approvals.bots.slack_config import COMMAND, SlackConfig, web_client
+from chat_approvals.bots.slack_shapes import slack_body_problem
 from chat_approvals.bots.slack_web import SlackWeb
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.slack_answer import event_actor, message_text
@@ -142,15 +143,15 @@ def http_handler(signing_secret: str, bolt: AsyncApp, admit_click: Callable[[dic
         refused = refuse_unsigned(signing_secret, raw, request.headers)
         if refused is not None:
             return refused
+        refused = _unreadable(raw, request.headers)  # the shape first: Bolt and the click path read it
+        if refused is not None:
+            return refused
         click = _card_click(raw)
         if click is not None:
-            # The ack is this request's only job: signature checked, payload read once, the resume
+            # The ack is this request's only job: signature checked, payload read, the resume
             # queued. Bolt's middleware chain adds nothing to an Approve/Deny click, so it is skipped.
             admit_click(click)
             return web.Response(status=200)
-        refused = _unreadable(raw, request.headers)
-        if refused is not None:
-            return refused
         bolt_request = AsyncBoltRequest(body=raw.decode(), query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
         response: web.Response = await to_aiohttp_response(await bolt.async_dispatch(bolt_request))
         return response
@@ -201,6 +202,9 @@ def _unreadable(raw: bytes, headers: Mapping[str, str]) -> web.Response | None:
         return _plain(400, "the body is not UTF-8")
     if not _readable_shape(body, headers.get("Content-Type", "")):
         return _plain(400, "the body is not a JSON object, a form, or a form with a JSON object as payload")
+    problem = slack_body_problem(body, headers.get("Content-Type", ""))  # R20 and the shapes read
+    if problem is not None:
+        return _plain(400, problem)
     return None
 
 

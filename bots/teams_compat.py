@@ -32,6 +32,11 @@ SDK. Keeping each workaround here means a move to it touches this file and no ot
    URL and audience, reused by every turn: at most POOL_SIZE, the least recently used dropped (a
    caller choosing service URLs cannot grow it). `close_clients` closes the kept ones when the
    server stops.
+9. botbuilder's credentials fetch the outbound (connector) token with MSAL synchronously, inside
+   msrest's pipeline, on the event loop: a slow identity endpoint stalled every request. Each
+   credential is attached to a `bots.teams_token.TokenSource` (its `get_access_token` reads a
+   cache); msrest's async credentials policy first awaits `ready()`, which fills the cache off the
+   loop, with a timeout, and refreshes it before expiry: only a request that is sent waits.
 """
 
 from __future__ import annotations
@@ -62,10 +67,13 @@ from botframework.connector.auth import (
 )
 from botframework.connector.auth.authenticate_request_result import AuthenticateRequestResult
 from botframework.connector.auth.user_token_client import UserTokenClient
+from msrest.pipeline.async_requests import AsyncRequestsCredentialsPolicy as _CredentialsPolicy
 from msrest.universal_http.requests import ClientRetryPolicy as _ClientRetryPolicy
 from pydantic import BaseModel, ConfigDict
 
 from chat_approvals.bots.teams_auth import TokenRejected, TokenValidator
+from chat_approvals.bots.teams_shapes import activity_problem
+from chat_approvals.bots.teams_token import OffLoopCredentials, TokenSource
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +87,23 @@ def _tolerant_serializer_helper(obj: Any) -> Any:
 
 
 def apply() -> None:
-    """Workarounds 1 and 7 (8 is in `make_adapter`'s authentication). Idempotent; called when the adapter is built."""
+    """Workarounds 1, 7 and 9 (8 is in `make_adapter`'s authentication). Idempotent; run when an adapter is built."""
     _cloud_adapter_module.serializer_helper = _tolerant_serializer_helper
     _ClientRetryPolicy.safe_codes = frozenset(_ClientRetryPolicy.safe_codes)  # type: ignore[assignment]  # only `in`
+    if _CredentialsPolicy.send is not _send_with_token_ready:
+        global _original_credentials_send
+        _original_credentials_send = _CredentialsPolicy.send
+        _CredentialsPolicy.send = _send_with_token_ready  # type: ignore[method-assign]
+
+
+_original_credentials_send: Callable[..., Awaitable[Any]] | None = None
+
+
+async def _send_with_token_ready(self: _CredentialsPolicy, request: Any, **kwargs: Any) -> Any:
+    """Workaround 9: the token this request will be signed with, fetched off the loop first."""
+    await TokenSource.ready_for(self._creds)
+    assert _original_credentials_send is not None
+    return await _original_credentials_send(self, request, **kwargs)
 
 
 def is_applied() -> bool:
@@ -200,7 +222,8 @@ class _ValidatedAuthentication(ConfigurationBotFrameworkAuthentication):
     Workaround 8: its connector and user-token clients come from one pool."""
 
     def __init__(self, auth: TeamsAuth, validator: TokenValidator | None) -> None:
-        self._credentials = credentials_factory(auth)
+        self.tokens = TokenSource()  # workaround 9
+        self._credentials = OffLoopCredentials(credentials_factory(auth), self.tokens)
         super().__init__(_Config(auth), credentials_factory=self._credentials)
         self._validator = validator
         self.clients = _ClientPool()
@@ -245,6 +268,7 @@ async def close_clients(adapter: CloudAdapter) -> None:
     auth = adapter.bot_framework_authentication
     if isinstance(auth, _ValidatedAuthentication):
         await auth.clients.close()
+        await auth.tokens.close()
 
 
 def make_adapter(auth: TeamsAuth, validator: TokenValidator | None = None) -> CloudAdapter:
@@ -267,10 +291,11 @@ async def process(adapter: CloudAdapter, request: web.Request, bot: Bot, *, auth
         raise web.HTTPUnauthorized(text="this endpoint runs without authentication; send no Authorization")
     try:
         body = await request.json()  # aiohttp caches the body, so the adapter reads it again
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's depth
         raise web.HTTPBadRequest(text="body is not JSON") from exc
-    if not isinstance(body, dict) or not isinstance(body.get("type"), str):
-        raise web.HTTPBadRequest(text="body is not an activity")
+    problem = activity_problem(body)  # the shape botbuilder reads, and R20's valid text (teams_shapes.py)
+    if problem is not None:
+        raise web.HTTPBadRequest(text=problem)
     response = await adapter.process(request, bot)
     return response if response is not None else web.Response(status=201)
 

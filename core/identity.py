@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from chat_approvals.core.text import display_problem
+
 NO_ENTERPRISE = "-"
 # A GUID; the Agents Playground's built-in ids have 13 digits in the last group, so that is allowed too.
 GUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12,13}"
@@ -35,11 +37,14 @@ def _slack_id(value: object, first: str) -> str | None:
 
 
 def may_be_http_user(stated: str) -> bool:
-    """Non-empty, not in another platform's namespace, no control characters (see stated_http_user)."""
+    """Non-empty, not in another platform's namespace, valid text without control characters or bidi
+    overrides, and without surrounding or only white space (R20: one refusal on every route, so
+    `" alice"` is never taken for `alice` anywhere; see stated_http_user)."""
     return (
         bool(stated)
+        and stated == stated.strip()
         and not stated.lower().startswith(PLATFORM_PREFIXES)
-        and not any(ord(c) < 32 or ord(c) == 127 for c in stated)
+        and display_problem(stated, "user") is None
     )
 
 

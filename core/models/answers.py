@@ -6,6 +6,7 @@ from typing import Any
 
 from chat_approvals.core.models.base import Strict
 from chat_approvals.core.models.durations import MAX_REASON, clean_reason, duration_seconds
+from chat_approvals.core.text import NOT_UNICODE, display_problem
 
 
 class Answer(Strict):
@@ -69,7 +70,10 @@ def read_answer(status: object, payload: object) -> Answer:
         fields["duration"] = duration
     if "reason" in payload:
         fields["reason"] = read_reason(payload["reason"])
-    return Answer(**fields)
+    try:
+        return Answer(**fields)
+    except ValueError as e:  # R20: text that is not valid Unicode (a lone surrogate) is refused too
+        raise InvalidAnswer(f"payload: {NOT_UNICODE}") from e
 
 
 def read_reason(raw: object) -> str | None:
@@ -77,6 +81,9 @@ def read_reason(raw: object) -> str | None:
     if not isinstance(raw, str):
         raise InvalidAnswer("payload.reason must be a string")
     reason = clean_reason(raw)
+    problem = display_problem(reason, "payload.reason")  # R20: a bidi override would spoof the card's text
+    if problem is not None:
+        raise InvalidAnswer(problem)
     if len(reason) > MAX_REASON:
         raise InvalidAnswer(f"payload.reason is longer than {MAX_REASON} characters")
     return reason or None

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from chat_approvals.core.models.base import Strict
+from chat_approvals.core.text import scalar_json
 
 AuditKind = Literal[
     "card_created",
@@ -34,6 +35,12 @@ class AuditEvent(Strict):
     actor: str
     card_id: str | None = None
     detail: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _readable(cls, value: Any) -> Any:
+        """The trail stays readable (R20): a lone surrogate an older version stored reads as U+FFFD."""
+        return scalar_json(value)
 
 
 class OutboxItem(Strict):

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from chat_approvals.core.text import NOT_UNICODE, first_invalid
 
 # What core.ids.mint_card_id() produces: "c_" + token_urlsafe(16) (22 url-safe base64 characters).
 # Here, not in core.ids, so cards/ (which import only core.models) can check ids on the wire.
@@ -49,3 +51,13 @@ class BadObject(StoreFault):
 
 class Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _valid_text(cls, value: Any) -> Any:
+        """R20 by construction: no string a model holds (in lists and dicts too) can fail a later
+        write (UTF-8, hashing, JSON); core/text.py."""
+        where = first_invalid(value)
+        if where is not None:
+            raise ValueError(f"{where} {NOT_UNICODE}")
+        return value

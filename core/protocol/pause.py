@@ -33,8 +33,10 @@ from chat_approvals.core.models import (
 from chat_approvals.core.ports import Offer, Rows, Steps
 from chat_approvals.core.protocol.audit import AuditTrail
 from chat_approvals.core.protocol.card_kinds import Several, Unreadable, draft_of
+from chat_approvals.core.protocol.edge_wording import POINTER_NOT_SAVED
 from chat_approvals.core.protocol.policy import Policy
 from chat_approvals.core.settings import Settings
+from chat_approvals.core.text import scalar_text
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,8 @@ class TurnHold:
 
 def final_text(result: AgentResult) -> str:
     content = (result.message or {}).get("content", [])
-    return "\n".join(b["text"] for b in content if isinstance(b, dict) and "text" in b).strip()
+    text = "\n".join(b["text"] for b in content if isinstance(b, dict) and "text" in b).strip()
+    return scalar_text(text)  # R20: a reply holding a lone surrogate must not fail the write after a claim
 
 
 def snapshot_bytes(agent: Agent, app_data: dict[str, Any]) -> bytes:
@@ -173,6 +176,8 @@ class Pauser:
         if not done.written:
             if holding is not None:
                 raise ClaimLost(holding.card_id)
+            if done.error is not None:  # the write failed, not lost to another open card
+                return TurnResult(status="answered", text=POINTER_NOT_SAVED)
             return TurnResult(status="answered", text=wording.CANNOT_OFFER)
         self.trail.written(audit)
         self.paused.put(card.card_id, agent, data)  # this process may resume it without the store

@@ -21,6 +21,7 @@ from chat_approvals.core.agent.paused_agents import PausedAgents
 from chat_approvals.core.models import Answer, AnswerRecord, Clock, Fence, Pointer, ResumeResult, TurnResult
 from chat_approvals.core.ports import Loaded, Objects, Rows, Steps
 from chat_approvals.core.protocol.card_kinds import binds, interrupt_response
+from chat_approvals.core.protocol.claim_release import NOT_STORED, UNSTORABLE, release_unstorable
 from chat_approvals.core.protocol.grants import GrantBook
 from chat_approvals.core.protocol.history import History, HistoryWrite
 from chat_approvals.core.protocol.lease import Heartbeat, LeaseKeeper
@@ -151,15 +152,20 @@ class ClaimedRun:
             keeper.release(heartbeat)
 
         done_at = clock.now()
-        doc = answer_doc(p, user, answer, done_at, turn)
-        if turn.status == "awaiting_approval":
-            # The chain already replaced the pointer (R13): keep the old card's answer for replays.
-            key = f"answers/{p.card_id}.json"
-            await self.parts.objects.put(key, doc)
-        else:
-            key = f"answers/{p.card_id}/{token}.json"
-            if not await self.parts.steps.complete(fence, answer_key=key, answer=doc, history=history):
-                return in_progress(p)  # the lease lapsed and another worker took over
+        try:
+            doc = answer_doc(p, user, answer, done_at, turn)
+            if turn.status == "awaiting_approval":
+                # The chain already replaced the pointer (R13): keep the old card's answer for replays.
+                key = f"answers/{p.card_id}.json"
+                await self.parts.objects.put(key, doc)
+            else:
+                key = f"answers/{p.card_id}/{token}.json"
+                if not await self.parts.steps.complete(fence, answer_key=key, answer=doc, history=history):
+                    return in_progress(p)  # the lease lapsed and another worker took over
+        except UNSTORABLE as e:  # never a held claim another click could run again (claim_release.py)
+            if turn.status != "awaiting_approval":
+                await release_unstorable(p, fence, e, rows=rows, grants=self.parts.grants, audit=self.audit, at=done_at)
+            return expired(p, NOT_STORED)
         return ResumeResult(
             outcome="resumed",
             result=turn,

@@ -9,6 +9,7 @@ import os
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from aiohttp import web
@@ -37,8 +38,18 @@ PARAMS = [
     "%2e%2e",
     "c_" + "a" * 4998,
     "\xff".encode("latin-1").decode("latin-1"),
+    "%ED%A0%80",  # a lone surrogate, percent-encoded (issue 27)
+    "%E2%80%AEevil",  # a bidi override
 ]
-QUERIES = [b"", b"?user=%ff%fe", b"?user=a%00b", b"?user=" + b"a" * 3000, b"?%zz=1"]
+QUERIES = [
+    b"",
+    b"?user=%ff%fe",
+    b"?user=a%00b",
+    b"?user=" + b"a" * 3000,
+    b"?%zz=1",
+    b"?user=%ED%A0%80",
+    b"?user=+alice",
+]
 rng = random.Random(7)
 BODIES = [
     b"",
@@ -57,6 +68,31 @@ BODIES = [
     b'{"type": "message", "from": 5, "conversation": "x", "channelData": 7}',
     b'{"type": "invoke", "name": "adaptiveCard/action", "value": {"action": {"type": "Action.Execute"}}}',
     *(rng.randbytes(rng.randrange(1, 300)) for _ in range(6)),
+    *(
+        JUNK := [
+            # issue 27: lone surrogates (valid JSON, not UTF-8 text), UTF-16 and BOM bodies, deep nesting,
+            # non-object JSON, and the shapes Slack and Teams never send.
+            b'{"chat": "c\\ud800", "user": "u\\udfff", "text": "x\\ud800y"}',
+            b'{"user": "alice", "secret": "s\\ud800", "responses": [{"interruptId": "x", "status": "cancelled"}]}',
+            b'{"type": "message", "text": "\\ud800", "from": {"id": "\\udc00"}}',
+            '{"chat": "c", "user": "u", "text": "t"}'.encode("utf-16"),
+            b'\xef\xbb\xbf{"chat": "c", "user": "u", "text": "t"}',
+            b'{"a":' * 5000 + b"1" + b"}" * 5000,
+            b'"just a string"',
+            b"5",
+            b"true",
+            b'{"type": "event_callback", "event": 5}',
+            b'{"type": "event_callback", "event": {"type": "message", "text": ["x"]}}',
+            b"payload=" + quote('{"type": "block_actions", "actions": []}').encode(),
+            b"payload=" + quote('{"type": "block_actions", "actions": {"0": {"action_id": "approve"}}}').encode(),
+            b"payload="
+            + quote(
+                '{"type": "block_actions", "actions": [{"action_id": "approve", "value": "' + "[" * 5000 + '"}]}'
+            ).encode(),
+            b"payload=" + quote('{"type": "block_actions", "user": {"id": "\\ud800"}}').encode(),
+            b'{"type": "invoke", "name": "adaptiveCard/action", "value": [1], "from": {"id": 5}}',
+        ]
+    ),
 ]
 CONTENT_TYPES = [None, b"application/json", b"application/x-www-form-urlencoded", b"text/plain", b"\xff/\xfe"]
 AUTH = [None, f"Bearer {TOKEN}".encode(), b"Bearer \xff\xfe", b"Bearer a.b.c", b"\xff"]
@@ -154,3 +190,28 @@ async def test_every_route_answers_junk_with_a_4xx_never_a_5xx(servers: list[tup
     assert guard.asked == []
     assert sent > 500 and not failures, failures[:10]
     assert {400, 401, 404, 422} <= set(seen)  # the junk reached every kind of refusal
+
+
+async def test_signed_slack_junk_and_authorized_junk_answer_a_4xx(servers: list[tuple[web.Application, str]]) -> None:
+    """The junk above again, past the door: signed for Slack, with the right bearer token for /v1,
+    as JSON for Teams (the loopback app needs no token). Issue 27.3: each was a 500 or worse."""
+    _, base = servers[0]
+    failures: list[tuple[bytes, int]] = []
+    requests: list[tuple[bytes, dict[bytes, bytes], bytes]] = []
+    for body in [*JUNK, *BODIES[:16]]:
+        ctype = "application/json" if not body.startswith(b"payload=") else "application/x-www-form-urlencoded"
+        signed = {k.encode(): v.encode() for k, v in P.signed_headers(body, ctype).items()}
+        requests.append((b"/slack/events", signed, body))
+        bearer = {b"Authorization": f"Bearer {TOKEN}".encode(), b"Content-Type": b"application/json"}
+        requests += [(b"/v1/turns", bearer, body), (b"/v1/interrupts/c_" + b"a" * 22 + b"/resume", bearer, body)]
+        requests.append((b"/api/messages", {b"Content-Type": b"application/json"}, body))
+    with NoOutsideNames():
+        for start in range(0, len(requests), 20):
+            batch = requests[start : start + 20]
+            results = await asyncio.gather(*(raw_request(base, "POST", t, headers=h, body=b) for t, h, b in batch))
+            failures += [
+                (t + b" " + b[:40], status)
+                for (t, _h, b), (status, _) in zip(batch, results, strict=True)
+                if not 400 <= status < 500 and not (t == b"/api/messages" and status in (200, 201))
+            ]
+    assert not failures, failures[:10]

@@ -1,0 +1,140 @@
+"""R21 for Teams replies (issue 27.2): the outbound connector token is fetched off the event loop,
+cached and reused. The identity endpoint is made slow where botbuilder calls it (MSAL's synchronous
+fetch, which needs https and the internet, is replaced by a sleeping stand-in); a served app with
+a Microsoft App id answers a message meanwhile, and /healthz stays under 100 ms at p99."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import ClientSession, web
+from botframework.connector.auth import MicrosoftAppCredentials
+
+from chat_approvals.bots.config import ServerConfig
+from chat_approvals.bots.server import build_app
+from chat_approvals.bots.teams_bot import TeamsConfig
+from chat_approvals.bots.teams_compat import TeamsAuth
+from chat_approvals.core.bootstrap import bootstrap
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.file_objects import FileObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
+from tests.support.agents import Counter, scripted_factory
+from tests.teams.harness import MockConnector, fixture
+from tests.teams.token_issuer import APP_ID, LocalIssuer, NoOutsideNames
+
+SLOW = 1.5  # seconds the identity endpoint takes
+
+
+def _fake_token() -> str:
+    def part(obj: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'none'})}.{part({'exp': int(time.time()) + 3600})}.sig"
+
+
+class SlowIdentity:
+    def __init__(self) -> None:
+        self.calls = 0
+        self.token = _fake_token()
+
+    def __call__(self) -> str:
+        self.calls += 1
+        time.sleep(SLOW)  # what MSAL does on a slow endpoint: a blocking HTTP call
+        return self.token
+
+
+@pytest.fixture
+async def served(
+    tmp_path: Path, connector: tuple[MockConnector, str], monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[str, LocalIssuer, SlowIdentity]]:
+    identity = SlowIdentity()
+    monkeypatch.setattr(MicrosoftAppCredentials, "get_access_token", lambda _self, force_refresh=False: identity())
+    issuer = await LocalIssuer().start()
+    clock = ManualClock(time.time())
+    store = StoreIO(SqliteRows(tmp_path / "r.db"), FileObjects(tmp_path / "o", clock=clock))
+    approvals = bootstrap(store, clock=clock, agent_factory=scripted_factory(Counter())).approvals
+    auth = TeamsAuth(app_id=APP_ID, app_password="pw")
+    app = build_app(
+        approvals, ServerConfig(host="127.0.0.1"), sweep=False, teams=TeamsConfig(auth=auth),
+        teams_validator=issuer.validator(),
+    )  # fmt: skip
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    yield f"http://127.0.0.1:{runner.addresses[0][1]}", issuer, identity
+    await runner.cleanup()
+    store.close()
+    await issuer.stop()
+
+
+class HealthPoller:
+    """GET /healthz every 10 ms from its own thread (not the server's loop: a stalled loop shows)."""
+
+    def __init__(self, base: str) -> None:
+        self.url, self.took, self._stop = f"{base}/healthz", [], threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> HealthPoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.perf_counter()
+            with urllib.request.urlopen(self.url, timeout=10) as r:
+                assert r.status == 200
+            self.took.append(time.perf_counter() - started)
+            self._stop.wait(0.01)
+
+    def p99(self) -> float:
+        took = sorted(self.took)
+        return took[min(len(took) - 1, int(len(took) * 0.99))]
+
+
+async def test_a_slow_identity_endpoint_delays_only_the_reply(
+    served: tuple[str, LocalIssuer, SlowIdentity], connector: tuple[MockConnector, str]
+) -> None:
+    base, issuer, identity = served
+    mock, service_url = connector
+    with NoOutsideNames() as guard:
+        async with ClientSession() as session:
+            for n in range(2):  # the second message reuses the cached token: no second fetch
+                act = fixture("playground-message-text.json")
+                act.update(serviceUrl=service_url, id=str(uuid.uuid4()), text="hello there")
+                headers = {"Authorization": f"Bearer {issuer.token(service_url)}"}
+
+                async def post(a: dict[str, Any] = act, h: dict[str, str] = headers) -> int:
+                    async with session.post(f"{base}/api/messages", json=a, headers=h) as r:
+                        return r.status
+
+                async def replied(count: int = n + 1) -> None:
+                    while len(mock.posts()) < count:
+                        await asyncio.sleep(0.02)
+
+                with HealthPoller(base) as health:
+                    sent = asyncio.ensure_future(post())
+                    await asyncio.wait_for(replied(), timeout=15)
+                    assert await sent < 300
+                assert len(health.took) >= (5 if n == 0 else 1) and health.p99() < 0.1, (
+                    health.p99(),
+                    sorted(health.took)[-5:],
+                )
+    assert guard.asked == []
+    assert identity.calls == 1
+    assert all(p["auth"] == f"Bearer {identity.token}" for p in mock.posts())
