@@ -101,7 +101,7 @@ def make_run_script(
                 f"--sandbox: {confinement.note}. Install bubblewrap (scripts/setup does), or start with "
                 "--sandbox-unconfined to accept that"
             )
-        level = logging.WARNING if not confinement.confined else logging.INFO
+        level = logging.WARNING if not confinement.confined else logging.DEBUG  # the banner says it
         log.log(level, "run_script sandbox: %s", confinement.note)
     boxes: list[Sandbox] = [sandbox] if sandbox is not None else []
 

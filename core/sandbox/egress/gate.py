@@ -93,7 +93,7 @@ class Gate(Proxy):
             os.chmod(path, 0o666)  # the sandboxed child may run as another user
             self.unix_path = path
             _BY_SOCKET[path] = weakref.ref(self)
-        log.info("egress gate on %s:%s (unix %s)", self.cfg.listen_host, self.port, self.unix_path)
+        log.debug("egress gate on %s:%s (unix %s)", self.cfg.listen_host, self.port, self.unix_path)
         return self
 
     def listening(self) -> bool:
