@@ -96,7 +96,7 @@ def _person(user: str, name: str | None) -> str:
     return _escape(name) if name else _escape(user)
 
 
-STYLE = words.Style(time=card_time, person=_person, thing=_escape, text=_escape)
+STYLE = words.Style(time=card_time, person=_person, thing=_escape, text=_escape, approver=_escape)
 
 
 def _what(card: ApprovalCard, open_card: bool = False) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ URLs, names) is mrkdwn-escaped so it can never mention `@channel` or forge a lin
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -236,11 +237,23 @@ def _package_choice(card: ApprovalCard) -> ActionsBlock | None:
     return ActionsBlock(block_id=packages_block_id(card.card_id), elements=elements)
 
 
+_SLACK_ID = re.compile(r"[SUW][A-Z0-9]{2,31}")
+
+
 def _person(user: str, name: str | None) -> str:
     return user_ref(user)  # Slack renders the mention as the reader sees that person's name
 
 
-STYLE = words.Style(time=date_token, person=_person, thing=code, text=escape)
+def approver_ref(entry: str) -> str:
+    """A policy approver entry as Slack shows it: a user group `S…` as `<!subteam^S…>`, a user
+    (`U…`, `TEAM:U…`, `E:TEAM:U…`) as `<@U…>`; anything else as plain code, never as markup."""
+    last = entry.rsplit(":", 1)[-1]
+    if _SLACK_ID.fullmatch(last):
+        return f"<!subteam^{last}>" if last.startswith("S") else f"<@{last}>"
+    return code(entry)
+
+
+STYLE = words.Style(time=date_token, person=_person, thing=code, text=escape, approver=approver_ref)
 
 
 def _footer(card: ApprovalCard) -> ContextBlock:

@@ -25,6 +25,7 @@ class Style:
     person: Callable[[str, str | None], str]  # (identity, display name or None)
     thing: Callable[[str], str]  # a name: a host, a URL, a tool (Slack: in code)
     text: Callable[[str], str]  # someone's words: a reason (escaped, as typed)
+    approver: Callable[[str], str] = str  # an id from the policy's approver list (Slack: a mention)
 
 
 @dataclass(frozen=True)
@@ -115,19 +116,34 @@ def answer_by(card: ApprovalCard, style: Style) -> str:
     return f"Answer by {style.time(card.expires_at)}"
 
 
+def approvers(card: ApprovalCard, style: Style) -> str | None:
+    """Who the approvers are, as the policy names them: its label, else its listed ids (a few)."""
+    policy = card.policy
+    if policy is None:
+        return None
+    if policy.approvers_label:
+        return style.text(policy.approvers_label)
+    if policy.approver_ids:
+        shown = [style.approver(i) for i in policy.approver_ids[:MAX_NAMED]]
+        more = len(policy.approver_ids) - len(shown)
+        return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+    return None
+
+
 def who_answers(card: ApprovalCard, style: Style) -> str:
-    """Who may answer, and how many approvals it takes ("Needs 2 approvals from approvers")."""
+    """Who may answer, and how many approvals it takes ("Needs 2 approvals from Security")."""
     policy = card.policy
     mode = policy.approvers if policy is not None else "owner"
     quorum = policy.quorum if policy is not None else 1
     owner = style.person(card.owner, card.owner_name)
+    named = approvers(card, style)
     if quorum > 1:
-        who = "approvers (not the requester)" if mode == "approvers" else "approvers"
-        return f"Needs {quorum} approvals from {who}"
+        who = named or "approvers"
+        return f"Needs {quorum} approvals from {who}" + (" (not the requester)" if mode == "approvers" else "")
     if mode == "approvers":
-        return "An approver must answer (not the requester)"
+        return f"An approver{f' ({named})' if named else ''} must answer (not the requester)"
     if mode == "owner_or_approvers":
-        return f"{owner} or an approver may answer"
+        return f"{owner} or an approver{f' ({named})' if named else ''} may answer"
     return f"Only {owner} may answer"
 
 

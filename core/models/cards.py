@@ -26,6 +26,11 @@ class CardPolicy(Strict):
     default_duration: str | None = None
     default_seconds: float | None = None  # the grant TTL when no duration is chosen or offered
     rules: list[str] = Field(default_factory=list)  # which rules applied (for the audit trail)
+    # Who the approvers are, for the card to say ("Needs 2 approvals from Security"): the policy's
+    # `[approvers] label`, else the listed ids of the card's own front end (rendered by each). Shown
+    # only; who may answer is checked against the lists at click time.
+    approvers_label: str | None = Field(default=None, max_length=60)
+    approver_ids: list[str] = Field(default_factory=list, max_length=50)
 
     def grant_seconds(self, chosen: str | None, fallback: float) -> float:
         if chosen is not None:

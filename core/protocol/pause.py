@@ -120,7 +120,8 @@ class Pauser:
             grant_seconds=self.settings.grant_ttl,
         )
         if self.policy is not None:  # the strictest rule over the card's subjects, fixed on the card
-            card = card.model_copy(update={"policy": self.policy.decide(card.subjects(), self.settings.grant_ttl)})
+            decided = self.policy.decide(card.subjects(), self.settings.grant_ttl, card.platform)
+            card = card.model_copy(update={"policy": decided})
         secret = mint_secret()
         try:
             data = snapshot_bytes(agent, {"turn_id": ctx.turn_id, "chat": ctx.chat, "card_id": card.card_id})

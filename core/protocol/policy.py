@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from chat_approvals.core.identity import GUID, may_be_http_user, slack_id
 from chat_approvals.core.models import APPROVER_MODES, ONCE, ApproverMode, CardPolicy, duration_seconds
+from chat_approvals.core.text import first_invalid
 
 Subject = tuple[str, str]  # (kind, name): ("site", host), ("package", name), ("tool", name)
 KINDS = ("site", "package", "tool")
@@ -151,6 +152,17 @@ class Approvers(_Model):
     http: list[str] = Field(default_factory=list)
     slack: list[str] = Field(default_factory=list)
     teams: list[str] = Field(default_factory=list)
+    label: str | None = None  # what the cards call them: "Needs 2 approvals from Security"
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, value: str | None) -> str | None:
+        # Shown on every card (each renderer escapes it); one short printable line, no markup tricks.
+        if value is None:
+            return None
+        if not value.strip() or len(value) > 60 or not value.isprintable() or first_invalid(value) is not None:
+            raise ValueError(f"{value[:80]!r} is not a label: one printable line of 1 to 60 characters")
+        return value.strip()
 
     @field_validator("http")
     @classmethod
@@ -236,9 +248,14 @@ class Policy(_Model):
         """The first rule that matches the subject; None: the defaults apply."""
         return next((r for r in self.rule if r.matches(kind, name)), None)
 
-    def decide(self, subjects: Iterable[Subject], grant_ttl: float) -> CardPolicy:
-        """The strictest rule over a card's subjects (see the module doc)."""
-        return rule_for_subjects(self, subjects, grant_ttl)
+    def decide(self, subjects: Iterable[Subject], grant_ttl: float, platform: str | None = None) -> CardPolicy:
+        """The strictest rule over a card's subjects (see the module doc), with who the approvers
+        are for the card to name: the `[approvers] label`, else the ids listed for `platform`."""
+        card = rule_for_subjects(self, subjects, grant_ttl)
+        if card.approvers == "owner":
+            return card
+        listed = getattr(self.approvers, platform, []) if platform in ("http", "slack", "teams") else []
+        return card.model_copy(update={"approvers_label": self.approvers.label, "approver_ids": list(listed)})
 
 
 def _seconds(d: str) -> float:

@@ -100,6 +100,36 @@ def test_a_policy_card_names_its_durations_and_its_approvers(where: str) -> None
     assert "Needs 2 approvals from approvers (not the requester)" in text
 
 
+@pytest.mark.parametrize("where", RENDERERS)
+@pytest.mark.parametrize("kind", ["download", "tool", "question"])
+def test_a_policy_card_names_who_the_approvers_are(where: str, kind: str) -> None:
+    policy = CardPolicy(approvers="approvers", quorum=2, approvers_label="Security", approver_ids=["aad-9"])
+    text = RENDERERS[where](card(kind, policy=policy))
+    assert "Needs 2 approvals from Security (not the requester)" in text  # the label wins over the ids
+    one = CardPolicy(approvers="owner_or_approvers", approvers_label="Security")
+    assert "or an approver (Security) may answer" in RENDERERS[where](card(kind, policy=one))
+
+
+@pytest.mark.parametrize("where", ["teams", "http"])  # Slack: mentions, the next test
+def test_without_a_label_the_card_names_the_listed_approvers(where: str) -> None:
+    ids = ["0d5b6f3e-1c2a-4b7e-9f00-123456789abc"] + [f"aad-{i}" for i in range(6)]
+    policy = CardPolicy(approvers="approvers", quorum=2, approver_ids=ids)
+    text = RENDERERS[where](card(policy=policy))
+    assert "Needs 2 approvals from 0d5b6f3e-1c2a-4b7e-9f00-123456789abc, aad-0, aad-1, aad-2, aad-3 and 2 more" in text
+
+
+def test_slack_names_approvers_as_mentions_and_user_groups() -> None:
+    policy = CardPolicy(approvers="approvers", approver_ids=["S0456DEF", "U0123ABC", "T0001:U0999", "<!channel>"])
+    text = slack(card(platform="slack", owner="slack:T0001:U0111", chat="slack:T0001:C0001", policy=policy))
+    assert "An approver (<!subteam^S0456DEF>, <@U0123ABC>, <@U0999>, `&lt;!channel&gt;`) must answer" in text
+
+
+def test_an_approvers_label_is_text_not_markup() -> None:
+    policy = CardPolicy(approvers="approvers", quorum=2, approvers_label="<!channel> [x](https://evil.test)")
+    assert "<!channel>" not in slack(card(policy=policy))  # no @channel from a policy file
+    assert "[x](" not in teams(card(policy=policy))  # no markdown link on a Teams card
+
+
 @pytest.mark.parametrize("kind", ["download", "tool", "question"])
 def test_the_deny_reason_sits_with_deny_on_every_kind_of_card(kind: str) -> None:
     c = card(kind)

@@ -107,6 +107,21 @@ def test_rule_for_subjects_is_pure_and_takes_tools() -> None:
     assert rule_for_subjects(p, [], TTL).rules == ["defaults"]
 
 
+def test_the_card_names_the_approvers_by_label_else_by_the_front_ends_ids() -> None:
+    plain = parse_policy(EXAMPLE)
+    corp = [("site", "files.corp.example.com")]
+    slack = plain.decide(corp, TTL, "slack")
+    assert slack.approvers_label is None
+    assert slack.approver_ids == ["U0123ABC", "S0456DEF", "T0001:U0999", "E01:T0001:U0998"]
+    assert plain.decide(corp, TTL, "http").approver_ids == ["sec-alice", "sec-bob"]
+    assert plain.decide(corp, TTL, "cli").approver_ids == []  # no list for that front end
+    owner_only = plain.decide([("site", "example.com")], TTL, "slack")
+    assert (owner_only.approvers_label, owner_only.approver_ids) == (None, [])  # nobody else answers: no names
+    listed = 'http = ["sec-alice", "sec-bob"]'
+    named = parse_policy(EXAMPLE.replace(listed, listed + '\nlabel = " Security "'))
+    assert named.decide(corp, TTL, "teams").approvers_label == "Security"
+
+
 def test_durations() -> None:
     assert duration_seconds("once") == 0
     assert duration_seconds("30m") == 1800
@@ -143,6 +158,9 @@ def test_durations() -> None:
         ('[approvers]\nslack = ["bob"]\n', 2, "not a Slack user"),
         ('[approvers]\nteams = ["not-a-guid"]\n', 2, "not an Entra object id"),
         ('[approvers]\nhttp = ["slack:T1:U1"]\n', 2, "not an HTTP user"),
+        ('[approvers]\nhttp = ["a"]\nlabel = "Sec\\nurity"\n', 3, "not a label"),
+        ('[approvers]\nhttp = ["a"]\nlabel = "  "\n', 3, "not a label"),
+        ('[approvers]\nhttp = ["a"]\nlabel = "%s"\n' % ("x" * 61), 3, "not a label"),
         ('[routing]\nslack_channel = "#approvals"\n', 2, "should match pattern"),
         ('[rules]\nmatch = "a.com"\n', 1, "unknown key 'rules'"),
         ("[defaults]\nquorum = [\n", 2, "not valid TOML"),
