@@ -41,6 +41,7 @@ log = logging.getLogger("chat_approvals.slack")
 
 UNAVAILABLE = f":warning: {wording.STORE_UNAVAILABLE}"
 BUSY = f":warning: {wording.TOO_MANY_CLICKS}"
+WELCOME_KEPT = 10 * 365 * 86400.0  # "once per chat": long enough to mean never again
 
 
 @dataclass
@@ -139,6 +140,16 @@ class SlackFrontEnd:
             await self.web.post(channel, thread_ts, sb.reply_message(UNAVAILABLE))
             return
         await self.show_turn(chat, channel, thread_ts, result)
+
+    async def welcome(self, team: str, channel: str) -> None:
+        """Two example prompts, once per chat: the key is kept for years, on every replica."""
+        try:
+            if not await self.approvals.first_delivery(f"slack:welcome:{team}:{channel}", keep=WELCOME_KEPT):
+                return
+        except StoreFault as e:
+            log.warning("slack welcome: store fault: %s", e)
+            return  # no welcome rather than a second one later
+        await self.web.post(channel, None, sb.welcome_message())
 
     async def show_turn(self, chat: str, channel: str, thread_ts: str, result: TurnResult) -> None:
         """The turn's reply in the thread; a card (first or chained) as a new message there."""

@@ -59,6 +59,8 @@ class Front(Protocol):
         self, *, event_id: str | None, team: str, channel: str, user: str, text: str, thread_ts: str
     ) -> None: ...
 
+    async def welcome(self, team: str, channel: str) -> None: ...
+
 
 def bolt_app(cfg: SlackConfig, web: SlackWeb, front: Front) -> AsyncApp:
     """Bolt, with listeners that only spawn the front end's work and ack."""
@@ -88,6 +90,18 @@ def bolt_app(cfg: SlackConfig, web: SlackWeb, front: Front) -> AsyncApp:
         # Only plain DMs from people; edits, joins and bot posts are acknowledged and dropped.
         if event.get("channel_type") == "im" and not event.get("subtype") and not event.get("bot_id"):
             _on_message(front, event, body, context)
+
+    @bolt.event("app_home_opened")
+    async def on_home(event: dict[str, Any], body: dict[str, Any], context: dict[str, Any]) -> None:
+        if event.get("tab") == "messages":  # the DM's Messages tab; the Home tab shows nothing of ours
+            _welcome(front, event, body, context)
+
+    @bolt.event("member_joined_channel")
+    async def on_joined(event: dict[str, Any], body: dict[str, Any], context: dict[str, Any]) -> None:
+        # Only the bot itself being added; people joining a channel the bot is in get nothing.
+        me = context.get("bot_user_id")
+        if me and event.get("user") == me:
+            _welcome(front, event, body, context)
 
     async def on_click(ack: AsyncAck, body: dict[str, Any]) -> None:
         front.admit_click(body)  # Socket Mode; over HTTP, clicks are acknowledged before Bolt
@@ -131,6 +145,21 @@ def _on_message(front: Front, event: dict[str, Any], body: dict[str, Any], conte
         thread_ts=str(event.get("thread_ts") or ts),
     )
     front.spawn(work, "turn")
+
+
+_TEAM = re.compile(r"[TE][A-Z0-9]{2,31}")
+_CHANNEL = re.compile(r"[CDG][A-Z0-9]{2,31}")
+
+
+def _welcome(front: Front, event: dict[str, Any], body: dict[str, Any], context: Mapping[str, Any]) -> None:
+    team = context.get("team_id") or body.get("team_id") or event.get("team")
+    channel = event.get("channel")
+    if not (
+        isinstance(team, str) and _TEAM.fullmatch(team) and isinstance(channel, str) and _CHANNEL.fullmatch(channel)
+    ):
+        log.info("slack welcome event without a team/channel id dropped")
+        return
+    front.spawn(front.welcome(team, channel), "welcome")
 
 
 def http_handler(signing_secret: str, bolt: AsyncApp, admit_click: Callable[[dict[str, Any]], None]) -> Handler:

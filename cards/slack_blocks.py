@@ -400,6 +400,11 @@ def waiting_message(hint: str | None = None) -> SlackMessage:
     return _plain(":hourglass: Waiting for your approval of the request above before I continue.")
 
 
+def welcome_message() -> SlackMessage:
+    """Posted once when the bot joins a channel or a person first opens its DM: two example prompts."""
+    return reply_message(words.WELCOME)
+
+
 def reply_message(text: str) -> SlackMessage:
     """The agent's reply in the thread. Its text is the model's, shown as mrkdwn, but escaped."""
     body = escape(text) or "_(no reply)_"

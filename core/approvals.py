@@ -162,9 +162,10 @@ class Approvals:
         """Every chat's events from `since` on (an export)."""
         return await self._rows.audit_since(since=since)
 
-    async def first_delivery(self, key: str) -> bool:
+    async def first_delivery(self, key: str, *, keep: float | None = None) -> bool:
+        """True once per `key` while it is kept (`keep` seconds; default the event-dedupe TTL)."""
         now = self.clock.now()
-        return await self._rows.claim_event(key, now=now, ttl=now + self.settings.event_dedupe_ttl)
+        return await self._rows.claim_event(key, now=now, ttl=now + (keep or self.settings.event_dedupe_ttl))
 
     async def record_refusal(self, refusal: Refusal) -> bool:
         return await self._grants.record_refusal(refusal)

@@ -23,7 +23,9 @@ METHOD_SCOPES: dict[str, str | None] = {
     "usergroups_users_list": "usergroups:read",  # a policy's S... approver ids (issue 13)
 }
 # Scopes for what Slack sends us: events, interactivity and the slash command.
-EVENT_SCOPES = {"app_mentions:read", "im:history", "commands"}
+# member_joined_channel (the welcome when the bot is added) needs channels:read / groups:read.
+EVENT_SCOPES = {"app_mentions:read", "im:history", "commands", "channels:read", "groups:read"}
+EVENTS = ["app_mention", "message.im", "app_home_opened", "member_joined_channel"]
 SCOPES = EVENT_SCOPES | {s for s in METHOD_SCOPES.values() if s}
 
 
@@ -36,12 +38,19 @@ def load(name: str) -> dict[str, Any]:
 def test_manifest_declares_what_the_app_serves(name: str) -> None:
     m = load(name)
     assert set(m["oauth_config"]["scopes"]["bot"]) == SCOPES
-    assert m["settings"]["event_subscriptions"]["bot_events"] == ["app_mention", "message.im"]
+    assert m["settings"]["event_subscriptions"]["bot_events"] == EVENTS
     assert m["settings"]["interactivity"]["is_enabled"] is True
     (cmd,) = m["features"]["slash_commands"]
     assert cmd["command"] == COMMAND and len(cmd["description"]) <= 100
     assert m["features"]["app_home"]["messages_tab_enabled"] is True  # people can DM the bot
     assert m["display_information"]["name"]
+
+
+def test_every_subscribed_event_has_a_listener() -> None:
+    """An event in the manifests that the app does not listen for would be acked and dropped."""
+    source = (BOTS / "slack_ingress.py").read_text()
+    listened = set(re.findall(r'@bolt\.event\("([a-z_]+)"\)', source))
+    assert {e.split(".")[0] for e in EVENTS} == listened
 
 
 def test_every_web_api_call_has_its_scope_in_the_manifests() -> None:
