@@ -141,9 +141,9 @@ def who_answers(card: ApprovalCard, style: Style) -> str:
         who = named or "approvers"
         return f"Needs {quorum} approvals from {who}" + (" (not the requester)" if mode == "approvers" else "")
     if mode == "approvers":
-        return f"An approver{f' ({named})' if named else ''} must answer (not the requester)"
+        return "An approver must answer (not the requester)" + (f": {named}" if named else "")
     if mode == "owner_or_approvers":
-        return f"{owner} or an approver{f' ({named})' if named else ''} may answer"
+        return f"{owner} or an approver may answer" + (f" ({named})" if named else "")
     return f"Only {owner} may answer"
 
 

@@ -96,7 +96,7 @@ async def test_routing_posts_both_cards_with_a_link_and_the_policy_controls(rig:
     assert select["initial_option"]["value"] == "8h"
     reason = next(b for b in thread_blocks if b["type"] == "input")
     assert reason["optional"] is True and reason["element"]["max_length"] == 500
-    assert "or an approver may answer" in json.dumps(thread_blocks)
+    assert "or an approver may answer (<@U0ALICE>, <!subteam^S0SECOPS>)" in json.dumps(thread_blocks)  # named
     io = rig.store
     pointer = await io.run(io.rows.get_pointer, routed.args and thread_chat(thread))
     assert pointer is not None and pointer.card_location is not None

@@ -107,7 +107,7 @@ def test_a_policy_card_names_who_the_approvers_are(where: str, kind: str) -> Non
     text = RENDERERS[where](card(kind, policy=policy))
     assert "Needs 2 approvals from Security (not the requester)" in text  # the label wins over the ids
     one = CardPolicy(approvers="owner_or_approvers", approvers_label="Security")
-    assert "or an approver (Security) may answer" in RENDERERS[where](card(kind, policy=one))
+    assert "or an approver may answer (Security)" in RENDERERS[where](card(kind, policy=one))
 
 
 @pytest.mark.parametrize("where", ["teams", "http"])  # Slack: mentions, the next test
@@ -121,7 +121,10 @@ def test_without_a_label_the_card_names_the_listed_approvers(where: str) -> None
 def test_slack_names_approvers_as_mentions_and_user_groups() -> None:
     policy = CardPolicy(approvers="approvers", approver_ids=["S0456DEF", "U0123ABC", "T0001:U0999", "<!channel>"])
     text = slack(card(platform="slack", owner="slack:T0001:U0111", chat="slack:T0001:C0001", policy=policy))
-    assert "An approver (<!subteam^S0456DEF>, <@U0123ABC>, <@U0999>, `&lt;!channel&gt;`) must answer" in text
+    assert (
+        "An approver must answer (not the requester): <!subteam^S0456DEF>, <@U0123ABC>, <@U0999>, `&lt;!channel&gt;`"
+        in text
+    )
 
 
 def test_an_approvers_label_is_text_not_markup() -> None:

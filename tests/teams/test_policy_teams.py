@@ -91,7 +91,7 @@ async def test_the_card_offers_durations_a_reason_and_is_also_posted_to_the_appr
     assert fields["reason"]["maxLength"] == 500 and fields["reason"]["isMultiline"] is True
     deny = next(a for a in adaptive.all_actions(card) if a["verb"] == "deny")
     assert deny["associatedInputs"] == "auto"  # the reason goes with a deny
-    assert "or an approver may answer" in card_text(card)
+    assert f"or an approver may answer ({OTHER['aadObjectId']}, {TENANT}:{THIRD['aadObjectId']})" in card_text(card)
     (routed,) = routed_posts(mock)
     copy = routed["body"]["attachments"][0]["content"]
     assert_valid_card(copy)
