@@ -27,6 +27,7 @@ from chat_approvals.bots.slack_commands import SlackCommands
 from chat_approvals.bots.slack_config import COMMAND, SlackConfig, web_client
 from chat_approvals.bots.slack_ingress import bolt_app, clicker, http_handler
 from chat_approvals.bots.slack_web import SlackWeb
+from chat_approvals.bots.turn_limits import turn_refusal
 from chat_approvals.cards import effects as fx
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.slack_answer import ReasonWithApproval, SlackClick, SlackPayloadError, parse_click
@@ -133,6 +134,10 @@ class SlackFrontEnd:
                 log.info("slack event %s already delivered: no second turn", event_id)
                 return
             chat = chat_key(team, channel, thread_ts)
+            refusal = turn_refusal(text)  # what a turn may carry, before it takes a lease (issue 27.2)
+            if refusal is not None:
+                await self.web.post(channel, thread_ts, sb.reply_message(refusal))
+                return
             result = await self.approvals.run_turn(chat=chat, user=user, text=text, platform="slack")
         except StoreFault as e:
             log.warning("slack turn: store fault: %s", e)
