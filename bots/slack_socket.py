@@ -20,10 +20,10 @@ log = logging.getLogger("chat_approvals.slack")
 
 
 class CheckedSocketModeHandler(AsyncSocketModeHandler):
-    async def handle(self, client: SocketModeClient, req: SocketModeRequest) -> None:  # type: ignore[override]
+    async def handle(self, socket_client: SocketModeClient, req: SocketModeRequest) -> None:  # type: ignore[override]
         problem = socket_payload_problem(req.type, req.payload)
         if problem is not None:
             log.warning("slack socket mode: refused a %s envelope: %s", req.type, problem)
-            await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+            await socket_client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
             return
-        await super().handle(client, req)
+        await super().handle(socket_client, req)
