@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 from aiohttp import web
 
@@ -56,7 +57,11 @@ def sandbox_tools(gate: Gate | None, cfg: ServerConfig) -> list[object]:
     and the operator did not pass --sandbox-unconfined."""
     if gate is None:
         return []
-    return [make_run_script(gate, limits=cfg.sandbox_limits(), allow_unconfined=cfg.sandbox_unconfined)]
+    # Results kept for a repeat attempt of a resumed run (issue 27.5) live beside the notes.
+    runs = Path(cfg.notes_dir).parent / "runs"
+    return [
+        make_run_script(gate, limits=cfg.sandbox_limits(), allow_unconfined=cfg.sandbox_unconfined, results_dir=runs)
+    ]
 
 
 def confinement_line(cfg: ServerConfig) -> str:

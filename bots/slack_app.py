@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
-from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 import chat_approvals.core.protocol.wording as wording
@@ -26,7 +25,9 @@ from chat_approvals.bots.admission import Admission
 from chat_approvals.bots.slack_commands import SlackCommands
 from chat_approvals.bots.slack_config import COMMAND, SlackConfig, web_client
 from chat_approvals.bots.slack_ingress import bolt_app, clicker, http_handler
+from chat_approvals.bots.slack_socket import CheckedSocketModeHandler
 from chat_approvals.bots.slack_web import SlackWeb
+from chat_approvals.bots.turn_limits import turn_refusal
 from chat_approvals.cards import effects as fx
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.slack_answer import ReasonWithApproval, SlackClick, SlackPayloadError, parse_click
@@ -69,7 +70,7 @@ class SlackFrontEnd:
         self.commands = SlackCommands(approvals, self.web)
         self._tasks: set[asyncio.Task[None]] = set()
         self._clicks: dict[tuple[str, str], list[_Click]] = {}  # (card id, actor) -> its clicks in flight
-        self._socket: AsyncSocketModeHandler | None = None
+        self._socket: CheckedSocketModeHandler | None = None
 
         self.bolt = bolt_app(cfg, self.web, self)
         self.handle_http = http_handler(cfg.signing_secret, self.bolt, self.admit_click)
@@ -110,7 +111,7 @@ class SlackFrontEnd:
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def start_socket_mode(self) -> None:
-        self._socket = AsyncSocketModeHandler(self.bolt, app_token=self.cfg.app_token)
+        self._socket = CheckedSocketModeHandler(self.bolt, app_token=self.cfg.app_token)
         await self._socket.connect_async()
 
     async def close(self) -> None:
@@ -134,6 +135,10 @@ class SlackFrontEnd:
                 log.info("slack event %s already delivered: no second turn", event_id)
                 return
             chat = chat_key(team, channel, thread_ts)
+            refusal = turn_refusal(text)  # what a turn may carry, before it takes a lease (issue 27.2)
+            if refusal is not None:
+                await self.web.post(channel, thread_ts, sb.reply_message(refusal))
+                return
             result = await self.approvals.run_turn(chat=chat, user=user, text=text, platform="slack")
         except StoreFault as e:
             log.warning("slack turn: store fault: %s", e)

@@ -106,3 +106,19 @@ def slack_body_problem(body: str, content_type: str) -> str | None:
     except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return "the body is not a JSON object, a form, or a form with a JSON object as payload"
     return None  # a plain form (a slash command): strings only, parse_qsl made them valid text
+
+
+def socket_payload_problem(kind: str, payload: object) -> str | None:
+    """Why a Socket Mode envelope's payload is not a shape this server reads, or None: the same
+    shapes as over HTTP (an events_api payload is an Events API body, an interactive one is the
+    `payload=` JSON, a slash command is the form's fields). Other kinds reach no listener here."""
+    if kind == "events_api":
+        return _problem(SlackEnvelope, payload, "the event")
+    if kind == "interactive":
+        return _problem(SlackInteraction, payload, "the payload")
+    if kind == "slash_commands":
+        if not isinstance(payload, dict) or not all(isinstance(v, str) for v in payload.values()):
+            return "the command is not an object of strings"
+        where = first_invalid(payload)
+        return None if where is None else f"the command: {where} is not valid Unicode text"
+    return None

@@ -22,6 +22,7 @@ from chat_approvals.bots.teams_activity import chat_key, parse_command, user_of
 from chat_approvals.bots.teams_auth import TokenValidator
 from chat_approvals.bots.teams_config import ROUTE, TeamsConfig
 from chat_approvals.bots.teams_front import ApprovalsTeamsBot
+from chat_approvals.bots.teams_token import TokenMetrics
 from chat_approvals.core.approvals import Approvals
 
 # Re-exported: the names the server, the CLI and the tests know the Teams front end by.
@@ -82,6 +83,9 @@ def mount_teams(
         validator = TokenValidator(auth.app_id)  # Bot Framework's own OpenID configuration
     adapter = teams_compat.make_adapter(auth, validator if auth.enabled else None)
     adapter.on_turn_error = _on_error
+    tokens = teams_compat.token_source(adapter)
+    if tokens is not None:  # a slow or failing identity endpoint shows on /metrics
+        tokens.metrics = TokenMetrics.on(approvals.metrics.registry)
     bot = ApprovalsTeamsBot(approvals, adapter, cfg, admission)
 
     async def messages(request: web.Request) -> web.StreamResponse:

@@ -263,6 +263,12 @@ class _ValidatedAuthentication(ConfigurationBotFrameworkAuthentication):
         raise TokenRejected("skill requests are not served")
 
 
+def token_source(adapter: CloudAdapter) -> TokenSource | None:
+    """Workaround 9's token source of an adapter `make_adapter` built (None for another one)."""
+    auth = adapter.bot_framework_authentication
+    return auth.tokens if isinstance(auth, _ValidatedAuthentication) else None
+
+
 async def close_clients(adapter: CloudAdapter) -> None:
     """Workaround 8, at shutdown: close the adapter's pooled clients (after the last turn)."""
     auth = adapter.bot_framework_authentication

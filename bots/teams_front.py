@@ -45,6 +45,7 @@ from chat_approvals.bots.teams_activity import (
 from chat_approvals.bots.teams_compat import TeamsCardLocation
 from chat_approvals.bots.teams_config import TeamsConfig
 from chat_approvals.bots.teams_post import TeamsPoster, display_name, is_personal
+from chat_approvals.bots.turn_limits import turn_refusal
 from chat_approvals.cards import adaptive, adaptive_parse
 from chat_approvals.cards import effects as fx
 from chat_approvals.cards import wording as words
@@ -113,6 +114,10 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         command = parse_command(text)
         if command is not None:
             await self._command(turn_context, command, chat, user)
+            return
+        refusal = turn_refusal(text)  # what a turn may carry, before it takes a lease (issue 27.2)
+        if refusal is not None:
+            await turn_context.send_activity(refusal)
             return
         location = TeamsCardLocation.of(act)
         task = asyncio.ensure_future(

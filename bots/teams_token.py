@@ -18,12 +18,14 @@ import contextlib
 import json
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from botframework.connector.auth import ServiceClientCredentialsFactory
 from botframework.connector.auth.app_credentials import AppCredentials
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 log = logging.getLogger("chat_approvals.teams.token")
 
@@ -31,6 +33,32 @@ FETCH_TIMEOUT = 10.0  # seconds a reply waits for the identity endpoint
 REFRESH_BEFORE = 300.0  # refresh this long before expiry (AAD tokens live about an hour)
 FALLBACK_LIFETIME = 1800.0  # a token whose expiry cannot be read is kept this long
 Key = tuple[str, str]
+
+
+class TokenMetrics:
+    """What the identity endpoint is doing, on the server's registry (/metrics)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        p = "chat_approvals_teams_token_"
+        self.fetches = Counter(p + "fetches", "Connector token fetches by result", ["result"], registry=registry)
+        self.seconds = Histogram(
+            p + "fetch_seconds", "Connector token fetch time (off the event loop)", registry=registry,
+            buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+        )  # fmt: skip
+        self.timeouts = Counter(p + "timeouts", "Replies that waited past the fetch timeout", registry=registry)
+        for result in ("ok", "failed"):  # a rate() has a zero to start from
+            self.fetches.labels(result)
+
+    @classmethod
+    def on(cls, registry: CollectorRegistry) -> TokenMetrics:
+        """One set per registry (a second Teams mount on the same server shares it)."""
+        made = _MADE.get(registry)
+        if made is None:
+            made = _MADE[registry] = cls(registry)
+        return made
+
+
+_MADE: weakref.WeakKeyDictionary[CollectorRegistry, TokenMetrics] = weakref.WeakKeyDictionary()
 
 
 class TokenUnavailable(PermissionError):
@@ -61,6 +89,7 @@ class TokenSource:
     def __init__(self, *, timeout: float = FETCH_TIMEOUT, clock: Callable[[], float] = time.monotonic) -> None:
         self.timeout, self.clock = timeout, clock
         self._entries: dict[Key, _Entry] = {}
+        self.metrics: TokenMetrics | None = None  # set by the server (bots/teams_bot.py)
 
     def attach(self, creds: Any) -> Any:
         """Route a botbuilder credential's token through this source (anonymous ones need none)."""
@@ -105,8 +134,9 @@ class TokenSource:
         try:
             await asyncio.wait_for(asyncio.shield(task), timeout=self.timeout)
         except TimeoutError:
-            entry.failure = f"the identity endpoint did not answer within {self.timeout:g} s"
-            log.warning("teams: %s; replies wait for it", entry.failure)
+            if self.metrics is not None:
+                self.metrics.timeouts.inc()
+            self._trouble(entry, f"the identity endpoint did not answer within {self.timeout:g} s; replies wait for it")
 
     def _start(self, key: Key, entry: _Entry) -> asyncio.Task[None]:
         if entry.task is None or entry.task.done():
@@ -118,13 +148,28 @@ class TokenSource:
         try:
             token = await asyncio.to_thread(entry.fetch)
         except Exception as e:  # MSAL's PermissionError, a network error: the replies fail, the loop does not
-            entry.failure = f"{type(e).__name__}: {e}"
-            log.warning("teams: fetching the connector token for %s failed: %s", key[0], entry.failure)
+            self._observe("failed", time.perf_counter() - started)
+            self._trouble(entry, f"fetching the connector token for {key[0]} failed: {type(e).__name__}: {e}")
             return
-        entry.token, entry.expires, entry.failure = token, _expiry(token, self.clock()), ""
         took = time.perf_counter() - started
-        if took > 1.0:
+        self._observe("ok", took)
+        if entry.failure:
+            log.info("teams: the connector token is fetched again after %.1f s; replies go out", took)
+        elif took > 1.0:
             log.warning("teams: the connector token took %.1f s to fetch (off the event loop)", took)
+        entry.token, entry.expires, entry.failure = token, _expiry(token, self.clock()), ""
+
+    def _observe(self, result: str, took: float) -> None:
+        if self.metrics is not None:
+            self.metrics.fetches.labels(result).inc()
+            self.metrics.seconds.observe(took)
+
+    @staticmethod
+    def _trouble(entry: _Entry, why: str) -> None:
+        """One warning line when the trouble starts; the metrics count every failed fetch."""
+        if not entry.failure:
+            log.warning("teams: %s", why)
+        entry.failure = why
 
     async def close(self) -> None:
         for entry in self._entries.values():

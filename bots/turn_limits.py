@@ -29,3 +29,10 @@ def turn_text_problem(text: str) -> str | None:
         if len(hosts) > MAX_HOSTS:
             return f"the text names more than {MAX_HOSTS} hosts; ask about fewer at a time"
     return None
+
+
+def turn_refusal(text: str) -> str | None:
+    """What a chat front end (Slack, Teams) replies instead of starting a turn that carries too
+    much, or None; the HTTP edge answers 413/422 with the same reasons."""
+    problem = turn_text_problem(text)
+    return None if problem is None else f"Not started: {problem}. Nothing was asked or run."

@@ -17,7 +17,10 @@ refused, in a fixed shape the offline model (core/agent/scripted_model.py) reads
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
+from pathlib import Path
 from typing import Any
 
 from strands import ToolContext, tool
@@ -81,6 +84,7 @@ def make_run_script(
     gate_host: str = "127.0.0.1",
     gate_port: int | None = None,
     isolation_note: str | None = None,
+    results_dir: Path | None = None,
 ) -> Any:
     """Build the tool bound to one gate and one sandbox (the default: `GatedLocalSandbox`).
 
@@ -88,6 +92,12 @@ def make_run_script(
     unless `allow_unconfined` (the operator's `--sandbox-unconfined`). For a Docker or remote
     sandbox pass it as `sandbox` with `gate_host`/`gate_port` set to where that sandbox reaches
     the gate, and `isolation_note` saying truthfully how it is confined.
+
+    `results_dir`: where a run resumed from a card keeps its result, keyed by the card and the
+    tool use id (issue 27.5). A worker killed after the fetch and before the resume is marked
+    done leaves a lease that lapses; the next claim (`resume_attempt` 2, 3, ...) replays the same
+    snapshot and so the same call with the same id, and reuses the stored result instead of
+    fetching again (R11 made harmless, as save_note does for notes).
     """
     lim = limits or Limits()
     if timeout is not None:
@@ -138,6 +148,14 @@ def make_run_script(
             return "error: run_script has no grants service; not run."
         if gate.port == 0:
             return "error: the egress gate is not running, so the sandbox has no way out; not run."
+        tool_use_id = str(tool_context.tool_use["toolUseId"])
+        card = ctx.resume_card.card_id if ctx.resume_card is not None else None
+        kept = _kept_path(results_dir, card, tool_use_id, language, code)
+        if kept is not None and (ctx.resume_attempt or 1) > 1:
+            earlier = _read_kept(kept)
+            if earlier is not None:  # an earlier attempt of this same call already fetched it
+                log.info("run_script chat=%s turn=%s reused attempt 1's result", ctx.chat, ctx.turn_id)
+                return earlier
         box, note = box_and_note()
         with gate.run(user=ctx.user, chat=ctx.chat, turn_id=ctx.turn_id, backend=backend) as run:
             env = gate.sandbox_env(run, gate_host, gate_port)
@@ -148,10 +166,42 @@ def make_run_script(
             except SandboxTimeoutError as e:
                 exit_code, out, err = None, e.stdout, e.stderr
             blocked, denied = run.blocked_subjects(), run.denied_subjects()
+            result = format_result(
+                exit_code=exit_code, stdout=out, stderr=err, blocked=blocked, denied=denied,
+                isolation=note, timeout=lim.wall,
+            )  # fmt: skip
+            # Kept before anything else can fail: a blocked or timed-out run fetched nothing worth
+            # keeping, so a later attempt runs it again.
+            if kept is not None and exit_code is not None and not blocked:
+                _keep(kept, result)
         log.info("run_script chat=%s turn=%s exit=%s blocked=%s", ctx.chat, ctx.turn_id, exit_code, blocked)
-        return format_result(
-            exit_code=exit_code, stdout=out, stderr=err, blocked=blocked, denied=denied,
-            isolation=note, timeout=lim.wall,
-        )  # fmt: skip
+        return result
 
     return run_script
+
+
+def _kept_path(root: Path | None, card_id: str | None, tool_use_id: str, language: str, code: str) -> Path | None:
+    """Where this call's result is kept; None outside a resume (a first turn cannot be a repeat).
+    The script is in the key too, so a different script under the same id never reuses it."""
+    if root is None or card_id is None:
+        return None
+    key = hashlib.sha256("\0".join((card_id, tool_use_id, language, code)).encode("utf-8", "replace")).hexdigest()
+    return root / key[:2] / key[2:34]  # no id reaches a path
+
+
+def _read_kept(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _keep(path: Path, result: str) -> None:
+    """Written whole or not at all (a temporary file renamed), so a kill mid-write leaves none."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(result, encoding="utf-8", errors="replace")
+        os.replace(tmp, path)
+    except OSError as e:  # keeping it is a courtesy to a later attempt; the run itself succeeded
+        log.warning("run_script: could not keep the result for a repeat attempt: %s", e)

@@ -63,3 +63,45 @@ async def test_socket_mode_dm_click_resume_and_command(rig: SlackRig) -> None:
 async def test_socket_mode_serves_no_http_route(rig: SlackRig) -> None:
     status, _ = await rig.send(*P.json_body({"type": "url_verification", "challenge": "x"}))
     assert status in (404, 405)
+
+
+JUNK = [
+    ("events_api", "event 5", lambda ev, click: {**ev, "event": 5}),
+    ("events_api", "event text not a string", lambda ev, click: {**ev, "event": {**ev["event"], "text": ["x"]}}),
+    ("events_api", "a lone surrogate", lambda ev, click: {**ev, "event": {**ev["event"], "text": "hi \ud800"}}),
+    ("interactive", "actions []", lambda ev, click: {**click, "actions": []}),
+    ("interactive", "actions an object", lambda ev, click: {**click, "actions": {"0": click["actions"][0]}}),
+    ("interactive", "a deeply nested value",
+     lambda ev, click: {**click, "actions": [{**click["actions"][0], "value": "[" * 5000}]}),
+    ("slash_commands", "a field not a string", lambda ev, click: {"command": "/approvals", "text": 5}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "what", "make"), JUNK, ids=[j[1] for j in JUNK])
+async def test_socket_mode_junk_is_acked_and_refused_like_http(
+    rig: SlackRig, kind: str, what: str, make: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 27.3: the same shapes as HTTP mode; a bad one is acked empty, logged in one line, and
+    reaches no listener (no reply, no turn, no claim); the socket keeps serving."""
+    ts = rig.next_ts()
+    event = P.message_im(text="download https://example.org/a.csv", user=OWNER, channel=DM, event_id="EvJ1", ts=ts)
+    await rig.standin.push(envelope("events_api", event, 1))
+    await rig.settle()
+    (card,) = rig.card_calls()
+    click = rig.click_payload(card)
+    before = await rig.snapshot(card_id_of(card))
+    calls = len(rig.standin.calls)
+    bad = make(event, click)
+    ack = await rig.standin.push(envelope(kind, bad, 2))
+    assert ack == {"envelope_id": "00000000-0000-4000-8000-000000000002"}
+    await rig.settle()
+    assert len(rig.standin.calls) == calls  # nothing posted, updated or answered
+    assert await rig.snapshot(card_id_of(card)) == before
+    assert any("refused a " + kind in r.getMessage() for r in caplog.records)
+    ack = await rig.standin.push(envelope("interactive", click, 3))  # still serving: the real click works
+    await rig.settle()
+    assert [g.name for g in await rig.approvals.grants(user=OWNER_KEY)] == ["example.org"]
+
+
+def card_id_of(card: Any) -> str:
+    return str(json.loads(buttons(card.args["blocks"])[0]["value"])["card"])

@@ -47,10 +47,13 @@ class SlowIdentity:
     def __init__(self) -> None:
         self.calls = 0
         self.token = _fake_token()
+        self.fail = False  # MSAL's refusal after the wait (an endpoint that answers an error)
 
     def __call__(self) -> str:
         self.calls += 1
         time.sleep(SLOW)  # what MSAL does on a slow endpoint: a blocking HTTP call
+        if self.fail:
+            raise PermissionError("the identity endpoint answered 503")
         return self.token
 
 
@@ -138,3 +141,56 @@ async def test_a_slow_identity_endpoint_delays_only_the_reply(
     assert guard.asked == []
     assert identity.calls == 1
     assert all(p["auth"] == f"Bearer {identity.token}" for p in mock.posts())
+
+
+async def _metric(session: ClientSession, base: str, line: str) -> float | None:
+    async with session.get(f"{base}/metrics") as r:
+        text = await r.text()
+    for row in text.splitlines():
+        if row.startswith(line + " "):
+            return float(row.rsplit(" ", 1)[1])
+    return None
+
+
+async def test_a_failing_identity_endpoint_shows_on_metrics_and_in_one_warning(
+    served: tuple[str, LocalIssuer, SlowIdentity],
+    connector: tuple[MockConnector, str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 27.2: the trouble is visible: every fetch counted by result on /metrics with its time,
+    one warning line however many replies fail, one info line when the endpoint is back."""
+    base, issuer, identity = served
+    mock, service_url = connector
+    identity.fail = True
+    failed = 'chat_approvals_teams_token_fetches_total{result="failed"}'
+    ok = 'chat_approvals_teams_token_fetches_total{result="ok"}'
+    caplog.set_level("INFO", logger="chat_approvals.teams.token")
+    async with ClientSession() as session:
+
+        async def say(text: str) -> None:
+            act = fixture("playground-message-text.json")
+            act.update(serviceUrl=service_url, id=str(uuid.uuid4()), text=text)
+            headers = {"Authorization": f"Bearer {issuer.token(service_url)}"}
+            async with session.post(f"{base}/api/messages", json=act, headers=headers) as r:
+                assert r.status < 500
+
+        async def metric_reaches(line: str, value: float) -> None:
+            while (await _metric(session, base, line) or 0.0) < value:
+                await asyncio.sleep(0.05)
+
+        assert await _metric(session, base, failed) == 0.0  # there from the start, for a rate()
+        for n in range(2):
+            await say(f"hello {n}")
+            await asyncio.wait_for(metric_reaches(failed, n + 1), timeout=15)
+        assert mock.posts() == []  # no token, no reply
+        warnings = [r for r in caplog.records if r.name == "chat_approvals.teams.token" and r.levelname == "WARNING"]
+        assert len(warnings) == 1 and "503" in warnings[0].getMessage(), [r.getMessage() for r in warnings]
+        identity.fail = False
+        await say("hello again")
+        await asyncio.wait_for(metric_reaches(ok, 1), timeout=15)
+        fetches = (await _metric(session, base, failed) or 0.0) + (await _metric(session, base, ok) or 0.0)
+        assert fetches == identity.calls  # each fetch counted once (a failed reply's error card tries too)
+        assert await _metric(session, base, "chat_approvals_teams_token_fetch_seconds_count") == fetches
+        assert (await _metric(session, base, "chat_approvals_teams_token_fetch_seconds_sum") or 0.0) >= fetches * SLOW
+    back = [r for r in caplog.records if r.name == "chat_approvals.teams.token" and r.levelname == "INFO"]
+    assert len(back) == 1 and "fetched again" in back[0].getMessage()
