@@ -52,13 +52,18 @@ def require_confinement(cfg: ServerConfig) -> None:
         )
 
 
+def kept_results_dir(cfg: ServerConfig) -> Path:
+    """Where run_script keeps a resumed run's result for a repeat attempt; swept by the server."""
+    return Path(cfg.notes_dir).parent / "runs"
+
+
 def sandbox_tools(gate: Gate | None, cfg: ServerConfig) -> list[object]:
     """Raises NotConfined (a ValueError the CLI prints) when bubblewrap cannot confine the sandbox
     and the operator did not pass --sandbox-unconfined."""
     if gate is None:
         return []
     # Results kept for a repeat attempt of a resumed run (issue 27.5) live beside the notes.
-    runs = Path(cfg.notes_dir).parent / "runs"
+    runs = kept_results_dir(cfg)
     return [
         make_run_script(gate, limits=cfg.sandbox_limits(), allow_unconfined=cfg.sandbox_unconfined, results_dir=runs)
     ]

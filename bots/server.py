@@ -10,6 +10,7 @@ import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -17,7 +18,7 @@ from aiohttp import web
 from chat_approvals.bots.admission import Admission
 from chat_approvals.bots.approvers import ApproverDirectory, SlackLookup
 from chat_approvals.bots.config import ServerConfig
-from chat_approvals.bots.gate import build_gate, mount_gate, sandbox_tools
+from chat_approvals.bots.gate import build_gate, kept_results_dir, mount_gate, sandbox_tools
 from chat_approvals.bots.http_api import mount_http_api
 from chat_approvals.bots.logs import say
 from chat_approvals.bots.readiness import WriteProbe
@@ -36,6 +37,7 @@ from chat_approvals.core.models import StoreFault
 from chat_approvals.core.observe import Metrics, observe
 from chat_approvals.core.ports import Outbox
 from chat_approvals.core.protocol import load_policy
+from chat_approvals.core.sandbox import sweep_kept
 from chat_approvals.core.sandbox.egress import Gate, GrantsBackend
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.open import open_objects, open_rows
@@ -271,7 +273,8 @@ def build_app(
             raise ValueError("--audit-webhook needs the root's outbox (build the app with serve_app)")
         mount_webhooks(app, audit_deliverers(approvals, outbox, cfg))
     if sweep:
-        app.cleanup_ctx.append(_sweeper(approvals, cfg.sweep_every))
+        kept = kept_results_dir(cfg) if gate is not None else None
+        app.cleanup_ctx.append(_sweeper(approvals, cfg.sweep_every, kept))
     return app
 
 
@@ -332,12 +335,19 @@ def audit_deliverers(approvals: Approvals, outbox: Outbox, cfg: ServerConfig) ->
     return deliverers
 
 
-def _sweeper(approvals: Approvals, every: float) -> Callable[[web.Application], AsyncIterator[None]]:
+def _sweeper(
+    approvals: Approvals, every: float, kept: Path | None = None
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    """`kept`: run_script's kept results (issue 27.5), swept on the objects' horizon: a result is
+    worth keeping only while its card can still be claimed again."""
+
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         async def loop() -> None:
             while True:
                 try:
                     removed = await approvals.sweep()
+                    if kept is not None:
+                        removed += await asyncio.to_thread(sweep_kept, kept, older_than=approvals.sweep_horizon())
                     if removed:
                         log.info("sweep removed %d expired rows/objects", removed)
                 except Exception as e:

@@ -173,8 +173,10 @@ class Approvals:
     async def refusals(self, chat: str, turn_id: str) -> list[Refusal]:
         return await self._grants.refusals(chat, turn_id)
 
+    def sweep_horizon(self) -> float:
+        """Objects (and kept run results) older than this are past every card's life and resume."""
+        return self.clock.now() - (self.settings.card_expiry + self.settings.resume_deadline + self.settings.retention)
+
     async def sweep(self) -> int:
-        now = self.clock.now()
-        rows = await self._rows.sweep(now=now)
-        horizon = now - (self.settings.card_expiry + self.settings.resume_deadline + self.settings.retention)
-        return rows + await self._objects.sweep(older_than=horizon)
+        rows = await self._rows.sweep(now=self.clock.now())
+        return rows + await self._objects.sweep(older_than=self.sweep_horizon())

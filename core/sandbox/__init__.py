@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from chat_approvals.core.sandbox.runner import LIMIT_MARK, GatedLocalSandbox, Limits, detect_confinement
-    from chat_approvals.core.sandbox.tools import NotConfined, make_run_script
+    from chat_approvals.core.sandbox.tools import NotConfined, make_run_script, sweep_kept
 
 _WHERE = {
     "LIMIT_MARK": "chat_approvals.core.sandbox.runner",
@@ -20,8 +20,17 @@ _WHERE = {
     "detect_confinement": "chat_approvals.core.sandbox.runner",
     "NotConfined": "chat_approvals.core.sandbox.tools",
     "make_run_script": "chat_approvals.core.sandbox.tools",
+    "sweep_kept": "chat_approvals.core.sandbox.tools",
 }
-__all__ = ["LIMIT_MARK", "GatedLocalSandbox", "Limits", "NotConfined", "detect_confinement", "make_run_script"]
+__all__ = [
+    "LIMIT_MARK",
+    "GatedLocalSandbox",
+    "Limits",
+    "NotConfined",
+    "detect_confinement",
+    "make_run_script",
+    "sweep_kept",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -17,6 +17,7 @@ refused, in a fixed shape the offline model (core/agent/scripted_model.py) reads
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -205,3 +206,25 @@ def _keep(path: Path, result: str) -> None:
         os.replace(tmp, path)
     except OSError as e:  # keeping it is a courtesy to a later attempt; the run itself succeeded
         log.warning("run_script: could not keep the result for a repeat attempt: %s", e)
+
+
+def sweep_kept(root: Path, *, older_than: float) -> int:
+    """Delete kept results written before `older_than` (seconds since the epoch, the file's mtime):
+    a result is worth keeping only while its card can still be claimed again. File work: call it
+    off the event loop (R21). Returns how many were removed."""
+    removed = 0
+    try:
+        shards = [d for d in root.iterdir() if d.is_dir() and not d.is_symlink()]
+    except OSError:
+        return 0  # nothing kept yet (or unreadable: the next sweep tries again)
+    for shard in shards:
+        for f in shard.iterdir():
+            try:
+                if f.is_file() and not f.is_symlink() and f.stat().st_mtime < older_than:
+                    f.unlink()
+                    removed += 1
+            except OSError as e:
+                log.warning("run_script: could not sweep a kept result: %s", e)
+        with contextlib.suppress(OSError):
+            shard.rmdir()  # only when empty
+    return removed
