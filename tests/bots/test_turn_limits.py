@@ -9,9 +9,7 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
-import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,37 +18,10 @@ import pytest
 
 from chat_approvals.bots.turn_limits import MAX_HOSTS, MAX_TURN_TEXT, MAX_URLS
 from tests.conftest import TOKEN
+from tests.support.health_poller import HealthPoller
 from tests.support.serve_process import ROOT, free_port, stop, wait_healthy
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-class HealthPoller:
-    """GET /healthz every 10 ms from its own thread."""
-
-    def __init__(self, base: str) -> None:
-        self.url, self.took, self._stop = f"{base}/healthz", [], threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> HealthPoller:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.perf_counter()
-            with urllib.request.urlopen(self.url, timeout=10) as r:
-                assert r.status == 200
-            self.took.append(time.perf_counter() - started)
-            self._stop.wait(0.01)
-
-    def p99(self) -> float:
-        took = sorted(self.took)
-        return took[min(len(took) - 1, int(len(took) * 0.99))]
 
 
 @pytest.fixture

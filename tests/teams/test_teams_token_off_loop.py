@@ -8,9 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -30,6 +28,7 @@ from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
 from chat_approvals.store.sqlite_rows import SqliteRows
 from tests.support.agents import Counter, scripted_factory
+from tests.support.health_poller import HealthPoller
 from tests.teams.harness import MockConnector, fixture
 from tests.teams.token_issuer import APP_ID, LocalIssuer, NoOutsideNames
 
@@ -80,34 +79,6 @@ async def served(
     await runner.cleanup()
     store.close()
     await issuer.stop()
-
-
-class HealthPoller:
-    """GET /healthz every 10 ms from its own thread (not the server's loop: a stalled loop shows)."""
-
-    def __init__(self, base: str) -> None:
-        self.url, self.took, self._stop = f"{base}/healthz", [], threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> HealthPoller:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.perf_counter()
-            with urllib.request.urlopen(self.url, timeout=10) as r:
-                assert r.status == 200
-            self.took.append(time.perf_counter() - started)
-            self._stop.wait(0.01)
-
-    def p99(self) -> float:
-        took = sorted(self.took)
-        return took[min(len(took) - 1, int(len(took) * 0.99))]
 
 
 async def test_a_slow_identity_endpoint_delays_only_the_reply(
