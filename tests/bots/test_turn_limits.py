@@ -61,7 +61,7 @@ async def test_big_turns_are_refused_at_once_and_healthz_stays_fast(served: str)
                         assert r.status == expected, await r.text()
                     assert time.perf_counter() - started < 1.0
             await asyncio.sleep(0.2)
-        assert len(health.took) >= 5 and health.p99() < 0.1, (health.p99(), sorted(health.took)[-5:])
+        assert len(health.took) >= 5 and health.p99() < 0.1, (health.p99(), sorted(health.took)[-5:], health.errors)
         # the limits leave a real request alone
         body = _turn("please fetch https://data.example.org/table.csv", "c-ok")
         async with session.post(f"{served}/v1/turns", data=body, headers=AUTH) as r:

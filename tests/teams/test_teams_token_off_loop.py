@@ -101,13 +101,14 @@ async def test_a_slow_identity_endpoint_delays_only_the_reply(
                     while len(mock.posts()) < count:
                         await asyncio.sleep(0.02)
 
-                with HealthPoller(base) as health:
+                async with HealthPoller(base) as health:
                     sent = asyncio.ensure_future(post())
                     await asyncio.wait_for(replied(), timeout=15)
                     assert await sent < 300
                 assert len(health.took) >= (5 if n == 0 else 1) and health.p99() < 0.1, (
                     health.p99(),
                     sorted(health.took)[-5:],
+                    health.errors,
                 )
     assert guard.asked == []
     assert identity.calls == 1
