@@ -25,7 +25,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.support.serve_process import ROOT, free_port, stop, wait_healthy
+from tests.support.serve_process import ROOT, free_port, note_card_cycle, stop, wait_healthy
 
 # What a wheel is built from: pyproject.toml's package-dir folders, its readme, its package data.
 SOURCES = ("pyproject.toml", "README.md", "chat_approvals", "core", "cards", "store", "bots", "manifest")
@@ -161,19 +161,7 @@ async def test_served_with_the_users_agent_a_full_http_cycle(installed: Installe
     try:
         await wait_healthy(proc, port)
         async with aiohttp.ClientSession() as s:
-            turn = {"chat": "chat-1", "user": "alice", "text": "save a note: hello"}
-            async with s.post(f"{base}/v1/turns", json=turn, headers=auth) as r:
-                body = await r.json()
-            assert body["status"] == "awaiting_approval", body
-            card = body["card"]
-            assert card["kind"] == "tool" and card["tool"]["name"] == "save_note"
-            assert not notes.exists()
-            answer = {"interruptId": card["card_id"], "status": "resolved", "payload": {"approved": True}}
-            resume = {"user": "alice", "secret": card["secret"], "responses": [answer]}
-            async with s.post(f"{base}/v1/interrupts/{card['card_id']}/resume", json=resume, headers=auth) as r:
-                res = await r.json()
-            assert res["outcome"] == "resumed", res
-            assert res["result"] == {"status": "answered", "text": "Saved the note: hello"}
+            card, resume, _ = await note_card_cycle(s, base, TOKEN, notes, {"approved": True})
             assert notes.read_text() == "userproject: hello\n"  # the user's core ran it, once
             async with s.post(f"{base}/v1/interrupts/{card['card_id']}/resume", json=resume, headers=auth) as r:
                 assert (await r.json())["outcome"] == "replayed"

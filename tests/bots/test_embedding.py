@@ -22,7 +22,7 @@ from strands import Agent
 import chat_approvals
 from chat_approvals import ServerConfig, approvals_of, build_app, build_model
 from chat_approvals.bots.server import ROOT as SERVER_ROOT
-from tests.support.serve_process import ROOT, free_port, stop, wait_healthy
+from tests.support.serve_process import ROOT, free_port, note_card_cycle, stop, wait_healthy
 
 TOKEN = "embed-token"
 URL_TEXT = "please fetch https://data.example.org/table.csv"
@@ -185,24 +185,10 @@ async def test_examples_my_agent_served_with_confirm_tools_asks_before_it_saves(
     log = (tmp_path / "serve.log").open("wb")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
-    auth = {"Authorization": f"Bearer {TOKEN}"}
     try:
         await wait_healthy(proc, port)
         async with aiohttp.ClientSession() as s:
-            turn = {"chat": "chat-1", "user": "alice", "text": "save a note: hello"}
-            async with s.post(f"{base}/v1/turns", json=turn, headers=auth) as r:
-                body = await r.json()
-            assert body["status"] == "awaiting_approval", body
-            card = body["card"]
-            assert card["kind"] == "tool" and card["tool"]["name"] == "save_note"
-            assert not notes.exists()  # asked first: the tool has not run
-            payload = {"approved": True, "duration": "once"}
-            answer = {"interruptId": card["card_id"], "status": "resolved", "payload": payload}
-            resume = {"user": "alice", "secret": card["secret"], "responses": [answer]}
-            async with s.post(f"{base}/v1/interrupts/{card['card_id']}/resume", json=resume, headers=auth) as r:
-                res = await r.json()
-            assert res["outcome"] == "resumed", res
-            assert res["result"] == {"status": "answered", "text": "Saved the note: hello"}
+            await note_card_cycle(s, base, TOKEN, notes, {"approved": True, "duration": "once"})
             assert notes.read_text() == "hello\n"
     finally:
         await stop(proc)

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -49,3 +50,26 @@ async def stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait(timeout=10)
+
+
+async def note_card_cycle(
+    s: aiohttp.ClientSession, base: str, token: str, notes: Path, payload: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """`save a note: hello` as alice over /v1 of a server run with `--confirm-tools save_note`: the
+    tool card comes first and nothing is written before it is answered (R1); then the answer with
+    `payload`. Returns the card, the resume body (to send again) and the resume's reply."""
+    auth = {"Authorization": f"Bearer {token}"}
+    turn = {"chat": "chat-1", "user": "alice", "text": "save a note: hello"}
+    async with s.post(f"{base}/v1/turns", json=turn, headers=auth) as r:
+        body = await r.json()
+    assert body["status"] == "awaiting_approval", body
+    card: dict[str, Any] = body["card"]
+    assert card["kind"] == "tool" and card["tool"]["name"] == "save_note"
+    assert not notes.exists()  # asked first: the tool has not run
+    answer = {"interruptId": card["card_id"], "status": "resolved", "payload": payload}
+    resume = {"user": "alice", "secret": card["secret"], "responses": [answer]}
+    async with s.post(f"{base}/v1/interrupts/{card['card_id']}/resume", json=resume, headers=auth) as r:
+        res: dict[str, Any] = await r.json()
+    assert res["outcome"] == "resumed", res
+    assert res["result"] == {"status": "answered", "text": "Saved the note: hello"}
+    return card, resume, res
