@@ -27,6 +27,7 @@ from chat_approvals.core.models import (
     Refusal,
     SessionWrite,
     SubjectKind,
+    Timer,
     TurnStart,
     Vote,
 )
@@ -135,6 +136,11 @@ class Rows(Protocol):
     async def put_session(self, *, chat: str, key: str, seq: float, ttl: float) -> bool: ...
     async def session(self, *, chat: str) -> str | None: ...
     async def sweep(self, *, now: float) -> int: ...
+    async def put_timers(self, timers: Sequence[Timer]) -> None: ...
+    async def claim_timers(
+        self, *, holder: str, now: float, lease_until: float, since: float, limit: int
+    ) -> list[Timer]: ...
+    async def fire_timer(self, timer: Timer, *, now: float) -> bool: ...
 
 
 class Objects(Protocol):
