@@ -25,6 +25,7 @@ from chat_approvals.core.models import (
 from chat_approvals.core.observe.metrics import Metrics
 from chat_approvals.core.protocol.events import Claimed, Subscriber
 from chat_approvals.core.protocol.policy import ApproverCheck, Policy
+from chat_approvals.core.protocol.timers import TimerFired, TimerRunner
 from chat_approvals.core.sandbox.egress.backend import GrantsBackend
 from chat_approvals.core.services import Services
 from chat_approvals.core.settings import Settings
@@ -60,6 +61,8 @@ class Approvals:
         self._pauser = services.pauser
         self.turns = services.turns
         self.resumes = services.resumes
+        # issue 33: the durable timers (reminders, escalation, expiry); the server's loop ticks them
+        self.timers = TimerRunner(self._rows, self.trail, settings, clock, worker_id)
 
     @property
     def gate_backend(self) -> GrantsBackend:
@@ -124,6 +127,14 @@ class Approvals:
         log.info("resume %s", res.outcome, extra={"platform": via, "outcome": res.outcome, **where})
         return res
 
+    def on_timer(self, subscriber: Subscriber[TimerFired]) -> Callable[[], None]:
+        """Subscribe a front end to fired timers (reminders, escalation, expiry); returns the unsubscribe."""
+        return self.timers.fired.subscribe(subscriber)
+
+    async def fire_timers(self) -> int:
+        """Fire the due timers, if this replica holds their lease (the server's timer loop)."""
+        return await self.timers.tick()
+
     def on_claimed(self, subscriber: Subscriber[Claimed]) -> Callable[[], None]:
         """Subscribe a front end to won claims (core/protocol/events.py); returns the unsubscribe."""
         return self.resumes.claimed.subscribe(subscriber)
@@ -175,7 +186,8 @@ class Approvals:
 
     def sweep_horizon(self) -> float:
         """Objects (and kept run results) older than this are past every card's life and resume."""
-        return self.clock.now() - (self.settings.card_expiry + self.settings.resume_deadline + self.settings.retention)
+        life = max(self.settings.card_expiry, self.settings.max_card_life)  # a policy's cards may live longer
+        return self.clock.now() - (life + self.settings.resume_deadline + self.settings.retention)
 
     async def sweep(self) -> int:
         rows = await self._rows.sweep(now=self.clock.now())

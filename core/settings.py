@@ -16,6 +16,7 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     card_expiry: float = 30 * MINUTE
+    max_card_life: float = 1 * DAY  # a policy's `expires_after` is capped by this
     grant_ttl: float = 8 * HOUR
     lease: float = 30.0
     heartbeat_every: float = 10.0
@@ -37,4 +38,5 @@ class Settings(BaseModel):
 
 def retention_days(settings: Settings) -> int:
     """How long an object must live: the card's life, a resume, then the retention; one day spare."""
-    return math.ceil((settings.card_expiry + settings.resume_deadline + settings.retention) / DAY) + 1
+    life = max(settings.card_expiry, settings.max_card_life)
+    return math.ceil((life + settings.resume_deadline + settings.retention) / DAY) + 1

@@ -84,7 +84,9 @@ class SlackRig:
         factory: AgentFactory | None = None,
         policy: str | None = None,
         server: dict[str, Any] | None = None,
+        timers: bool = False,
     ) -> None:
+        self.timers = timers  # issue 33: run the server's timer loop (reminders, escalation, expiry)
         self.factory = factory
         self.policy = policy
         self.server = server or {}  # ServerConfig fields (e.g. bots/admission.py's resume_workers)
@@ -118,7 +120,7 @@ class SlackRig:
         os.environ.update(env)
         try:
             cfg = ServerConfig(store=f"sqlite:///{self.folder}/rows.db", **self.server)
-            app = build_app(self.approvals, cfg, sweep=False)
+            app = build_app(self.approvals, cfg, sweep=False, timers=self.timers)
         finally:
             for k, v in saved.items():
                 if v is None:

@@ -1,0 +1,160 @@
+"""Issue 33 through Slack: the real server's timer loop, the injected clock, signed requests and
+the stand-in Web API. A reminder at 10 m and at 1 h, each once, mentioning only those who have
+not voted; an answer before the next timer stops the rest; expiry updates every copy of the card
+in place, once, and the card is refused after it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from chat_approvals.cards import slack_blocks as sb
+from chat_approvals.core.identity import SlackUser
+from tests.support import slack_payloads as P
+from tests.support.slack_rig import DM, OWNER, SlackRig, assert_valid_blocks, running
+from tests.support.slack_standin import Call
+
+ALICE, BOB, CAROL, SEC = "U0ALICE", "U0BOB", "U0CAROL", "U0SECLEAD"
+APPROVALS_CHANNEL = "C0APPROVALS"
+TICK = 0.05  # the timer loop's look, in real seconds (the clock itself is the test's)
+MIN = 60.0
+POLICY = f"""\
+[defaults]
+expires_after = "2h"
+remind_after = ["10m", "1h"]
+
+[approvers]
+slack = ["{ALICE}", "{BOB}", "{CAROL}"]
+
+[[rule]]
+match = "*.corp.example.com"
+approvers = "approvers"
+quorum = 2
+
+[[rule]]
+match = "example.org"
+escalate_after = "30m"
+escalate_to = ["{SEC}"]
+
+[routing]
+slack_channel = "{APPROVALS_CHANNEL}"
+"""
+CORP = "download <https://files.corp.example.com/report.csv>"
+ORG = "download <https://example.org/data.csv>"
+
+
+@pytest.fixture
+async def rig() -> AsyncIterator[SlackRig]:
+    async with running(SlackRig(policy=POLICY, timers=True, server={"timer_every": TICK})) as r:
+        yield r
+
+
+def text_of(c: Call) -> str:
+    return json.dumps(c.args.get("blocks")) + str(c.args.get("text"))
+
+
+def reminders(rig: SlackRig) -> list[Call]:
+    out = [c for c in rig.standin.of("chat.postMessage") if "Reminder for" in text_of(c)]
+    for c in out:
+        assert_valid_blocks(c)
+    return out
+
+
+async def card(rig: SlackRig, text: str) -> tuple[Call, Call]:
+    before = len(rig.card_calls())
+    assert await rig.dm(text) == (200, "")
+    await rig.standin.wait_for(lambda s: len(rig.card_calls()) >= before + 2)
+    await rig.settle()
+    new = rig.card_calls()[before:]
+    return next(c for c in new if c.args["channel"] == DM), next(c for c in new if c.args["channel"] != DM)
+
+
+async def at(rig: SlackRig, seconds: float, until: Callable[[], bool] | None = None) -> None:
+    """Move the clock to `seconds` after the card was made and let the timer loop look (until
+    `until` holds, or for a few looks when nothing is expected)."""
+    rig.clock.set(rig.start + seconds)
+    if until is not None:
+        await rig.standin.wait_for(lambda s: until())
+    else:
+        await asyncio.sleep(TICK * 8)
+    await rig.settle()
+
+
+async def audit_kinds(rig: SlackRig, card_call: Call) -> list[str]:
+    card_id = card_call.args["blocks"][-1]["elements"][0]["text"].split("`")[1]
+    p = await rig.store.run(rig.store.rows.get_pointer_by_card, card_id)
+    chat = p.chat if p is not None else ""
+    return [e.kind for e in await rig.approvals.audit(chat) if e.card_id == card_id]
+
+
+async def test_reminders_at_10m_and_1h_once_each_only_to_those_who_have_not_voted(rig: SlackRig) -> None:
+    rig.start = rig.clock.now()
+    thread, routed = await card(rig, CORP)
+    await at(rig, 9 * MIN)
+    assert reminders(rig) == []
+    # Alice votes (1 of 2): she is not reminded; Bob and Carol are
+    assert await rig.click(rig.click_payload(routed, user=ALICE)) == (200, "")
+    await rig.settle()
+    await at(rig, 10 * MIN, until=lambda: len(reminders(rig)) == 2)
+    first = reminders(rig)
+    assert {c.args["channel"] for c in first} == {DM, APPROVALS_CHANNEL}  # under each copy, in its thread
+    assert {c.args.get("thread_ts") for c in first} == {thread.args["thread_ts"], routed.result["ts"]}
+    for c in first:
+        t = text_of(c)
+        assert f"<@{BOB}>" in t and f"<@{CAROL}>" in t
+        assert f"<@{ALICE}>" not in t and f"<@{OWNER}>" not in t  # voted / may not answer under "approvers"
+    await at(rig, 20 * MIN)
+    assert len(reminders(rig)) == 2  # once
+    await at(rig, 60 * MIN, until=lambda: len(reminders(rig)) == 4)
+    await at(rig, 110 * MIN)
+    assert len(reminders(rig)) == 4
+    kinds = await audit_kinds(rig, thread)
+    assert kinds.count("card.reminder") == 2
+
+
+async def test_an_answer_between_the_reminder_and_the_escalation_stops_both(rig: SlackRig) -> None:
+    rig.start = rig.clock.now()
+    thread, routed = await card(rig, ORG)
+    await at(rig, 10 * MIN, until=lambda: len(reminders(rig)) == 2)
+    assert all(f"<@{OWNER}>" in text_of(c) for c in reminders(rig))  # the requester answers this one
+    rig.clock.set(rig.start + 15 * MIN)
+    assert await rig.click(rig.click_payload(thread, user=OWNER)) == (200, "")
+    await rig.settle()
+    posted = len(rig.standin.of("chat.postMessage"))
+    await at(rig, 125 * MIN)
+    assert len(reminders(rig)) == 2
+    assert len(rig.standin.of("chat.postMessage")) == posted  # no reminder, no escalation post
+    kinds = await audit_kinds(rig, thread)
+    assert "card.escalated" not in kinds and kinds.count("card.reminder") == 1 and "expired" not in kinds
+
+
+async def test_expiry_updates_every_copy_in_place_once_and_refuses_later_clicks(rig: SlackRig) -> None:
+    rig.start = rig.clock.now()
+    thread, routed = await card(rig, ORG)
+    copies = {(thread.args["channel"], thread.result["ts"]), (routed.args["channel"], routed.result["ts"])}
+
+    def expired_updates() -> list[Call]:
+        return [
+            c
+            for c in rig.standin.of("chat.update")
+            if "the agent was told" in text_of(c) and (c.args["channel"], c.args["ts"]) in copies
+        ]
+
+    await at(rig, 119 * MIN)
+    assert expired_updates() == []
+    await at(rig, 120 * MIN, until=lambda: len(expired_updates()) == 2)
+    for c in expired_updates():
+        assert_valid_blocks(c)
+        assert sb.ACTION_APPROVE not in json.dumps(c.args["blocks"])  # read-only now
+    await at(rig, 180 * MIN)
+    assert len(expired_updates()) == 2  # once
+    kinds = await audit_kinds(rig, thread)
+    assert kinds.count("expired") == 1
+    # an expired card never counts as an approval: a late click is refused, nothing granted
+    assert await rig.click(rig.click_payload(thread, user=OWNER)) == (200, "")
+    await rig.settle()
+    assert await rig.approvals.grants(user=SlackUser(None, P.TEAM, OWNER).key) == []
+    assert (await audit_kinds(rig, thread)).count("expired") == 1
