@@ -197,7 +197,7 @@ class SlackFrontEnd:
     async def _on_timer(self, event: TimerFired) -> None:
         """A reminder, an escalation or an expiry (bots/slack_timers.py), after the timer loop's
         emit returns: a Slack round trip must not hold the other timers up."""
-        self.spawn(show_timer(self.web, event), f"timer {event.kind}")
+        self.spawn(show_timer(self.web, event, self.approvals), f"timer {event.kind}")
 
     # ------------------------------------------------------------------ clicks
 

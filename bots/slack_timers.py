@@ -6,16 +6,18 @@ timer was fired once (core/protocol/timers.py), so each reminder is posted once.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from chat_approvals.bots.slack_web import SlackWeb
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.slack_chat import SlackCardLocation
+from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.protocol.timers import TimerFired
 
 log = logging.getLogger("chat_approvals.slack")
 
 
-async def show_timer(web: SlackWeb, event: TimerFired) -> None:
+async def show_timer(web: SlackWeb, event: TimerFired, approvals: Approvals | None = None) -> None:
     if event.card.platform != "slack":
         return
     loc = SlackCardLocation.parse(event.location)
@@ -26,6 +28,38 @@ async def show_timer(web: SlackWeb, event: TimerFired) -> None:
         await web.update(loc, sb.expired_unanswered_message(event.card))
     elif event.kind == "remind":
         msg = sb.reminder_message(event.card, event.votes)
-        for copy in (loc.here, loc.routed):
+        for copy in (loc.here, loc.routed, loc.escalated):
             if copy is not None:  # a reply in the card's own thread (the card itself starts one in a channel)
                 await web.post(copy.channel, copy.thread_ts or copy.ts, msg)
+    elif event.kind == "escalate" and approvals is not None:
+        await _escalate(web, approvals, event, loc)
+
+
+async def _escalate(web: SlackWeb, approvals: Approvals, event: TimerFired, loc: SlackCardLocation) -> None:
+    """The card goes to the escalation approvers (their channel, else a reply in the requester's
+    thread), and every copy says it was escalated and to whom. Buttons need the secret, which the
+    server never holds (R19): the card is reissued with a fresh one and every copy re-rendered."""
+    card, policy = event.card, event.card.policy
+    if policy is None:
+        return
+    offer = await approvals.reissue(chat=card.chat, card_id=card.card_id)
+    if offer is None:
+        return  # answered or being resumed meanwhile
+    line = sb.escalated_line(card)
+    routed = loc.routed
+    here_msg = sb.card_message(card, offer.secret, offer.votes, routed_to=routed.channel if routed else None)
+    await web.update(loc.here, sb.with_notice(here_msg, line))
+    link = await web.permalink(loc.channel, loc.ts)
+    if routed is not None:
+        await web.update(routed, sb.with_notice(sb.card_message(card, offer.secret, offer.votes, link=link), line))
+    channel = policy.escalate_channel
+    where = (channel, None) if channel else (loc.channel, loc.thread_ts or loc.ts)
+    msg = sb.with_notice(sb.card_message(card, offer.secret, offer.votes, link=link if channel else None), line)
+    ts = await web.post(where[0], where[1], msg)
+    escalated = SlackCardLocation.of(where[0], ts, where[1])
+    if escalated is None:
+        log.warning("slack: card %s not posted to its escalation approvers", card.card_id)
+        return
+    stored = replace(loc, escalated=escalated).stored()
+    if not await approvals.record_card_location(chat=card.chat, card_id=card.card_id, location=stored):
+        log.info("slack: card %s answered while it was escalated; its new copy is not recorded", card.card_id)

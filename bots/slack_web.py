@@ -80,6 +80,8 @@ class SlackWeb:
         A card also posted to the approvers' channel (routing) has that copy updated too."""
         if loc is None:
             return False
+        if loc.escalated is not None:  # issue 33: the copy posted to the escalation approvers
+            await self.update(loc.escalated, msg)
         if loc.routed is not None:
             await self.update(loc.routed, msg)
             loc = loc.here

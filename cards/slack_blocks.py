@@ -572,3 +572,8 @@ def reminder_message(card: ApprovalCard, votes: Sequence[Vote]) -> SlackMessage:
 
 def escalated_line(card: ApprovalCard) -> str:
     return f":rotating_light: {words.escalated(card, STYLE)}"
+
+
+def with_notice(msg: SlackMessage, line: str) -> SlackMessage:
+    """A card message with a line above it (an escalation's "escalated to …")."""
+    return SlackMessage(text=msg.text, blocks=[_section(line), *msg.blocks])

@@ -12,9 +12,11 @@ from collections.abc import Callable
 
 import chat_approvals.core.observe.tracing as tracing
 import chat_approvals.core.protocol.wording as wording
+from chat_approvals.core.ids import hash_secret, mint_secret
 from chat_approvals.core.models import (
     Answer,
     AuditEvent,
+    CardOffer,
     Clock,
     Grant,
     Refusal,
@@ -126,6 +128,19 @@ class Approvals:
         where = {"chat": known.chat, "card_id": known.card_id} if known else {}
         log.info("resume %s", res.outcome, extra={"platform": via, "outcome": res.outcome, **where})
         return res
+
+    async def reissue(self, *, chat: str, card_id: str) -> CardOffer | None:
+        """The open card again with a fresh secret (R19: rotated, one conditional write), for a
+        front end that shows it to more people (an escalation, issue 33) and re-renders every copy.
+        None when the card is no longer answerable."""
+        now = self.clock.now()
+        p = await self._rows.pointer(chat=chat)
+        if p is None or p.card_id != card_id:
+            return None
+        secret = mint_secret()
+        if not await self._rows.rotate_secret(p, new_hash=hash_secret(secret), now=now):
+            return None
+        return CardOffer(card=p.card, secret=secret, votes=p.votes, replaces=p.card_location)
 
     def on_timer(self, subscriber: Subscriber[TimerFired]) -> Callable[[], None]:
         """Subscribe a front end to fired timers (reminders, escalation, expiry); returns the unsubscribe."""

@@ -133,7 +133,7 @@ class ResumeService:
             return await self.replays.answered_elsewhere(card_id, user, secret)
         if not secret_matches(secret, p.secret_hash):
             return ResumeResult(outcome="unknown", message=UNKNOWN)  # same as an unknown id
-        refused = await who_may_answer(self.approvers, p.card, p.owner, user)
+        refused = await who_may_answer(self.approvers, p.card, p.owner, user, now=clock.now())
         if refused is not None:
             if p.card.policy is not None:  # who tried to answer a policy card, and why not
                 await self._audit(p, "refused_answer", user, clock.now(), {"why": refused.message})

@@ -14,11 +14,12 @@ import pytest
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.core.identity import SlackUser
 from tests.support import slack_payloads as P
-from tests.support.slack_rig import DM, OWNER, SlackRig, assert_valid_blocks, running
+from tests.support.slack_rig import DM, OWNER, SlackRig, assert_valid_blocks, buttons, running
 from tests.support.slack_standin import Call
 
 ALICE, BOB, CAROL, SEC = "U0ALICE", "U0BOB", "U0CAROL", "U0SECLEAD"
 APPROVALS_CHANNEL = "C0APPROVALS"
+SECURITY_CHANNEL = "C0SECURITY"
 TICK = 0.05  # the timer loop's look, in real seconds (the clock itself is the test's)
 MIN = 60.0
 POLICY = f"""\
@@ -38,6 +39,7 @@ quorum = 2
 match = "example.org"
 escalate_after = "30m"
 escalate_to = ["{SEC}"]
+escalate_channel = "{SECURITY_CHANNEL}"
 
 [routing]
 slack_channel = "{APPROVALS_CHANNEL}"
@@ -158,3 +160,55 @@ async def test_expiry_updates_every_copy_in_place_once_and_refuses_later_clicks(
     await rig.settle()
     assert await rig.approvals.grants(user=SlackUser(None, P.TEAM, OWNER).key) == []
     assert (await audit_kinds(rig, thread)).count("expired") == 1
+
+
+async def test_escalation_at_30m_posts_to_the_escalation_channel_and_lets_its_approver_resume_once(
+    rig: SlackRig,
+) -> None:
+    rig.start = rig.clock.now()
+    thread, routed = await card(rig, ORG)
+    before = await rig.snapshot(_card_id(thread))
+    # not yet escalated: the escalation approver is a stranger to this card (refused, nothing changes)
+    rig.clock.set(rig.start + 29 * MIN)
+    assert await rig.click(rig.click_payload(routed, user=SEC)) == (200, "")
+    await rig.settle()
+    after = await rig.snapshot(_card_id(thread))
+    assert after["pointer"] == before["pointer"] and after["grants"] == before["grants"] == []
+
+    def escalation_posts() -> list[Call]:
+        return [c for c in rig.card_calls() if c.args["channel"] == SECURITY_CHANNEL]
+
+    await at(rig, 30 * MIN, until=lambda: len(escalation_posts()) == 1)
+    posted = escalation_posts()[0]
+    assert_valid_blocks(posted)
+    assert f"escalated to <@{SEC}>" in text_of(posted)
+    updated = {(c.args["channel"], c.args["ts"]) for c in rig.standin.of("chat.update") if "escalated to" in text_of(c)}
+    assert updated == {(DM, thread.result["ts"]), (APPROVALS_CHANNEL, routed.result["ts"])}  # every copy says so
+    kinds = await audit_kinds(rig, thread)
+    assert kinds.count("card.escalated") == 1
+    # the old copies' buttons no longer work (the card was reissued with a fresh secret, R19)
+    assert await rig.click(rig.click_payload(thread, user=OWNER)) == (200, "")
+    await rig.settle()
+    assert (await audit_kinds(rig, thread)).count("answered") == 0
+    # the escalation approver answers from the escalation channel's copy: the turn resumes, once
+    assert await rig.click(rig.click_payload(posted, user=SEC)) == (200, "")
+    await rig.settle()
+    assert await rig.click(rig.click_payload(posted, user=SEC)) == (200, "")
+    await rig.settle()
+    kinds = await audit_kinds(rig, thread)
+    assert kinds.count("answered") == 1 and kinds.count("claim_won") == 1
+    outcome = [c for c in rig.standin.of("chat.update") if "Approved" in text_of(c)]
+    assert {(c.args["channel"], c.args["ts"]) for c in outcome} >= {
+        (DM, thread.result["ts"]),
+        (SECURITY_CHANNEL, posted.result["ts"]),
+    }  # the outcome reaches the escalation copy too
+    await at(rig, 125 * MIN)
+    assert len(escalation_posts()) == 1
+
+
+def _card_id(c: Call) -> str:
+    return str(json.loads(next(b["value"] for b in buttons_of(c) if b["action_id"] == sb.ACTION_APPROVE))["card"])
+
+
+def buttons_of(c: Call) -> list[dict[str, str]]:
+    return buttons(c.args.get("blocks") or [])
