@@ -40,8 +40,14 @@ durations = ["once", "1h", "8h"]
 default_duration = "8h"
 expires_after = "2h"
 remind_after = ["10m", "1h"]
+
+[[rule]]
+match = "escalate.example.org"
+escalate_after = "30m"
+escalate_to = ["sec-lead"]
 """
 URL_TEXT = "please fetch https://data.example.org/table.csv"
+ESCALATE_TEXT = "please fetch https://escalate.example.org/table.csv"
 
 
 @dataclass
@@ -188,3 +194,24 @@ async def _stored_card(s: Served, card_id: str) -> dict[str, Any]:
     p = await io.run(io.rows.get_pointer_by_card, card_id)
     assert p is not None
     return p.card.model_dump()
+
+
+async def test_escalation_lets_the_escalation_approver_resume_once_and_not_before(served: Served) -> None:
+    s, start = served, served.clock.now()
+    _, body = await s.api.turn("chat-1", "alice", ESCALATE_TEXT)
+    card = body["card"]
+    s.clock.set(start + 29 * MIN)
+    code, reply = await s.api.resume(card["card_id"], "sec-lead", card["secret"])
+    assert code == 403 and reply["outcome"] == "forbidden"  # not escalated yet: a stranger
+    s.clock.set(start + 30 * MIN)
+    await until(lambda: any(h["kind"] == "card.escalated" for h in s.hooks))
+    escalated = next(h for h in s.hooks if h["kind"] == "card.escalated")
+    assert escalated["detail"]["escalated_to"] == ["sec-lead"] and escalated["card_id"] == card["card_id"]
+    code, reply = await s.api.resume(card["card_id"], "sec-bob", card["secret"])
+    assert code == 403  # only those named in escalate_to
+    code, reply = await s.api.resume(card["card_id"], "sec-lead", card["secret"])
+    assert code == 200 and reply["outcome"] == "resumed"
+    code, reply = await s.api.resume(card["card_id"], "sec-lead", card["secret"])
+    assert code == 200 and reply["outcome"] == "replayed"  # once
+    trail = [e.kind for e in await s.root.approvals.audit(card["chat"]) if e.card_id == card["card_id"]]
+    assert trail.count("claim_won") == 1 and trail.count("card.escalated") == 1
