@@ -197,7 +197,12 @@ class SlackFrontEnd:
     async def _on_timer(self, event: TimerFired) -> None:
         """A reminder, an escalation or an expiry (bots/slack_timers.py), after the timer loop's
         emit returns: a Slack round trip must not hold the other timers up."""
-        self.spawn(show_timer(self.web, event, self.approvals), f"timer {event.kind}")
+        self.spawn(show_timer(self.web, event, self.approvals, self._show_in_chat), f"timer {event.kind}")
+
+    async def _show_in_chat(self, chat: str, result: TurnResult) -> None:
+        where = parse_chat_key(chat)
+        if where is not None:
+            await self.show_turn(chat, where.channel, where.thread_ts, result)
 
     # ------------------------------------------------------------------ clicks
 

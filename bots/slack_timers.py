@@ -6,18 +6,27 @@ timer was fired once (core/protocol/timers.py), so each reminder is posted once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from chat_approvals.bots.slack_web import SlackWeb
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.slack_chat import SlackCardLocation
 from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.models import TurnResult
 from chat_approvals.core.protocol.timers import TimerFired
 
 log = logging.getLogger("chat_approvals.slack")
 
 
-async def show_timer(web: SlackWeb, event: TimerFired, approvals: Approvals | None = None) -> None:
+ShowTurn = Callable[[str, TurnResult], Awaitable[None]]
+
+
+async def show_timer(
+    web: SlackWeb, event: TimerFired, approvals: Approvals | None = None, show_turn: ShowTurn | None = None
+) -> None:
+    """`show_turn(chat, result)`: how the front end shows a turn's end in its chat (the reply of a
+    turn told of its deny at expiry)."""
     if event.card.platform != "slack":
         return
     loc = SlackCardLocation.parse(event.location)
@@ -26,6 +35,8 @@ async def show_timer(web: SlackWeb, event: TimerFired, approvals: Approvals | No
         return
     if event.kind == "expire":
         await web.update(loc, sb.expired_unanswered_message(event.card))
+        if event.result is not None and show_turn is not None:  # the agent's answer to the deny
+            await show_turn(event.card.chat, event.result)
     elif event.kind == "remind":
         msg = sb.reminder_message(event.card, event.votes)
         for copy in (loc.here, loc.routed, loc.escalated):

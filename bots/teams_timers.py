@@ -33,6 +33,17 @@ async def show_timer(post: TeamsPoster, event: TimerFired) -> None:
         card = adaptive.expired_unanswered_card(event.card)
         await post.replace_in(loc.here, card)
         await post.replace_in(loc.routed, card)
+        result = event.result
+        if result is not None:  # the agent's answer to the deny, in the requesting conversation
+            here = loc.here
+
+            async def deliver(turn: TurnContext) -> None:
+                await post.deliver(turn, event.card.chat, result, here)
+
+            try:
+                await post.in_conversation(here, deliver)
+            except Exception as e:
+                log.warning("teams: the reply after card %s expired was not posted: %s", event.card.card_id, e)
     elif event.kind == "remind":
         for copy in (loc.here, loc.routed):
             if copy is None:

@@ -64,7 +64,7 @@ class Approvals:
         self.turns = services.turns
         self.resumes = services.resumes
         # issue 33: the durable timers (reminders, escalation, expiry); the server's loop ticks them
-        self.timers = TimerRunner(self._rows, self.trail, settings, clock, worker_id)
+        self.timers = TimerRunner(self._rows, self.trail, settings, clock, worker_id, self.resumes.deny_unanswered)
 
     @property
     def gate_backend(self) -> GrantsBackend:

@@ -1,6 +1,7 @@
 """Issue 33: two real `chat-approvals serve` processes on one SQLite store; the one holding the
 timers' lease is killed (SIGKILL) just before a card's expiry timer is due. The other takes the
-lease once it lapses and fires the timer: the card is expired and the trail records it once.
+lease once it lapses and fires the timer: the card is expired (denied, or marked expired when the
+takeover comes after the expiry itself) and the trail records it once.
 Real time, bounded: a 6 s card life, a 1.5 s lease, a look every 0.1 s."""
 
 from __future__ import annotations
@@ -55,12 +56,18 @@ async def test_the_timers_holder_killed_before_a_timer_is_due_the_other_fires_it
                 f"http://127.0.0.1:{ports[1]}/v1/turns", json=body, headers={"Authorization": "Bearer t"}
             ) as r:
                 card = (await r.json())["card"]
-        due = card["expires_at"]
+        with sqlite3.connect(db) as c:  # the expiry timer fires a little before the card's expiry
+            due = float(
+                c.execute(
+                    "SELECT due_at FROM timers WHERE card_id = ? AND name = 'expire'", (card["card_id"],)
+                ).fetchone()[0]
+            )
+        assert card["expires_at"] - 1 <= due < card["expires_at"]
         holder = _holder(db)
         assert holder is not None  # one of them took the lease at its first look
         by_pid = {str(p.pid): p for p in procs}
         dead = by_pid[holder.split(":")[1]]
-        while time.time() < due - 1.0:  # just before the timer is due
+        while time.time() < due - 0.5:  # just before the timer is due
             await asyncio.sleep(0.05)
         dead.send_signal(signal.SIGKILL)
         dead.wait(timeout=10)
@@ -70,13 +77,14 @@ async def test_the_timers_holder_killed_before_a_timer_is_due_the_other_fires_it
             while "expired" not in [e.kind for e in rows.list_audit(card["chat"])]:
                 assert time.monotonic() < deadline, "the expiry timer never fired"
                 await asyncio.sleep(0.1)
-            assert time.time() >= due  # not before it was due
+            trail = rows.list_audit(card["chat"])
+            assert next(e for e in trail if e.kind == "expired").at >= due  # not before it was due
             await asyncio.sleep(1.0)  # more looks: nothing fires it again
             kinds = [e.kind for e in rows.list_audit(card["chat"])]
-            assert kinds.count("expired") == 1
+            assert kinds.count("expired") == 1 and kinds.count("answered") <= 1
             survivor = _holder(db)
             assert survivor is not None and survivor != holder
-            assert rows.get_pointer(card["chat"]).state == "expired"  # type: ignore[union-attr]
+            assert rows.get_pointer(card["chat"]).state in ("expired", "done")  # type: ignore[union-attr]
         finally:
             rows.close()
     finally:

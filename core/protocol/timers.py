@@ -12,8 +12,11 @@ once even when a replica dies between the two (a lost reminder, never a repeated
 replica's lease lapses and the next one carries on.
 
 What a fired timer does:
-- expire: the card is marked expired (the same conditional write a late click makes) and the
-  trail records it; the front ends update every copy in place ("expired without an answer").
+- expire (due a little before the card's expiry, EXPIRY_LEAD): the system denies the card under
+  the same claim a click takes (R10), so the paused turn is told (R16's deny) and its reply
+  reaches the chat; the front ends update every copy in place ("expired without an answer; the
+  agent was told"). A timer that fires too late to claim marks the card expired instead (the
+  conditional write a late click makes). Either way the trail records `expired` once.
 - remind: while the card is still answerable, the trail records `card.reminder` (the HTTP
   front end's webhook delivery) and the front ends remind those who have not answered.
 - escalate: the trail records `card.escalated`; the front ends post the card to the escalation
@@ -23,10 +26,21 @@ What a fired timer does:
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chat_approvals.core.models import ApprovalCard, AuditKind, Clock, Pointer, Timer, TimerKind, Vote
+from chat_approvals.core.models import (
+    ApprovalCard,
+    AuditKind,
+    Clock,
+    Pointer,
+    ResumeResult,
+    Timer,
+    TimerKind,
+    TurnResult,
+    Vote,
+)
 from chat_approvals.core.ports import Rows
 from chat_approvals.core.protocol.audit import AuditTrail
 from chat_approvals.core.protocol.events import Subscribers
@@ -34,7 +48,13 @@ from chat_approvals.core.settings import DAY, Settings
 
 log = logging.getLogger(__name__)
 
+Deny = Callable[[Pointer, float], Awaitable[ResumeResult | None]]
+
 BATCH = 50  # timers fired per tick at most; the rest on the next one
+# The expiry timer fires this long before the expiry shown on the card (a tenth of a short card's
+# life): the card is then denied by the system under the normal claim (R10), which needs the card
+# not yet past its expiry, and the paused turn is told. A timer that fires late only expires it.
+EXPIRY_LEAD = 10.0
 
 
 def card_life(card: ApprovalCard, settings: Settings) -> float:
@@ -50,7 +70,8 @@ def card_timers(card: ApprovalCard, ttl: float) -> list[Timer]:
     def at(name: str, due: float) -> Timer:
         return Timer(chat=card.chat, card_id=card.card_id, name=name, due_at=due, ttl=ttl)
 
-    out = [at("expire", card.expires_at)]
+    life = card.expires_at - card.created_at
+    out = [at("expire", card.expires_at - min(EXPIRY_LEAD, life / 10))]  # just before: a deny can still claim
     policy = card.policy
     if policy is None:
         return out
@@ -92,13 +113,23 @@ class TimerFired:
     at: float
     votes: list[Vote] = field(default_factory=list)
     after: float = 0.0  # seconds since the card was created
+    result: TurnResult | None = None  # expire: what the turn told of the deny did next (its reply, a new card)
 
 
 _AUDIT: dict[TimerKind, AuditKind] = {"remind": "card.reminder", "escalate": "card.escalated", "expire": "expired"}
 
 
 class TimerRunner:
-    def __init__(self, rows: Rows, trail: AuditTrail, settings: Settings, clock: Clock, worker_id: str) -> None:
+    def __init__(
+        self,
+        rows: Rows,
+        trail: AuditTrail,
+        settings: Settings,
+        clock: Clock,
+        worker_id: str,
+        deny: Deny | None = None,
+    ) -> None:
+        self.deny = deny  # the resume service's system deny of an unanswered card
         self.rows = rows
         self.trail = trail
         self.settings = settings
@@ -133,6 +164,15 @@ class TimerRunner:
             return  # answered and replaced, or never offered: nothing to say
         detail: dict[str, Any] = {"timer": t.name, "after": round(now - p.card.created_at)}
         if t.kind == "expire":
+            denied = await self.deny(p, now) if self.deny is not None else None
+            if denied is not None:  # claimed, denied, the turn told; the trail has it (with the claim)
+                log.info("card %s denied at its expiry", p.card_id, extra={"chat": p.chat, "card_id": p.card_id})
+                await self.fired.emit(
+                    TimerFired(
+                        "expire", p.card, p.card_location, now, list(p.votes), now - p.card.created_at, denied.result
+                    )
+                )
+                return
             if not await self.rows.expire(chat=p.chat, card_id=p.card_id, now=now):
                 return  # answered, already expired, or being resumed under a live lease
             detail["why"] = "no answer in time"

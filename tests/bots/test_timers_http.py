@@ -132,18 +132,31 @@ async def test_a_reminder_is_an_audit_event_and_a_signed_webhook_delivery_once(s
     assert [h["kind"] for h in s.hooks].count("expired") == 0  # an answered card does not expire
 
 
-async def test_expiry_is_recorded_once_and_the_card_is_refused_after_it(served: Served) -> None:
+async def test_expiry_denies_once_and_the_card_never_counts_as_an_approval(served: Served) -> None:
     s, start = served, served.clock.now()
     _, body = await s.api.turn("chat-1", "alice", URL_TEXT)
     card = body["card"]
-    s.clock.set(start + 120 * MIN)
-    await until(lambda: any(h["kind"] == "expired" for h in s.hooks))
+    s.clock.set(start + 120 * MIN - 5)  # just before the expiry shown on the card
+    await until(lambda: any(h["kind"] == "expired" for h in s.hooks) and any(h["kind"] == "answered" for h in s.hooks))
     expired = [h for h in s.hooks if h["kind"] == "expired"]
     assert expired[0]["detail"]["why"] == "no answer in time" and expired[0]["actor"] == "system"
+    answered = next(h for h in s.hooks if h["kind"] == "answered")
+    assert answered["actor"] == "system" and answered["detail"]["approved"] is False
     code, reply = await s.api.resume(card["card_id"], "alice", card["secret"])
-    assert code == 410 and reply["outcome"] == "expired"  # an expired card never counts as an approval
+    assert code == 200 and reply["outcome"] == "replayed"  # the system's deny, replayed: never an approval
+    assert reply["answer"] == {"approved": False} and reply["answered_by"] == "system"
     await asyncio.sleep(TICK * 8)
     assert [h["kind"] for h in s.hooks].count("expired") == 1
+
+
+async def test_a_late_expiry_timer_expires_the_card_and_it_is_refused(served: Served) -> None:
+    s, start = served, served.clock.now()
+    _, body = await s.api.turn("chat-1", "alice", URL_TEXT)
+    card = body["card"]
+    s.clock.set(start + 121 * MIN)
+    await until(lambda: any(h["kind"] == "expired" for h in s.hooks))
+    code, reply = await s.api.resume(card["card_id"], "alice", card["secret"])
+    assert code == 410 and reply["outcome"] == "expired"
 
 
 async def test_the_card_carries_expires_at_and_a_response_schema_the_resume_agrees_with(served: Served) -> None:

@@ -133,7 +133,7 @@ async def test_an_answer_between_the_reminder_and_the_escalation_stops_both(rig:
     assert "card.escalated" not in kinds and kinds.count("card.reminder") == 1 and "expired" not in kinds
 
 
-async def test_expiry_updates_every_copy_in_place_once_and_refuses_later_clicks(rig: SlackRig) -> None:
+async def test_expiry_denies_once_updates_every_copy_and_the_agents_reply_reaches_the_thread(rig: SlackRig) -> None:
     rig.start = rig.clock.now()
     thread, routed = await card(rig, ORG)
     copies = {(thread.args["channel"], thread.result["ts"]), (routed.args["channel"], routed.result["ts"])}
@@ -145,21 +145,42 @@ async def test_expiry_updates_every_copy_in_place_once_and_refuses_later_clicks(
             if "the agent was told" in text_of(c) and (c.args["channel"], c.args["ts"]) in copies
         ]
 
+    def agent_replies() -> list[Call]:
+        return [c for c in rig.standin.of("chat.postMessage") if "Not downloaded" in text_of(c)]
+
     await at(rig, 119 * MIN)
-    assert expired_updates() == []
-    await at(rig, 120 * MIN, until=lambda: len(expired_updates()) == 2)
+    assert expired_updates() == [] and agent_replies() == []
+    # just before the expiry shown on the card: the system denies it and the paused turn is told
+    await at(rig, 120 * MIN - 5, until=lambda: len(expired_updates()) == 2 and len(agent_replies()) == 1)
     for c in expired_updates():
         assert_valid_blocks(c)
         assert sb.ACTION_APPROVE not in json.dumps(c.args["blocks"])  # read-only now
+    reply = agent_replies()[0]
+    assert (reply.args["channel"], reply.args.get("thread_ts")) == (DM, thread.args["thread_ts"])
     await at(rig, 180 * MIN)
-    assert len(expired_updates()) == 2  # once
+    assert len(expired_updates()) == 2 and len(agent_replies()) == 1  # once
     kinds = await audit_kinds(rig, thread)
-    assert kinds.count("expired") == 1
-    # an expired card never counts as an approval: a late click is refused, nothing granted
+    assert kinds.count("expired") == 1 and kinds.count("answered") == 1 and kinds.count("claim_won") == 1
+    # an expired card never counts as an approval: a late click changes nothing, nothing is granted
+    updates = len(rig.standin.of("chat.update"))
     assert await rig.click(rig.click_payload(thread, user=OWNER)) == (200, "")
     await rig.settle()
     assert await rig.approvals.grants(user=SlackUser(None, P.TEAM, OWNER).key) == []
-    assert (await audit_kinds(rig, thread)).count("expired") == 1
+    assert (await audit_kinds(rig, thread)).count("answered") == 1
+    assert len(agent_replies()) == 1
+    assert len(rig.standin.of("chat.update")) == updates  # the card still says it expired
+
+
+async def test_an_expiry_timer_that_fires_late_still_expires_every_copy(rig: SlackRig) -> None:
+    rig.start = rig.clock.now()
+    thread, routed = await card(rig, ORG)
+    await at(
+        rig,
+        121 * MIN,  # the loop was down past the expiry: too late to claim; the card is expired in place
+        until=lambda: len([c for c in rig.standin.of("chat.update") if "the agent was told" in text_of(c)]) == 2,
+    )
+    kinds = await audit_kinds(rig, thread)
+    assert kinds.count("expired") == 1 and "answered" not in kinds
 
 
 async def test_escalation_at_30m_posts_to_the_escalation_channel_and_lets_its_approver_resume_once(

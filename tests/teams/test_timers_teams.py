@@ -48,6 +48,10 @@ def expired_puts(mock: MockConnector) -> list[dict[str, Any]]:
     return [c for c in mock.puts() if "the agent was told" in card_text(c["body"] or {})]
 
 
+def agent_replies(mock: MockConnector) -> list[dict[str, Any]]:
+    return [c for c in mock.posts() if "Not downloaded" in ((c["body"] or {}).get("text") or "")]
+
+
 async def until(check: Callable[[], bool]) -> None:
     async with asyncio.timeout(10):
         while not check():
@@ -82,8 +86,9 @@ async def test_reminder_mentions_who_has_not_answered_and_expiry_replaces_every_
     assert {r["path"].split("/conversations/")[1].split("/")[0] for r in reminders(mock)} >= {APPROVERS_CONV}
     await quiet()
     assert len(reminders(mock)) == 2  # once
-    bot.clock.set(start + 60 * MIN)
-    await until(lambda: len(expired_puts(mock)) == 2)
+    bot.clock.set(start + 60 * MIN - 5)  # just before the expiry: denied, the turn told
+    await until(lambda: len(expired_puts(mock)) == 2 and len(agent_replies(mock)) == 1)
+    assert f"/conversations/{APPROVERS_CONV}/" not in agent_replies(mock)[0]["path"]  # in the requester's
     for put in expired_puts(mock):
         card = put["body"]["attachments"][0]["content"]
         assert_valid_card(card)
@@ -91,4 +96,4 @@ async def test_reminder_mentions_who_has_not_answered_and_expiry_replaces_every_
     conversations = {p["path"].split("/conversations/")[1].split("/")[0] for p in expired_puts(mock)}
     assert len(conversations) == 2 and APPROVERS_CONV in conversations  # both copies, in place
     await quiet()
-    assert len(expired_puts(mock)) == 2  # once
+    assert len(expired_puts(mock)) == 2 and len(agent_replies(mock)) == 1  # once
