@@ -27,7 +27,7 @@ from chat_approvals.core.models import (
 from chat_approvals.core.observe.metrics import Metrics
 from chat_approvals.core.protocol.events import Claimed, Subscriber
 from chat_approvals.core.protocol.policy import ApproverCheck, Policy
-from chat_approvals.core.protocol.timers import TimerFired, TimerRunner
+from chat_approvals.core.protocol.timers import TimerFired, TimerRunner, longest_life
 from chat_approvals.core.sandbox.egress.backend import GrantsBackend
 from chat_approvals.core.services import Services
 from chat_approvals.core.settings import Settings
@@ -201,7 +201,7 @@ class Approvals:
 
     def sweep_horizon(self) -> float:
         """Objects (and kept run results) older than this are past every card's life and resume."""
-        life = max(self.settings.card_expiry, self.settings.max_card_life)  # a policy's cards may live longer
+        life = longest_life(self.policy, self.settings)  # a policy's cards may live longer than card_expiry
         return self.clock.now() - (life + self.settings.resume_deadline + self.settings.retention)
 
     async def sweep(self) -> int:

@@ -77,6 +77,7 @@ class Offer:
     audit: Sequence[AuditWrite]
     turn: tuple[str, str] | None = None
     holding: Fence | None = None
+    timers: Sequence[Timer] = ()  # issue 33: the card's timers, written before its pointer (best effort)
 
 
 @dataclass(frozen=True)

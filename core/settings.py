@@ -38,5 +38,4 @@ class Settings(BaseModel):
 
 def retention_days(settings: Settings) -> int:
     """How long an object must live: the card's life, a resume, then the retention; one day spare."""
-    life = max(settings.card_expiry, settings.max_card_life)
-    return math.ceil((life + settings.resume_deadline + settings.retention) / DAY) + 1
+    return math.ceil((settings.card_expiry + settings.resume_deadline + settings.retention) / DAY) + 1

@@ -278,6 +278,11 @@ class Steps(ports.Steps):
             except Exception as e:  # any fault of the object store: no pointer, no card
                 return Offered(False, e, "snapshot")
             p = step.pointer(ref)
+            if step.timers:  # before the pointer (a timer whose card never got one does nothing)
+                try:
+                    rows.put_timers(step.timers)
+                except StoreUnavailable as e:  # the card still works; it is just not reminded
+                    log.warning("timers of card %s not stored: %s", p.card_id, e)
             try:
                 if turn is not None:
                     written = rows.end_turn(turn[0], turn[1], now=now, pointer=p, audit=audit)

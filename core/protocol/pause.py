@@ -156,10 +156,6 @@ class Pauser:
             )
 
         ttl = card.expires_at + self.settings.resume_deadline + self.settings.retention
-        try:  # issue 33: the card's timers before its pointer (a timer without its card does nothing)
-            await self.rows.put_timers(card_timers(card, ttl))
-        except StoreUnavailable as e:  # the card still works; it just will not be reminded or noticed expiring
-            log.warning("timers of card %s not stored: %s", card.card_id, e)
         audit = [self.trail.card_created(card, at=now, chained_from=holding.card_id if holding else None)]
         done = await self.steps.offer(
             Offer(
@@ -170,6 +166,7 @@ class Pauser:
                 audit=audit,
                 turn=(turn.chat, turn.holder) if turn is not None else None,
                 holding=holding,
+                timers=card_timers(card, ttl),  # issue 33: in the same step (one commit on SQLite)
             )
         )
         if turn is not None and done.failed_at is None:

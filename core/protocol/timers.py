@@ -40,10 +40,12 @@ from chat_approvals.core.models import (
     TimerKind,
     TurnResult,
     Vote,
+    duration_seconds,
 )
 from chat_approvals.core.ports import Rows
 from chat_approvals.core.protocol.audit import AuditTrail
 from chat_approvals.core.protocol.events import Subscribers
+from chat_approvals.core.protocol.policy import Policy
 from chat_approvals.core.settings import DAY, Settings
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,13 @@ def card_life(card: ApprovalCard, settings: Settings) -> float:
     maximum, else the server's `card_expiry`."""
     asked = card.policy.expires_after if card.policy is not None else None
     return settings.card_expiry if asked is None else min(asked, settings.max_card_life)
+
+
+def longest_life(policy: Policy | None, settings: Settings) -> float:
+    """The longest any card may live under this policy (the objects' sweep waits for it)."""
+    asked = [] if policy is None else [policy.defaults.expires_after, *(r.expires_after for r in policy.rule)]
+    longest = max((duration_seconds(a) for a in asked if a is not None), default=0.0)
+    return max(settings.card_expiry, min(longest, settings.max_card_life))
 
 
 def card_timers(card: ApprovalCard, ttl: float) -> list[Timer]:

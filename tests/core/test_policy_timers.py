@@ -84,3 +84,12 @@ def test_a_cards_timers_are_its_expiry_and_what_its_policy_asks_before_it() -> N
     card = card.model_copy(update={"expires_at": 1000.0 + card_life(card, settings)})
     timers = {t.name: t.due_at for t in card_timers(card, ttl=99999.0)}
     assert timers == {"expire": 1000.0 + 3600 - EXPIRY_LEAD, "remind:0": 1600.0}  # 1 h is not before the end
+
+
+def test_the_objects_sweep_waits_for_the_longest_card_life_a_policy_allows() -> None:
+    from chat_approvals.core.protocol.timers import longest_life
+
+    settings = Settings(card_expiry=1800, max_card_life=86400)
+    assert longest_life(None, settings) == 1800
+    assert longest_life(parse_policy('[[rule]]\nmatch = "a.example"\nexpires_after = "6h"\n'), settings) == 6 * 3600
+    assert longest_life(parse_policy('[defaults]\nexpires_after = "3d"\n'), settings) == 86400  # capped
