@@ -88,7 +88,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
     async def _on_timer(self, event: TimerFired) -> None:
         """A reminder or an expiry (bots/teams_timers.py), in the background: a Teams round trip
         must not hold the other timers up."""
-        self._spawn(show_timer(self.post, event))
+        self._spawn(show_timer(self.post, event, self.approvals))
 
     async def _on_claimed(self, event: Claimed) -> None:
         """A click of this front end's won its claim: the invoke may answer with the resolved card."""
@@ -282,6 +282,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         if r.card is not None and r.answer is not None and location is not None:
             outcome = adaptive.outcome_card(r.card, r.answer, by, r.answered_at or 0.0, result)
             await self.post.replace_in(location.routed, outcome)
+            await self.post.replace_in(location.escalated, outcome)  # issue 33
 
         async def work(turn: TurnContext) -> None:
             here = location or TeamsCardLocation.of(turn.activity)

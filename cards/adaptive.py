@@ -420,3 +420,12 @@ def reminder_text(card: ApprovalCard, votes: Sequence[Vote], mention: Callable[[
     """A reminder in the card's conversation; `mention` writes a person as an `<at>` mention."""
     style = words.Style(time=card_time, person=lambda u, _n: mention(u), thing=_escape, text=_escape, approver=mention)
     return words.reminder(card, votes, style)
+
+
+def with_notice(card: Card, text: str) -> Card:
+    """A card with a line above it (an escalation's "escalated to …")."""
+    return {**card, "body": [_text(text, weight="Bolder", color="Attention"), *card["body"]]}
+
+
+def escalated_text(card: ApprovalCard) -> str:
+    return words.escalated(card, STYLE)

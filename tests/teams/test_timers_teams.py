@@ -13,10 +13,13 @@ from typing import Any
 import pytest
 
 from chat_approvals.core.clock import ManualClock
-from tests.teams.harness import OTHER, OWNER, Bot, MockConnector, card_text
+from tests.teams.harness import CHAT, OTHER, OWNER, TENANT, Bot, MockConnector, card_data, card_text, invoke_card
 from tests.teams.schema import assert_valid_card
 
 APPROVERS_CONV = "19:approvers@thread.tacv2"
+SECURITY_CONV = "19:security@thread.tacv2"
+THIRD = {"id": "user-id-2", "name": "Lee Gu", "aadObjectId": "00000000-0000-0000-0000-0000000000022"}
+IN_SECURITY = {"conversationType": "channel", "tenantId": TENANT, "id": SECURITY_CONV}
 OWNER_AAD = OWNER.rsplit(":", 1)[1]
 TICK = 0.05
 MIN = 60.0
@@ -28,6 +31,12 @@ remind_after = "10m"
 
 [approvers]
 teams = ["{OTHER["aadObjectId"]}"]
+
+[[rule]]
+match = "escalate.example.org"
+escalate_after = "30m"
+escalate_to = ["{THIRD["aadObjectId"]}"]
+escalate_conversation = "{SECURITY_CONV}"
 
 [routing]
 teams_conversation = "{APPROVERS_CONV}"
@@ -97,3 +106,44 @@ async def test_reminder_mentions_who_has_not_answered_and_expiry_replaces_every_
     assert len(conversations) == 2 and APPROVERS_CONV in conversations  # both copies, in place
     await quiet()
     assert len(expired_puts(mock)) == 2 and len(agent_replies(mock)) == 1  # once
+
+
+async def test_escalation_posts_to_the_escalation_conversation_and_its_approver_resumes_once(
+    bot: Bot, connector: tuple[MockConnector, str]
+) -> None:
+    mock = connector[0]
+    start = bot.clock.now()
+    status, _ = await bot.say("download https://escalate.example.org/data.csv")
+    assert status == 201
+    first = next(c for c in mock.posts() if (c["body"] or {}).get("attachments"))["body"]["attachments"][0]["content"]
+    old = card_data(first)
+    bot.clock.set(start + 29 * MIN)
+    refused = invoke_card(*await bot.click("approve", old, **{"from": THIRD, "conversation": IN_SECURITY}))
+    assert "Not yours to answer" in card_text(refused)  # not escalated yet
+    mock.MEMBERS[THIRD["aadObjectId"]] = THIRD
+
+    def in_security() -> list[dict[str, Any]]:
+        return [c for c in mock.posts() if f"/conversations/{SECURITY_CONV}/" in c["path"]]
+
+    bot.clock.set(start + 30 * MIN)
+    await until(lambda: len(in_security()) == 2)
+    posted, mention = in_security()[0]["body"], in_security()[1]["body"]
+    card = posted["attachments"][0]["content"]
+    assert_valid_card(card)
+    assert "escalated to" in card_text(card)
+    assert [e["mentioned"]["id"] for e in mention["entities"]] == [THIRD["aadObjectId"]]
+    assert "<at>Lee Gu</at>" in mention["text"]
+    escalated_puts = [c for c in mock.puts() if "escalated to" in card_text(c["body"] or {})]
+    assert len(escalated_puts) == 2  # the requester's copy and the approvers' copy say so
+    # the old buttons no longer work (reissued with a fresh secret); the escalation copy's do, once
+    stale = invoke_card(*await bot.click("approve", old, **{"from": THIRD, "conversation": IN_SECURITY}))
+    assert "Unknown request" in card_text(stale)
+    done = invoke_card(*await bot.click("approve", card_data(card), **{"from": THIRD, "conversation": IN_SECURITY}))
+    assert "Approved" in card_text(done) and "Lee Gu" in card_text(done)
+    await bot.drain()
+    security_puts = [c for c in mock.puts() if f"/conversations/{SECURITY_CONV}/" in c["path"]]
+    assert security_puts and "Approved" in card_text(security_puts[-1]["body"])  # every copy shows the outcome
+    again = invoke_card(*await bot.click("approve", card_data(card), **{"from": THIRD, "conversation": IN_SECURITY}))
+    assert "Already answered" in card_text(again) and "approved by Lee Gu" in card_text(again)  # once
+    kinds = [e.kind for e in await bot.approvals.audit(CHAT)]
+    assert kinds.count("claim_won") == 1 and kinds.count("card.escalated") == 1
