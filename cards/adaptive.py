@@ -418,7 +418,10 @@ def expired_unanswered_card(card: ApprovalCard) -> Card:
 
 def reminder_text(card: ApprovalCard, votes: Sequence[Vote], mention: Callable[[str], str]) -> str:
     """A reminder in the card's conversation; `mention` writes a person as an `<at>` mention."""
-    style = words.Style(time=card_time, person=lambda u, _n: mention(u), thing=_escape, text=_escape, approver=mention)
+    # a message, not a card: Adaptive Cards' DATE()/TIME() are not rendered there, so plain UTC
+    style = words.Style(
+        time=format_time, person=lambda u, _n: mention(u), thing=_escape, text=_escape, approver=mention
+    )
     return words.reminder(card, votes, style)
 
 

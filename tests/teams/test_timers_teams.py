@@ -92,6 +92,7 @@ async def test_reminder_mentions_who_has_not_answered_and_expiry_replaces_every_
         for e in body["entities"]:
             assert e["text"] in body["text"]  # each mention's text is in the message
         assert "Alex Wilber" in body["text"]  # named as Teams knows them
+        assert "{{" not in body["text"] and " UTC" in body["text"]  # a message renders no card templates
     assert {r["path"].split("/conversations/")[1].split("/")[0] for r in reminders(mock)} >= {APPROVERS_CONV}
     await quiet()
     assert len(reminders(mock)) == 2  # once
