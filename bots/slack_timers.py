@@ -14,7 +14,7 @@ from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.slack_chat import SlackCardLocation
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.models import TurnResult
-from chat_approvals.core.protocol.timers import TimerFired
+from chat_approvals.core.protocol.timers import TimerFired, is_escalated
 
 log = logging.getLogger("chat_approvals.slack")
 
@@ -38,7 +38,7 @@ async def show_timer(
         if event.result is not None and show_turn is not None:  # the agent's answer to the deny
             await show_turn(event.card.chat, event.result)
     elif event.kind == "remind":
-        msg = sb.reminder_message(event.card, event.votes)
+        msg = sb.reminder_message(event.card, event.votes, is_escalated(event.card, event.at))
         for copy in (loc.here, loc.routed, loc.escalated):
             if copy is not None:  # a reply in the card's own thread (the card itself starts one in a channel)
                 await web.post(copy.channel, copy.thread_ts or copy.ts, msg)

@@ -22,7 +22,7 @@ from chat_approvals.cards import adaptive
 from chat_approvals.cards import wording as words
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.models import ApprovalCard, Vote
-from chat_approvals.core.protocol.timers import TimerFired
+from chat_approvals.core.protocol.timers import TimerFired, is_escalated
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ async def show_timer(post: TeamsPoster, event: TimerFired, approvals: Approvals 
                 continue
             try:
                 await post.in_conversation(
-                    copy, functools.partial(_remind, card=event.card, votes=event.votes, where=copy)
+                    copy, functools.partial(_remind, card=event.card, votes=event.votes, where=copy, at=event.at)
                 )
             except Exception as e:  # one copy's failure must not stop the other's
                 log.warning("teams: reminder for card %s not posted: %s", event.card.card_id, e)
@@ -101,9 +101,12 @@ async def _escalate(post: TeamsPoster, approvals: Approvals, event: TimerFired, 
             log.info("teams: card %s answered while it was escalated; its new copy is not recorded", card.card_id)
 
 
-async def _remind(turn: TurnContext, *, card: ApprovalCard, votes: list[Vote], where: TeamsCardLocation) -> None:
-    people, entries = words.waiting_for(card, votes)
-    await _mention(turn, card, people, entries, where, None, votes)
+async def _remind(
+    turn: TurnContext, *, card: ApprovalCard, votes: list[Vote], where: TeamsCardLocation, at: float
+) -> None:
+    escalated = is_escalated(card, at)
+    people, entries = words.waiting_for(card, votes, escalated)
+    await _mention(turn, card, people, entries, where, None, votes, escalated)
 
 
 async def _mention(
@@ -114,6 +117,7 @@ async def _mention(
     where: TeamsCardLocation,
     template: str | None,
     votes: list[Vote] | None = None,
+    escalated: bool = False,
 ) -> None:
     """A message @mentioning people (identities) and approver entries (Entra ids), named as Teams
     knows them: a reminder (`template` None) or `template` with `{who}`."""
@@ -132,7 +136,7 @@ async def _mention(
         return text
 
     if template is None:
-        text = adaptive.reminder_text(card, votes or [], mention)
+        text = adaptive.reminder_text(card, votes or [], mention, escalated)
     else:
         text = template.format(who=", ".join(mention(w) for w in [*people, *entries]))
     msg = MessageFactory.text(text)

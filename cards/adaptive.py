@@ -416,13 +416,15 @@ def expired_unanswered_card(card: ApprovalCard) -> Card:
     )
 
 
-def reminder_text(card: ApprovalCard, votes: Sequence[Vote], mention: Callable[[str], str]) -> str:
+def reminder_text(
+    card: ApprovalCard, votes: Sequence[Vote], mention: Callable[[str], str], escalated: bool = False
+) -> str:
     """A reminder in the card's conversation; `mention` writes a person as an `<at>` mention."""
     # a message, not a card: Adaptive Cards' DATE()/TIME() are not rendered there, so plain UTC
     style = words.Style(
         time=format_time, person=lambda u, _n: mention(u), thing=_escape, text=_escape, approver=mention
     )
-    return words.reminder(card, votes, style)
+    return words.reminder(card, votes, style, escalated)
 
 
 def with_notice(card: Card, text: str) -> Card:

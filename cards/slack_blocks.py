@@ -565,9 +565,9 @@ def expired_unanswered_message(card: ApprovalCard) -> SlackMessage:
     return SlackMessage(text="This approval request expired without an answer; the agent was told.", blocks=blocks)
 
 
-def reminder_message(card: ApprovalCard, votes: Sequence[Vote]) -> SlackMessage:
+def reminder_message(card: ApprovalCard, votes: Sequence[Vote], escalated: bool = False) -> SlackMessage:
     """A thread reply under a card, mentioning those who have not answered."""
-    return _plain(f":bell: {words.reminder(card, votes, STYLE)}")
+    return _plain(f":bell: {words.reminder(card, votes, STYLE, escalated)}")
 
 
 def escalated_line(card: ApprovalCard) -> str:

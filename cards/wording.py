@@ -314,16 +314,19 @@ WELCOME = "Hello! " + WHAT_I_DO
 # ----------------------------------------------------------------------------- timers (issue 33)
 
 
-def waiting_for(card: ApprovalCard, votes_: Sequence[Vote]) -> tuple[list[str], list[str]]:
+def waiting_for(card: ApprovalCard, votes_: Sequence[Vote], escalated: bool = False) -> tuple[list[str], list[str]]:
     """Who has not answered yet: (identities, policy approver entries). The requester while they
     may answer; the card's approver entries (its own front end's ids) except those who voted (a
-    user group is always named: who in it voted is not known here)."""
+    user group is always named: who in it voted is not known here); once `escalated`, its
+    escalation approvers too."""
     policy = card.policy
     mode = policy.approvers if policy is not None else "owner"
     voted = {v.user for v in votes_}
     voted_ids = {v.user.rsplit(":", 1)[-1].lower() for v in votes_}
     people = [card.owner] if mode != "approvers" and card.owner not in voted else []
-    entries = [] if policy is None or mode == "owner" else policy.approver_ids
+    entries = [] if policy is None or mode == "owner" else list(policy.approver_ids)
+    if escalated and policy is not None:
+        entries += [e for e in policy.escalate_to if e not in entries]
     return people, [e for e in entries if e.rsplit(":", 1)[-1].lower() not in voted_ids]
 
 
@@ -337,9 +340,9 @@ def _who(card: ApprovalCard, people: Sequence[str], entries: Sequence[str], styl
     return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
 
 
-def reminder(card: ApprovalCard, votes_: Sequence[Vote], style: Style) -> str:
+def reminder(card: ApprovalCard, votes_: Sequence[Vote], style: Style, escalated: bool = False) -> str:
     """A reminder posted where the card is, naming (mentioning) those who have not answered."""
-    people, entries = waiting_for(card, votes_)
+    people, entries = waiting_for(card, votes_, escalated)
     return (
         f"Reminder for {_who(card, people, entries, style)}: this approval request is still waiting "
         f"for an answer ({subject(card)}). {answer_by(card, style)}; without an answer nothing is approved."

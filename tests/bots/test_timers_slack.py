@@ -211,6 +211,11 @@ async def test_escalation_at_30m_posts_to_the_escalation_channel_and_lets_its_ap
     assert await rig.click(rig.click_payload(thread, user=OWNER)) == (200, "")
     await rig.settle()
     assert (await audit_kinds(rig, thread)).count("answered") == 0
+    # the 1 h reminder goes under every copy (the escalated one too) and names the escalation approver
+    await at(rig, 60 * MIN, until=lambda: len(reminders(rig)) == 2 + 3)
+    late = reminders(rig)[2:]
+    assert {c.args["channel"] for c in late} == {DM, APPROVALS_CHANNEL, SECURITY_CHANNEL}
+    assert all(f"<@{SEC}>" in text_of(c) and f"<@{OWNER}>" in text_of(c) for c in late)
     # the escalation approver answers from the escalation channel's copy: the turn resumes, once
     assert await rig.click(rig.click_payload(posted, user=SEC)) == (200, "")
     await rig.settle()
