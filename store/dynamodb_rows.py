@@ -671,7 +671,11 @@ class DynamoRows(Transactions, RowStore):
             common = {"ttl": _ttl(t.ttl), "ttl_at": _n(t.ttl), **fields}
             self._call("put_item", Item={"pk": _s(pk), "sk": _s(sk), **common})  # the index first
             item = {"pk": _s(_key("timer", t.card_id)), "sk": _s(t.name), **common}
-            self._write("put_item", "", "", None, "attribute_not_exists(#pk)", Item=item)  # kept if it exists
+            try:  # not _write: a timer names no object, so the step's pending objects need not flush first
+                self._call("put_item", Item=item, ConditionExpression="attribute_not_exists(pk)")
+            except ClientError as e:  # _call re-raises only a failed condition: it exists (kept as it is)
+                if error_code(e) != "ConditionalCheckFailedException":
+                    raise
 
     def claim_timers(self, holder: str, now: float, lease_until: float, since: float, limit: int) -> list[Timer]:
         nonce = _nonce()
