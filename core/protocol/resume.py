@@ -219,6 +219,8 @@ class ResumeService:
             return None
         if p.state == "claimed" and p.lease_until is not None and p.lease_until >= now:
             return None
+        if p.claim_count >= self.settings.claim_cap:  # R11: a card that kept killing its workers is not run again
+            return None
         answer, trail = Answer(approved=False), self.pauser.trail
         before = [trail.on_card(p, "claim_won", SYSTEM, now, {"worker": self.worker, "claim": p.claim_count + 1})]
         changes = self.grants.changes(p, SYSTEM, answer, now)
