@@ -1,7 +1,8 @@
 """What Slack shows when a card's timer fires (issue 33): a reminder as a thread reply under
-each copy of the card, mentioning those who have not answered; an expired card updated in place
-on every copy. Called from the front end's timer subscription (bots/slack_app.py), after the
-timer was fired once (core/protocol/timers.py), so each reminder is posted once."""
+each copy of the card, mentioning those who have not answered; an escalation as the card posted
+to the escalation approvers, every copy saying so; an expired card updated in place on every copy,
+then the agent's answer to the deny in the thread. Called from the front end's timer subscription
+(bots/slack_app.py), after the timer was fired once (core/protocol/timers.py)."""
 
 from __future__ import annotations
 

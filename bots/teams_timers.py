@@ -1,7 +1,9 @@
 """What Teams shows when a card's timer fires (issue 33): a reminder as a message in each copy's
 conversation with @mentions of those who have not answered (by Entra object id, named as Teams
-knows them); an expired card replaced in place on every copy. Called from the front end's timer
-subscription (bots/teams_front.py) after the timer fired once (core/protocol/timers.py)."""
+knows them); an escalation as the card posted to the escalation approvers' conversation with
+@mentions, every copy saying so; an expired card replaced in place on every copy, then the agent's
+answer to the deny. Called from the front end's timer subscription (bots/teams_front.py) after the
+timer fired once (core/protocol/timers.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Durable timers (issue 33): no card waits in silence.
 
-Every card gets an expiry timer at its expiry; a card whose policy asks for them also gets
+Every card gets an expiry timer (just before its expiry); a card whose policy asks for them also gets
 reminders (`remind_after`) and an escalation (`escalate_after` + `escalate_to`). They are
 stored before the card's pointer (core/protocol/pause.py), so a card never exists without
 them; a timer whose card never got its pointer, or was answered, finds nothing to do.
@@ -145,9 +145,6 @@ class TimerRunner:
         self.clock = clock
         self.worker_id = worker_id
         self.fired: Subscribers[TimerFired] = Subscribers()
-
-    async def schedule(self, card: ApprovalCard, ttl: float) -> None:
-        await self.rows.put_timers(card_timers(card, ttl))
 
     async def tick(self) -> int:
         """Fire what is due (when this replica holds the timers' lease); returns how many fired."""
