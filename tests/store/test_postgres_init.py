@@ -177,10 +177,9 @@ def test_objects_default_to_a_table_beside_the_rows(fresh: str) -> None:
     try:
         with rows.atomic():  # the objects ride in the rows' transaction...
             ref = objects.put("k/1", b"snapshot")
-            with pytest.raises(RuntimeError):
-                with rows.atomic():
-                    objects.put("k/2", b"undone")
-                    raise RuntimeError("a failed inner step")
+            with pytest.raises(RuntimeError), rows.atomic():
+                objects.put("k/2", b"undone")
+                raise RuntimeError("a failed inner step")
         assert objects.get(ref) == b"snapshot" and objects.get_key("k/2") is None  # ...and roll back with it
     finally:
         rows.close()
