@@ -379,7 +379,9 @@ def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
         freeze_heap_at_startup(app)
         front = "on" if cfg.tokens() else "off (set CHAT_APPROVALS_API_TOKEN or --api-token)"
         where = _http(cfg.host, cfg.port)
-        say(f"chat-approvals {__version__} serving on {where} — store {cfg.store}, model {cfg.model}")
+        from chat_approvals.store.open import shown_url
+
+        say(f"chat-approvals {__version__} serving on {where} — store {shown_url(cfg.store)}, model {cfg.model}")
         say(f"  agent: {approvals.settings.agent_name} (resume a card with the --agent that paused it)")
         say(f"  HTTP front end /v1: {front}")
         say(f"  CPUs: {cpus}")

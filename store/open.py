@@ -107,3 +107,12 @@ def _table_objects(s3: Any, clock: Clock) -> ObjectStore:
         inline_max=t.inline_max if t.inline_max is not None else DEFAULT_INLINE_MAX,
         retention_days=t.retention_days if t.retention_days is not None else DEFAULT_RETENTION_DAYS,
     )
+
+
+def shown_url(url: str) -> str:
+    """A store URL fit to show: without its query and without a password (a postgresql:// URL
+    may carry one)."""
+    parts = urlsplit(url.split("?")[0])
+    if parts.password is None:
+        return url.split("?")[0]
+    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()
