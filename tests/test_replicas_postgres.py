@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 
 from tests.support.store_backends import PG, require_env
-from tests.test_replicas import HEADERS, Cluster, Replica, _click, _turn
+from tests.test_replicas import Cluster, Replica, _click, _turn
 
 PG_CTL = "CHAT_APPROVALS_TEST_PG_CTL"
 CARDS = 16
@@ -39,7 +39,8 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     try:
         yield c
     finally:
-        _pg("start-server") if _down() else None
+        if _down():  # the test stopped it and failed before starting it again
+            _pg("start-server")
         c.stop()
 
 
