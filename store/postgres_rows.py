@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 _HOLDING = "chat = %s AND card_id = %s AND state = 'claimed' AND worker = %s AND claim_count = %s"
 _SWEEP_BATCH = 500
-_SWEPT = ("pointers", "grants", "refusals", "events", "sessions", "audit", "turns", "outbox", "outbox_leases")
+SWEPT = ("pointers", "grants", "refusals", "events", "sessions", "audit", "turns", "outbox", "outbox_leases")
 _POINTER_COLUMNS = (
     "chat, card_id, sh, state, expires_at, ttl, claim_count, worker, lease_until, resume_deadline, "
     "card_location, answer_key, doc, votes"
@@ -520,20 +520,19 @@ class PostgresRows(RowStore):
             return super().claim_grants(w)
 
     # --- audit outbox ------------------------------------------------------------------
-    def claim_outbox(self, sink: str, holder: str, now: float, lease_until: float, limit: int) -> list[OutboxItem]:
-        # one statement: the lease (a data-modifying CTE always runs) and, only if it was taken,
-        # the sink's oldest items through the (sink, id) primary key
-        rows = self._exec(
-            """WITH lease AS (
+    CLAIM_OUTBOX = """WITH lease AS (
                  INSERT INTO outbox_leases (sink, holder, lease_until, ttl) VALUES (%s, %s, %s, %s)
                  ON CONFLICT (sink) DO UPDATE SET holder = excluded.holder, lease_until = excluded.lease_until,
                    ttl = excluded.ttl
                  WHERE outbox_leases.holder = excluded.holder OR outbox_leases.lease_until < %s
                  RETURNING sink)
                SELECT sink, id, chat, body FROM outbox
-               WHERE sink = %s AND EXISTS (SELECT 1 FROM lease) ORDER BY id LIMIT %s""",
-            (sink, holder, lease_until, lease_until, now, sink, limit),
-        ).rows
+               WHERE sink = %s AND EXISTS (SELECT 1 FROM lease) ORDER BY id LIMIT %s"""
+
+    def claim_outbox(self, sink: str, holder: str, now: float, lease_until: float, limit: int) -> list[OutboxItem]:
+        # one statement: the lease (a data-modifying CTE always runs) and, only if it was taken,
+        # the sink's oldest items through the (sink, id) primary key
+        rows = self._exec(self.CLAIM_OUTBOX, (sink, holder, lease_until, lease_until, now, sink, limit)).rows
         return [OutboxItem(sink=r["sink"], id=r["id"], chat=r["chat"], body=r["body"]) for r in rows]
 
     def delete_outbox(self, sink: str, item_id: str) -> bool:
@@ -543,18 +542,26 @@ class PostgresRows(RowStore):
     def sweep(self, now: float) -> int:
         """Batches of rows past their ttl, found through each table's ttl index (no full scan)."""
         removed = 0
-        for table in _SWEPT:
+        for table in SWEPT:
             removed += sweep_table(self, table, "ttl", now)
         return removed
 
 
+def sweep_query(table: str, column: str) -> str:
+    """One batch of `table`'s rows with `column` before %s: found through its index on `column`,
+    deleted by their row ids (a TID scan), so neither step reads the whole table."""
+    return (
+        sql.SQL("DELETE FROM {t} WHERE ctid = ANY(ARRAY(SELECT ctid FROM {t} WHERE {c} < %s ORDER BY {c} LIMIT %s))")
+        .format(t=sql.Identifier(table), c=sql.Identifier(column))
+        .as_string()
+    )
+
+
 def sweep_table(rows: PostgresRows, table: str, column: str, before: float) -> int:
-    query = sql.SQL(
-        "DELETE FROM {t} WHERE ctid = ANY(ARRAY(SELECT ctid FROM {t} WHERE {c} < %s ORDER BY {c} LIMIT %s))"
-    ).format(t=sql.Identifier(table), c=sql.Identifier(column))
+    query = sweep_query(table, column)
     removed = 0
     while True:
-        count = rows._exec(query.as_string(), (before, _SWEEP_BATCH)).rowcount
+        count = rows._exec(query, (before, _SWEEP_BATCH)).rowcount
         removed += count
         if count < _SWEEP_BATCH:
             return removed
@@ -564,4 +571,4 @@ def open_postgres_rows(url: str) -> PostgresRows:
     return PostgresRows(parse_target(url))
 
 
-__all__ = ["PostgresRows", "StoreError", "open_postgres_rows", "sweep_table"]
+__all__ = ["SWEPT", "PostgresRows", "StoreError", "open_postgres_rows", "sweep_query", "sweep_table"]
