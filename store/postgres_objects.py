@@ -1,10 +1,10 @@
 """Objects (snapshots, answers, chat histories) in the PostgreSQL database, in a table of their own.
 
 One row per object, written with one `INSERT ... ON CONFLICT DO NOTHING` (a key written before
-inserts nothing: ObjectExists, without aborting a surrounding transaction). It shares the row
-store's pool, so inside `PostgresRows.atomic` a step's snapshot, pointer and audit event commit in
-one transaction, in the order R7 asks for. Large snapshots can still go to S3 with
-`--objects s3://...` beside a `postgresql://` store.
+inserts nothing: ObjectExists). It shares the row store's pool; inside `PostgresRows.atomic` a
+step's puts are sent in one message with its row write (the snapshot in front of its pointer, the
+answer in front of finish), which the server runs as one implicit transaction: one round trip.
+Large snapshots can still go to S3 with `--objects s3://...` beside a `postgresql://` store.
 """
 
 from __future__ import annotations
@@ -28,9 +28,12 @@ class PostgresObjects(ObjectStore):
         if not key or key.startswith("/"):
             raise ValueError(f"bad object key: {key!r}")
         digest = hashlib.sha256(data).hexdigest()
+        args = (key, data, digest, self.clock.now())
+        # inside a step: sent with the step's row write (a key written before fails the whole message)
+        if self.rows.defer("INSERT INTO objects (key, data, sha256, written_at) VALUES (%s, %s, %s, %s)", args):
+            return ObjectRef(key=key, size=len(data), sha256=digest)
         written = self.rows._exec(
-            "INSERT INTO objects (key, data, sha256, written_at) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-            (key, data, digest, self.clock.now()),
+            "INSERT INTO objects (key, data, sha256, written_at) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING", args
         )
         if written.rowcount != 1:
             raise ObjectExists(key)

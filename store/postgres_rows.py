@@ -20,7 +20,7 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +45,8 @@ from chat_approvals.core.models import (
     TurnStart,
     Vote,
 )
-from chat_approvals.store.base import RowStore, StoreError
+from chat_approvals.store import postgres_steps as steps
+from chat_approvals.store.base import ObjectExists, RowStore, StoreError
 from chat_approvals.store.postgres_schema import check_schema
 from chat_approvals.store.postgres_target import FAULTS, PgTarget, open_pool, parse_target, store_error
 
@@ -54,10 +55,6 @@ log = logging.getLogger(__name__)
 _HOLDING = "chat = %s AND card_id = %s AND state = 'claimed' AND worker = %s AND claim_count = %s"
 _SWEEP_BATCH = 500
 SWEPT = ("pointers", "grants", "refusals", "events", "sessions", "audit", "turns", "outbox", "outbox_leases")
-_POINTER_COLUMNS = (
-    "chat, card_id, sh, state, expires_at, ttl, claim_count, worker, lease_until, resume_deadline, "
-    "card_location, answer_key, doc, votes"
-)
 
 
 @dataclass(frozen=True)
@@ -78,11 +75,17 @@ def _held(f: Fence) -> tuple[str, str, str, int]:
 class PostgresRows(RowStore):
     local_reads = False  # every read is a round trip to the server
 
-    def __init__(self, target: PgTarget | str, *, check: bool = True) -> None:
+    def __init__(
+        self,
+        target: PgTarget | str,
+        *,
+        check: bool = True,
+        configure: Callable[[psycopg.Connection[Any]], None] | None = None,
+    ) -> None:
         """`check`: refuse a schema older than this code needs (SchemaTooOld, a ValueError);
-        `store init` opens without it."""
+        `configure`: called on each new pooled connection."""
         self.target = parse_target(target) if isinstance(target, str) else target
-        self.pool: ConnectionPool[Any] = open_pool(self.target)
+        self.pool: ConnectionPool[Any] = open_pool(self.target, configure)
         self._local = threading.local()
         if check:
             try:
@@ -107,15 +110,44 @@ class PostgresRows(RowStore):
             yield conn
 
     def _exec(self, query: str, args: Sequence[Any] = ()) -> Ran:
-        """One statement, its rows read. Off a transaction it commits on its own (autocommit)."""
+        """One statement, its rows read. Off a transaction it commits on its own (autocommit).
+        Inside `atomic`, the writes deferred before it (objects' puts) go in front of it in the
+        same message: one round trip, one implicit transaction."""
         try:
             with self.connection() as conn:
+                pending: list[str] | None = getattr(self._local, "pending", None)
+                if pending:
+                    return self._send_with(conn, pending, query, args)
                 cur = conn.execute(query.encode(), args)
                 rows = cur.fetchall() if cur.description is not None else []
                 return Ran(cur.rowcount, rows)
         except FAULTS as e:
             self._after_fault()
             raise store_error(e) from e
+
+    def _send_with(self, conn: psycopg.Connection[Any], pending: list[str], query: str, args: Sequence[Any]) -> Ran:
+        """The deferred statements and this one as ONE simple-protocol message (parameters bound
+        here, by libpq's quoting): the server runs them as one implicit transaction, all or none."""
+        text = "; ".join([*pending, psycopg.ClientCursor(conn).mogrify(query.encode(), args)])
+        pending.clear()
+        try:
+            cur = conn.execute(text.encode())
+        except psycopg.errors.UniqueViolation as e:  # a deferred put's key was written before
+            raise ObjectExists(str(e).strip()) from e
+        while cur.nextset():  # to the last statement's result
+            pass
+        rows = cur.fetchall() if cur.description is not None else []
+        return Ran(cur.rowcount, rows)
+
+    def defer(self, query: str, args: Sequence[Any]) -> bool:
+        """Inside `atomic`: keep a write whose result nobody waits for (an object's put) to send
+        with the step's next statement; False (nothing kept) outside."""
+        pending: list[str] | None = getattr(self._local, "pending", None)
+        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        if pending is None or conn is None:
+            return False
+        pending.append(psycopg.ClientCursor(conn).mogrify(query.encode(), args))
+        return True
 
     def _after_fault(self) -> None:
         """A dropped server leaves every idle pooled connection dead: drop them now (one check each)
@@ -149,9 +181,36 @@ class PostgresRows(RowStore):
             raise store_error(e) from e
 
     def atomic(self) -> contextlib.AbstractContextManager[object]:
-        """Everything this thread writes inside, on this store and on objects in the same database
-        (store/postgres_objects.py bound to it), commits once or not at all."""
-        return self._tx()
+        """A step: its objects' puts (store/postgres_objects.py bound to this store) ride in the
+        step's next row statement, in one message and one implicit transaction (the compound steps
+        are one statement each: one round trip for the whole step). Puts with no statement after
+        them are sent at the end. Nested: part of the outer step; a failed inner step drops the
+        puts it kept. Each statement the step sends commits on its own (as on DynamoDB)."""
+        return self._step()
+
+    @contextlib.contextmanager
+    def _step(self) -> Iterator[None]:
+        pending: list[str] | None = getattr(self._local, "pending", None)
+        if pending is not None:  # nested
+            mark = len(pending)
+            try:
+                yield
+            except BaseException:
+                del pending[mark:]
+                raise
+            return
+        try:
+            with self.pool.connection() as conn:
+                self._local.conn, self._local.pending = conn, []
+                try:
+                    yield
+                    if self._local.pending:
+                        self._exec("SELECT 1")  # the puts left, in one message
+                finally:
+                    self._local.conn = self._local.pending = None
+        except FAULTS as e:
+            self._after_fault()
+            raise store_error(e) from e
 
     def close(self) -> None:
         self.pool.close()
@@ -202,20 +261,7 @@ class PostgresRows(RowStore):
         )
 
     def put_pointer(self, pointer: Pointer, now: float) -> bool:
-        cur = self._exec(
-            f"""INSERT INTO pointers ({_POINTER_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)
-               ON CONFLICT (chat) DO UPDATE SET card_id=excluded.card_id, sh=excluded.sh,
-                 state=excluded.state, expires_at=excluded.expires_at, ttl=excluded.ttl,
-                 claim_count=excluded.claim_count, worker=excluded.worker,
-                 lease_until=excluded.lease_until, resume_deadline=excluded.resume_deadline,
-                 card_location=excluded.card_location, answer_key=excluded.answer_key, doc=excluded.doc,
-                 votes=excluded.votes
-               WHERE pointers.state IN ('done', 'expired')
-                  OR (pointers.expires_at <= %s
-                      AND NOT (pointers.state = 'claimed' AND pointers.lease_until >= %s))""",
-            (*self._columns(pointer), now, now),
-        )
-        return cur.rowcount == 1
+        return self._exec(steps.PUT_POINTER, steps.pointer_args(self._columns(pointer), now)).rowcount == 1
 
     def get_pointer(self, chat: str) -> Pointer | None:
         return self._to_pointer(self._exec("SELECT * FROM pointers WHERE chat = %s", (chat,)).fetchone())
@@ -223,31 +269,13 @@ class PostgresRows(RowStore):
     def get_pointer_by_card(self, card_id: str) -> Pointer | None:
         return self._to_pointer(self._exec("SELECT * FROM pointers WHERE card_id = %s", (card_id,)).fetchone())
 
-    CLAIM = """UPDATE pointers SET state = 'claimed', worker = %s, lease_until = %s, resume_deadline = %s,
-                 claim_count = claim_count + 1
-               WHERE chat = %s AND card_id = %s AND sh = %s
-                 AND (state = 'pending' OR (state = 'claimed' AND lease_until < %s))
-                 AND expires_at > %s AND claim_count = %s
-               RETURNING *"""
+    CLAIM = steps.CLAIM
 
     def claim(
         self, read: ClaimRead, *, worker: str, now: float, lease_until: float, resume_deadline: float
     ) -> Pointer | None:
-        cur = self._exec(
-            self.CLAIM,
-            (
-                worker,
-                lease_until,
-                resume_deadline,
-                read.chat,
-                read.card_id,
-                read.secret_hash,
-                now,
-                now,
-                read.claim_count,
-            ),
-        )
-        return self._to_pointer(cur.fetchone())
+        w = ClaimWrite(read, worker, now, lease_until, resume_deadline)
+        return self._to_pointer(self._exec(self.CLAIM, steps.claim_args(w)).fetchone())
 
     def renew(self, fence: Fence, *, now: float, lease_until: float) -> bool:
         cur = self._exec(
@@ -325,14 +353,7 @@ class PostgresRows(RowStore):
 
     # --- turn lease --------------------------------------------------------------------
     def take_turn(self, chat: str, holder: str, now: float, lease_until: float) -> bool:
-        cur = self._exec(
-            """INSERT INTO turns (chat, holder, lease_until, ttl) VALUES (%s, %s, %s, %s)
-               ON CONFLICT (chat) DO UPDATE SET holder = excluded.holder, lease_until = excluded.lease_until,
-                 ttl = excluded.ttl
-               WHERE turns.lease_until < %s""",
-            (chat, holder, lease_until, lease_until, now),
-        )
-        return cur.rowcount == 1
+        return self._exec(steps.TAKE_TURN, (chat, holder, lease_until, lease_until, now)).rowcount == 1
 
     def renew_turn(self, chat: str, holder: str, now: float, lease_until: float) -> bool:
         cur = self._exec(
@@ -371,20 +392,8 @@ class PostgresRows(RowStore):
         if chat is not None:
             query += " AND chat = %s"
             args += (chat,)
-        rows = self._exec(query + " ORDER BY chat, kind, name", args).rows
-        return [
-            Grant(
-                user=r["usr"],
-                chat=r["chat"],
-                kind=r["kind"],
-                name=r["name"],
-                card_id=r["card_id"],
-                created_at=r["created_at"],
-                expires_at=r["expires_at"],
-                turn_id=r["turn_id"],
-            )
-            for r in rows
-        ]
+        rows = self._exec(query + ' ORDER BY chat COLLATE "C", kind COLLATE "C", name COLLATE "C"', args).rows
+        return [_grant(r) for r in rows]
 
     def delete_grant(self, user: str, chat: str, kind: SubjectKind, name: str) -> bool:
         cur = self._exec(
@@ -412,7 +421,8 @@ class PostgresRows(RowStore):
 
     def list_refusals(self, chat: str, turn_id: str) -> list[Refusal]:
         rows = self._exec(
-            "SELECT * FROM refusals WHERE chat = %s AND turn_id = %s ORDER BY at, kind, name", (chat, turn_id)
+            'SELECT * FROM refusals WHERE chat = %s AND turn_id = %s ORDER BY at, kind COLLATE "C", name COLLATE "C"',
+            (chat, turn_id),
         ).rows
         return [
             Refusal(
@@ -438,13 +448,7 @@ class PostgresRows(RowStore):
 
     # --- sessions ----------------------------------------------------------------------
     def put_session(self, chat: str, key: str, seq: float, ttl: float) -> bool:
-        cur = self._exec(
-            """INSERT INTO sessions (chat, key, seq, ttl) VALUES (%s, %s, %s, %s)
-               ON CONFLICT (chat) DO UPDATE SET key = excluded.key, seq = excluded.seq, ttl = excluded.ttl
-               WHERE sessions.seq <= excluded.seq""",
-            (chat, key, seq, ttl),
-        )
-        return cur.rowcount == 1
+        return self._exec(steps.PUT_SESSION, (chat, key, seq, ttl)).rowcount == 1
 
     def get_session(self, chat: str) -> str | None:
         row = self._exec("SELECT key FROM sessions WHERE chat = %s", (chat,)).fetchone()
@@ -494,13 +498,16 @@ class PostgresRows(RowStore):
         return [self._to_event(r) for r in self._exec("SELECT * FROM audit WHERE chat = %s ORDER BY seq", (chat,)).rows]
 
     def list_audit_since(self, since: float) -> list[AuditEvent]:
-        rows = self._exec("SELECT * FROM audit WHERE at >= %s ORDER BY at, chat, seq", (since,)).rows
+        rows = self._exec('SELECT * FROM audit WHERE at >= %s ORDER BY at, chat COLLATE "C", seq', (since,)).rows
         return [self._to_event(r) for r in rows]
 
-    # --- compound steps: the base's sequence of calls in one transaction ----------------------
+    # --- compound steps: one statement each (store/postgres_steps.py) -------------------------
     def begin_turn(self, chat: str, holder: str, user: str, now: float, lease_until: float) -> TurnStart:
-        with self._tx():
-            return super().begin_turn(chat, holder, user, now, lease_until)
+        row = self._exec(*steps.begin_turn(chat, holder, user, now, lease_until)).fetchone()
+        if row is None or not row["taken"]:
+            return TurnStart(taken=False)
+        grants = tuple(_grant(g) for g in row["grants"] or ())
+        return TurnStart(True, self._to_pointer(row["pointer"]), grants, row["session"])
 
     def end_turn(
         self,
@@ -512,12 +519,30 @@ class PostgresRows(RowStore):
         audit: Sequence[AuditWrite] = (),
         session: SessionWrite | None = None,
     ) -> bool:
-        with self._tx():
-            return super().end_turn(chat, holder, now=now, pointer=pointer, audit=audit, session=session)
+        columns = self._columns(pointer) if pointer is not None else None
+        row = self._exec(*steps.end_turn(chat, holder, now, columns, audit, session)).fetchone()
+        return row is not None and bool(row["written"])
 
     def claim_grants(self, w: ClaimWrite) -> Claimed | None:
-        with self._tx():
-            return super().claim_grants(w)
+        keys = steps.grant_keys(w)
+        if len(set(keys)) != len(keys):  # one grant changed twice: a short transaction, in order
+            with self._tx():
+                return super().claim_grants(w)
+        row = self._exec(*steps.claim_grants(w)).fetchone()
+        won = self._to_pointer(row["won"]) if row is not None else None
+        if row is None or won is None:
+            return None
+        # the statement read the grants as they were: apply its own changes, as a read after it sees
+        book = {(g.kind, g.name): g for g in (_grant(x) for x in row["grants"] or ())}
+        for c in w.changes:
+            if c.grant.user != won.owner or c.grant.chat != won.chat:
+                continue
+            if c.delete:
+                book.pop((c.grant.kind, c.grant.name), None)
+            else:
+                book[(c.grant.kind, c.grant.name)] = c.grant
+        live = sorted((g for g in book.values() if g.expires_at > w.now), key=lambda g: (g.chat, g.kind, g.name))
+        return Claimed(won, tuple(live))
 
     # --- audit outbox ------------------------------------------------------------------
     CLAIM_OUTBOX = """WITH lease AS (
@@ -545,6 +570,19 @@ class PostgresRows(RowStore):
         for table in SWEPT:
             removed += sweep_table(self, table, "ttl", now)
         return removed
+
+
+def _grant(r: dict[str, Any]) -> Grant:
+    return Grant(
+        user=r["usr"],
+        chat=r["chat"],
+        kind=r["kind"],
+        name=r["name"],
+        card_id=r["card_id"],
+        created_at=r["created_at"],
+        expires_at=r["expires_at"],
+        turn_id=r["turn_id"],
+    )
 
 
 def sweep_query(table: str, column: str) -> str:

@@ -14,6 +14,7 @@ connection, default 5), `statement_timeout` (e.g. `5s`, `500ms`; default 10s), `
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -106,9 +107,10 @@ def connect_kwargs(t: PgTarget) -> dict[str, Any]:
     }
 
 
-def open_pool(t: PgTarget) -> ConnectionPool[Any]:
+def open_pool(t: PgTarget, configure: Callable[[psycopg.Connection[Any]], None] | None = None) -> ConnectionPool[Any]:
     """The process's pool for `t`. Opened without waiting: a database that is down at start-up
-    makes calls fail with StoreError (and /readyz say why) until it is up, instead of a crash."""
+    makes calls fail with StoreError (and /readyz say why) until it is up, instead of a crash.
+    `configure`: called on each new connection (the benchmark traces the protocol with it)."""
     pool: ConnectionPool[Any] = ConnectionPool(
         t.conninfo,
         min_size=min(2, t.pool_size),
@@ -117,6 +119,7 @@ def open_pool(t: PgTarget) -> ConnectionPool[Any]:
         timeout=t.pool_timeout,
         reconnect_timeout=3600,  # keep trying while the database is down: it comes back
         name=f"chat-approvals {t.schema}",
+        configure=configure,
         open=False,
     )
     pool.open(wait=False)
