@@ -48,8 +48,10 @@ def open_root(
     factory: AgentFactory | None = None,
     policy: str | None = None,
     slack: SlackLookup | None = None,
+    store: str | None = None,
 ) -> Root[StoreIO]:
-    db = f"sqlite:///{folder}/rows.db"  # objects in the same file: the server's default (issue 12)
+    """`store`: a store URL (e.g. postgresql://...), rows and objects both; else a SQLite file in `folder`."""
+    db = store or f"sqlite:///{folder}/rows.db"  # objects in the same file: the server's default (issue 12)
     store = StoreIO(open_rows(db), open_objects(db, clock))
     if policy is None:
         return bootstrap(store, clock=clock, agent_factory=factory)
@@ -84,7 +86,9 @@ class SlackRig:
         factory: AgentFactory | None = None,
         policy: str | None = None,
         server: dict[str, Any] | None = None,
+        store: str | None = None,
     ) -> None:
+        self.store_url = store  # a store URL for rows and objects (PostgreSQL); None: SQLite in the folder
         self.factory = factory
         self.policy = policy
         self.server = server or {}  # ServerConfig fields (e.g. bots/admission.py's resume_workers)
@@ -105,7 +109,7 @@ class SlackRig:
             await self.standin.start()
         # The policy's Slack lookup (workspace, user groups) asks the stand-in, as serve's asks Slack.
         lookup = SlackLookup(AsyncWebClient(token="xoxb-test-token", base_url=self.standin.api_url), self.clock)
-        self.root = open_root(self.folder, self.clock, self.factory, self.policy, lookup)
+        self.root = open_root(self.folder, self.clock, self.factory, self.policy, lookup, self.store_url)
         self.approvals, self.store = self.root.approvals, self.root.store
         env = {
             "SLACK_BOT_TOKEN": "xoxb-test-token",
@@ -117,7 +121,7 @@ class SlackRig:
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
-            cfg = ServerConfig(store=f"sqlite:///{self.folder}/rows.db", **self.server)
+            cfg = ServerConfig(store=self.store_url or f"sqlite:///{self.folder}/rows.db", **self.server)
             app = build_app(self.approvals, cfg, sweep=False)
         finally:
             for k, v in saved.items():
