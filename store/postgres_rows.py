@@ -10,8 +10,8 @@ may be busy. A blocking call on a pooled connection in an executor thread keeps 
 Connections are in autocommit: a single conditional UPDATE/INSERT ... RETURNING is its own
 transaction, one round trip, and its WHERE carries the whole condition, so two replicas can never
 both win (the claim is `UPDATE ... WHERE <still claimable> RETURNING *`). A compound step is one
-short transaction on one connection, sent as one pipeline (one round trip for BEGIN, its
-statements and COMMIT, when nothing in it must be read before the next is sent).
+statement of conditional CTEs (store/postgres_steps.py): one round trip, one implicit transaction.
+Inside `atomic`, a step's object puts are sent in the same message as its next row statement.
 """
 
 from __future__ import annotations
