@@ -62,8 +62,9 @@ class SlackLookup:
 
     @classmethod
     def of(cls, cfg: SlackConfig, clock: Clock) -> SlackLookup | None:
-        """The lookup for a configured Slack front end; None when Slack is off."""
-        return cls(web_client(cfg, cfg.bot_token), clock) if cfg.enabled else None
+        """The lookup for a configured Slack front end; None when Slack is off, or installed in many
+        workspaces by OAuth (no one workspace for bare ids; see docs/slack.md for the forms to write)."""
+        return cls(web_client(cfg, cfg.bot_token), clock) if cfg.enabled and not cfg.oauth else None
 
     async def team(self) -> str | None:
         if self._team is None:
