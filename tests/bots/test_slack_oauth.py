@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -113,3 +114,106 @@ async def test_a_workspace_never_installed_gets_an_answer_and_nothing_changes(ri
     (told,) = [c for c in rig.standin.calls[since:] if c.method == "response_url"]
     assert cw.NOT_INSTALLED in told.args["text"] and told.args["_hook"] == "click-T0NOTINST"
     assert tokens_used(rig, since) == set()
+
+
+def card_id_of(card: Call) -> str:
+    return str(json.loads(buttons(card.args["blocks"])[0]["value"])["card"])
+
+
+async def test_uninstall_then_a_click_is_refused_with_a_message_and_the_store_unchanged(rig: SlackRig) -> None:
+    """app_uninstalled removes the installation; a later click on the workspace's card is told so
+    through its response_url, and nothing changes (no resume, no Web API call)."""
+    await rig.install(A)
+    await rig.install(B)
+    (card,) = await say(rig, P_FETCH, team=A, channel=DM_A)
+    assert await rig.send(*P.json_body(P.uninstalled(team=A))) == (200, "")
+    assert await rig.approvals.installations.installation(record_key(None, A, False)) is None
+    assert await rig.approvals.installations.installation(record_key(None, B, False)) is not None  # B keeps it
+    before, since = await rig.snapshot(card_id_of(card)), len(rig.standin.calls)
+    assert await rig.click(click(rig, card, team=A)) == (200, "")
+    await rig.settle()
+    assert await rig.snapshot(card_id_of(card)) == before
+    (told,) = [c for c in rig.standin.calls[since:] if c.method == "response_url"]
+    assert cw.NOT_INSTALLED in told.args["text"]
+    assert tokens_used(rig, since) == set()
+
+
+async def test_a_revoked_bot_token_removes_the_installation(rig: SlackRig) -> None:
+    await rig.install(A)
+    assert await rig.send(*P.json_body(P.tokens_revoked(team=A))) == (200, "")
+    assert await rig.approvals.installations.installation(record_key(None, A, False)) is None
+
+
+async def expiring_soon(rig: SlackRig, team: str) -> None:
+    """Time passes for the stored token: it now expires within a minute (inside Bolt's window)."""
+    assert rig.front.oauth is not None
+    store = rig.front.oauth.installations
+    bot = await store.async_find_bot(enterprise_id=None, team_id=team)
+    assert bot is not None and bot.bot_token_expires_at is not None
+    bot.bot_token_expires_at = int(time.time()) + 60
+    await store.async_save_bot(bot)
+
+
+async def test_a_token_that_expires_mid_turn_is_refreshed_and_the_click_completes(rig: SlackRig) -> None:
+    """Rotating tokens (12 h): the card went out with the first token; by the click it expires in a
+    minute (as if eleven hours had passed) and Slack no longer takes it. The click refreshes it
+    (oauth.v2.access, refresh grant), saves the new one sealed, and the card's update uses it."""
+    rig.standin.token_lifetime = 12 * 3600
+    first = await rig.install(A)
+    (card,) = await say(rig, P_FETCH, team=A, channel=DM_A)
+    assert card.token == first
+    await expiring_soon(rig, A)
+    rig.standin.tokens[first].expired = True
+    assert await rig.click(click(rig, card, team=A)) == (200, "")
+    await rig.settle()
+    (refresh,) = [c for c in rig.standin.of("oauth.v2.access") if c.args.get("grant_type") == "refresh_token"]
+    second = refresh.result["access_token"]
+    done = await rig.store.run(rig.store.rows.get_pointer_by_card, card_id_of(card))
+    assert done is not None and done.state == "done"
+    updates = rig.standin.of("chat.update")
+    assert updates and {u.token for u in updates} == {second}
+    assert all(c.result.get("ok") for c in rig.standin.calls if c.method.startswith("chat."))
+    assert rig.front.oauth is not None
+    bot = await rig.front.oauth.installations.async_find_bot(enterprise_id=None, team_id=A)
+    assert bot is not None and bot.bot_token == second  # kept, for the next call and the next replica
+
+
+async def test_a_refresh_that_fails_is_a_clear_answer_not_a_500(rig: SlackRig) -> None:
+    rig.standin.token_lifetime = 12 * 3600
+    await rig.install(A)
+    (card,) = await say(rig, P_FETCH, team=A, channel=DM_A)
+    await expiring_soon(rig, A)
+    rig.standin.refresh_fails = True
+    before, since = await rig.snapshot(card_id_of(card)), len(rig.standin.calls)
+    assert await rig.click(click(rig, card, team=A)) == (200, "")
+    await rig.settle()
+    assert await rig.snapshot(card_id_of(card)) == before  # the card stays answerable
+    (told,) = [c for c in rig.standin.calls[since:] if c.method == "response_url"]
+    assert cw.TOKEN_REFRESH_FAILED in told.args["text"]
+    # A message through Bolt in that workspace: acknowledged (200), not a server error.
+    ts = rig.next_ts()
+    payload = P.message_im(text="hello", user=OWNER, channel=DM_A, event_id=f"Ev{ts}", ts=ts, team=A)
+    status, _ = await rig.send(*P.json_body(payload))
+    assert status == 200
+
+
+async def test_the_oauth_state_forged_replayed_expired_or_from_another_browser_is_refused(rig: SlackRig) -> None:
+    """Bolt's state check on this project's state store: a state is the server's (HMAC), used once
+    (the store's single-use claim), within ten minutes, and from the browser it was issued to."""
+    state = await rig.begin_install()
+    nonce, expiry, mac = state.split(".")
+    forged = f"{nonce}.{int(expiry) + 3600}.{mac}"  # a longer life, the same MAC
+    for bad in (forged, f"{nonce}.{expiry}.{mac[:-2]}AA", "not-a-state"):
+        code = rig.standin.consent(A)
+        assert (await rig.finish_install(bad, code))[0] == 401
+        assert code in rig.standin.codes  # refused before Slack was asked to redeem the code
+    assert (await rig.finish_install(state, rig.standin.consent(A), cookie="another-state"))[0] == 400
+    assert (await rig.finish_install(state, rig.standin.consent(A)))[0] == 200  # the real one, once
+    replay = rig.standin.consent(B)
+    assert (await rig.finish_install(state, replay))[0] == 401  # replayed
+    assert replay in rig.standin.codes
+    late = await rig.begin_install()
+    rig.clock.advance(601)
+    assert (await rig.finish_install(late, rig.standin.consent(B)))[0] == 401  # expired
+    assert await rig.approvals.installations.installation(record_key(None, B, False)) is None
+    assert len(rig.standin.of("oauth.v2.access")) == 1  # only the one good install redeemed a code
