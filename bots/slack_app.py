@@ -35,7 +35,7 @@ from chat_approvals.cards import wording as cw
 from chat_approvals.cards.slack_answer import ReasonWithApproval, SlackClick, SlackPayloadError, parse_click
 from chat_approvals.cards.slack_chat import SlackCardLocation, chat_key, parse_chat_key
 from chat_approvals.core.approvals import Approvals
-from chat_approvals.core.identity import SlackUser, parse_slack_user
+from chat_approvals.core.identity import parse_slack_user
 from chat_approvals.core.models import CardOffer, StoreFault, TurnResult
 from chat_approvals.core.protocol import Claimed
 
@@ -72,7 +72,7 @@ class SlackFrontEnd:
         self.oauth = SlackOAuth.build(cfg, approvals) if cfg.oauth else None
         self.web = SlackWeb(cfg, client, tokens=self.oauth.tokens if self.oauth is not None else None)
         self.admission = admission or Admission(approvals.metrics)
-        self.commands = SlackCommands(approvals, self.web)
+        self.commands = SlackCommands(approvals, self.web, self.oauth)
         self._tasks: set[asyncio.Task[None]] = set()
         self._clicks: dict[tuple[str, str], list[_Click]] = {}  # (card id, actor) -> its clicks in flight
         self._socket: CheckedSocketModeHandler | None = None
@@ -179,17 +179,13 @@ class SlackFrontEnd:
         await self.oauth.uninstalled(enterprise_id, team_id)
 
     async def person(self, key: str) -> str:
-        """R17's identity, as an org-wide install has it (issue 31): in an enterprise whose install is
-        org-wide, the enterprise and the user, whatever workspace; elsewhere `key` as it is."""
+        """R17's identity of a message's writer, as an org-wide install has it (bots/slack_oauth.py)."""
         if self.oauth is None:
             return key
         who = parse_slack_user(key)
-        if who is None or who.enterprise is None or who.org_wide:
+        if who is None:
             return key
-        if await self.oauth.org_wide(who.enterprise):
-            across = SlackUser.across(who.enterprise, who.user)
-            return across.key if across is not None else key
-        return key
+        return await self.oauth.person(key, who.enterprise, who.user) or key
 
     async def show_turn(
         self, chat: str, channel: str, thread_ts: str, result: TurnResult, *, workspace: Workspace | None = None
@@ -293,10 +289,7 @@ class SlackFrontEnd:
         the enterprise's user (a click there may carry `team: null`); elsewhere the strict rule."""
         if self.oauth is None:
             return c.actor
-        actor = c.actor
-        if ws.enterprise and await self.oauth.org_wide(ws.enterprise):
-            across = SlackUser.across(ws.enterprise, c.user)
-            actor = across.key if across is not None else actor
+        actor = await self.oauth.person(c.actor, ws.enterprise, c.user) or c.actor
         try:
             await self.oauth.tokens.bot_token(ws)
         except NoToken as e:

@@ -30,6 +30,7 @@ from chat_approvals.bots.slack_config import SlackConfig, web_client
 from chat_approvals.bots.slack_install import SignedStates, StoreInstallations, TokenBox, record_key
 from chat_approvals.bots.slack_web import NoToken, Workspace
 from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.identity import SlackUser
 from chat_approvals.core.models import StoreFault
 
 log = logging.getLogger("chat_approvals.slack.oauth")
@@ -151,6 +152,15 @@ class SlackOAuth:
     async def org_wide(self, enterprise: str) -> bool:
         """Is the app installed org-wide in this Enterprise Grid org?"""
         return await self.installations.records.installation(record_key(enterprise, None, True)) is not None
+
+    async def person(self, strict: str | None, enterprise: object, user: object) -> str | None:
+        """R17 under an org-wide install (issue 31): in an enterprise whose install is org-wide, a
+        person is the enterprise and the user id, whatever workspace they write or click from (a
+        click there may carry `team: null`); elsewhere `strict`, the payload's own identity."""
+        if not isinstance(enterprise, str) or not enterprise or not await self.org_wide(enterprise):
+            return strict
+        across = SlackUser.across(enterprise, user)
+        return across.key if across is not None else strict
 
     async def uninstalled(self, enterprise_id: str | None, team_id: str | None) -> None:
         """app_uninstalled, or the bot's token revoked: the installation is removed."""

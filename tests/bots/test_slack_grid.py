@@ -140,3 +140,20 @@ async def test_team_null_is_refused_under_a_single_workspace_install(rig: SlackR
     await rig.settle()
     done = await rig.store.run(rig.store.rows.get_pointer_by_card, card_id(card))
     assert done is not None and done.state == "done"
+
+
+async def test_approvals_command_lists_the_org_persons_grants(rig: SlackRig) -> None:
+    """/approvals under an org-wide install: the caller is the enterprise's person, so the grant
+    their approval made in the workspace is listed (and revocable) there."""
+    await rig.install(None, enterprise=GRID)
+    card = await posted(rig, dm(rig, team=ONE, user=OWNER, org_wide=True))
+    assert await rig.click(click(rig, card, user=OWNER, team=ONE)) == (200, "")
+    await rig.settle()
+    fields = P.slash_command(
+        text="", user=OWNER, channel=DM_ONE, response_url=rig.standin.response_url("cmd"), team=ONE
+    )
+    fields.update(enterprise_id=GRID, is_enterprise_install="true")
+    assert (await rig.send(*P.form_body(fields)))[0] == 200
+    await rig.settle()
+    (listed,) = [c for c in rig.standin.of("response_url") if c.args["_hook"] == "cmd"]
+    assert "example.org" in json.dumps(listed.args.get("blocks"))
