@@ -32,6 +32,7 @@ from chat_approvals.bots.slack_web import NoToken, Workspace
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.identity import SlackUser
 from chat_approvals.core.models import StoreFault
+from chat_approvals.core.ports import InstallationRecords
 
 log = logging.getLogger("chat_approvals.slack.oauth")
 
@@ -114,6 +115,13 @@ class InstalledTokens:
         )
 
 
+def installed_tokens(cfg: SlackConfig, records: InstallationRecords) -> InstalledTokens:
+    """Each workspace's token from the installations in `records`, sealed with the configured key."""
+    store = StoreInstallations(records, TokenBox.parse(cfg.token_key))
+    rotator = AsyncTokenRotator(client_id=cfg.client_id, client_secret=cfg.client_secret, client=web_client(cfg))
+    return InstalledTokens(store, rotator, cfg.token_rotation_minutes)
+
+
 @dataclass
 class SlackOAuth:
     """What OAuth mode adds to the front end."""
@@ -126,10 +134,12 @@ class SlackOAuth:
 
     @classmethod
     def build(cls, cfg: SlackConfig, approvals: Approvals) -> SlackOAuth:
-        installations = StoreInstallations(approvals.installations, TokenBox.parse(cfg.token_key))
+        # The approver directory's tokens, when it has them: one refresher per installation here.
+        shared = getattr(getattr(approvals.approvers, "slack", None), "tokens", None)
+        tokens = shared if isinstance(shared, InstalledTokens) else installed_tokens(cfg, approvals.installations)
+        installations = tokens.store
         # The state's MAC key: the client secret, which only this app and Slack hold.
         states = SignedStates(approvals, cfg.client_secret, approvals.clock, STATE_SECONDS)
-        rotator = AsyncTokenRotator(client_id=cfg.client_id, client_secret=cfg.client_secret, client=web_client(cfg))
         settings = AsyncOAuthSettings(
             client_id=cfg.client_id,
             client_secret=cfg.client_secret,
@@ -145,9 +155,7 @@ class SlackOAuth:
             state_expiration_seconds=STATE_SECONDS,
             logger=log,
         )
-        return cls(
-            cfg, installations, states, InstalledTokens(installations, rotator, cfg.token_rotation_minutes), settings
-        )
+        return cls(cfg, installations, states, tokens, settings)
 
     async def org_wide(self, enterprise: str) -> bool:
         """Is the app installed org-wide in this Enterprise Grid org?"""

@@ -22,10 +22,11 @@ from tests.support.slack_standin import Call
 GRID = "E0GRID01"
 ONE, TWO, THREE = "T0GRIDONE", "T0GRIDTWO", "T0GRIDTRE"
 OWNER, COLLEAGUE, APPROVER, STRANGER = "W0OWNER01", "W0COLLEAG", "W0APPROVR", "W0RANDOM1"
+GROUPIE, GROUP = "W0GROUPIE", "S0GRIDSEC"
 DM_ONE, CHANNEL_TWO = "D0GRIDDM1", "C0GRIDCH2"
 POLICY = f"""\
 [approvers]
-slack = ["{APPROVER}"]
+slack = ["{APPROVER}", "{GROUP}"]
 
 [[rule]]
 match = "example.org"
@@ -37,6 +38,7 @@ ORG = "download <https://example.org/data.csv>"
 @pytest.fixture
 async def rig() -> AsyncIterator[SlackRig]:
     async with running(SlackRig(oauth=True, policy=POLICY)) as r:
+        r.standin.usergroups[GROUP] = [GROUPIE]
         yield r
 
 
@@ -157,3 +159,20 @@ async def test_approvals_command_lists_the_org_persons_grants(rig: SlackRig) -> 
     await rig.settle()
     (listed,) = [c for c in rig.standin.of("response_url") if c.args["_hook"] == "cmd"]
     assert "example.org" in json.dumps(listed.args.get("blocks"))
+
+
+async def test_a_user_group_of_the_org_approves_from_any_workspace(rig: SlackRig) -> None:
+    """The policy's `S…` group under an org-wide install: resolved with the org's token
+    (usergroups.users.list), its member approves from another workspace; a non-member does not."""
+    org_token = await rig.install(None, enterprise=GRID)
+    card = await posted(rig, dm(rig, team=ONE, user=OWNER, org_wide=True))
+    before = await rig.snapshot(card_id(card))
+    assert await rig.click(click(rig, card, user=STRANGER, team=TWO)) == (200, "")
+    await rig.settle()
+    assert (await rig.snapshot(card_id(card)))["pointer"] == before["pointer"]
+    assert await rig.click(click(rig, card, user=GROUPIE, team=TWO)) == (200, "")
+    await rig.settle()
+    done = await rig.store.run(rig.store.rows.get_pointer_by_card, card_id(card))
+    assert done is not None and done.state == "done"
+    lookups = rig.standin.of("usergroups.users.list")
+    assert lookups and {c.token for c in lookups} == {org_token} and {c.args["usergroup"] for c in lookups} == {GROUP}

@@ -8,7 +8,7 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
@@ -23,12 +23,14 @@ from chat_approvals.bots.approvers import ApproverDirectory, SlackLookup
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
 from chat_approvals.bots.slack_app import SLACK, SlackFrontEnd
+from chat_approvals.bots.slack_config import SlackConfig
 from chat_approvals.bots.slack_install import TokenBox
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.core.agent.factory import AgentFactory
 from chat_approvals.core.bootstrap import Root, bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.identity import SlackUser
+from chat_approvals.core.ports import InstallationRecords
 from chat_approvals.core.protocol.policy import parse_policy
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.open import open_objects, open_rows
@@ -51,10 +53,13 @@ def open_root(
     clock: ManualClock,
     factory: AgentFactory | None = None,
     policy: str | None = None,
-    slack: SlackLookup | None = None,
+    slack: SlackLookup | Callable[[InstallationRecords], SlackLookup | None] | None = None,
 ) -> Root[StoreIO]:
+    """`slack`: the policy's Slack lookup, or how to make it on the store's installations (OAuth)."""
     db = f"sqlite:///{folder}/rows.db"  # objects in the same file: the server's default (issue 12)
     store = StoreIO(open_rows(db), open_objects(db, clock))
+    if callable(slack):
+        slack = slack(store.ports().rows)
     if policy is None:
         return bootstrap(store, clock=clock, agent_factory=factory)
     p = parse_policy(policy)  # issue 13: the approval policy, with the approvers the server would build
@@ -112,8 +117,6 @@ class SlackRig:
             await self.standin.start()
         # The policy's Slack lookup (workspace, user groups) asks the stand-in, as serve's asks Slack.
         lookup = SlackLookup(AsyncWebClient(token="xoxb-test-token", base_url=self.standin.api_url), self.clock)
-        self.root = open_root(self.folder, self.clock, self.factory, self.policy, lookup)
-        self.approvals, self.store = self.root.approvals, self.root.store
         env = {
             "SLACK_BOT_TOKEN": "" if self.oauth else SINGLE_TOKEN,
             "SLACK_SIGNING_SECRET": "" if self.socket_mode else P.SIGNING_SECRET,
@@ -123,6 +126,14 @@ class SlackRig:
             "SLACK_CLIENT_SECRET": CLIENT_SECRET if self.oauth else "",
             "CHAT_APPROVALS_SLACK_TOKEN_KEY": self.token_key if self.oauth else "",
         }
+        if self.oauth:  # as serve builds it: each workspace's token from the store's installations
+            cfg_slack = SlackConfig.from_env(env)
+            self.root = open_root(
+                self.folder, self.clock, self.factory, self.policy, lambda r: SlackLookup.of(cfg_slack, self.clock, r)
+            )
+        else:
+            self.root = open_root(self.folder, self.clock, self.factory, self.policy, lookup)
+        self.approvals, self.store = self.root.approvals, self.root.store
         # The server mounts Slack from the environment, as `chat-approvals serve` does.
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
