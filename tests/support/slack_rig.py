@@ -133,7 +133,10 @@ class SlackRig:
         if self.oauth:  # as serve builds it: each workspace's token from the store's installations
             cfg_slack = SlackConfig.from_env(env)
             self.root = open_root(
-                self.folder, self.clock, self.factory, self.policy,
+                self.folder,
+                self.clock,
+                self.factory,
+                self.policy,
                 lambda r: SlackLookup.of(cfg_slack, self.clock, r),
                 self.store_url,
             )
