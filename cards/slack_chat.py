@@ -46,19 +46,37 @@ class SlackCardLocation:
     thread_ts: str | None = None
     routed: SlackCardLocation | None = None  # the copy in the approvers' channel (policy routing)
     escalated: SlackCardLocation | None = None  # the copy posted to the escalation approvers (issue 33)
+    # The workspace whose token posted it (issue 31: every later call for the card uses that token).
+    team: str | None = None
+    enterprise: str | None = None
 
     @classmethod
-    def of(cls, channel: str | None, ts: str | None, thread_ts: str | None) -> SlackCardLocation | None:
-        return cls(channel, ts, thread_ts or None) if channel and ts else None
+    def of(
+        cls,
+        channel: str | None,
+        ts: str | None,
+        thread_ts: str | None,
+        *,
+        team: str | None = None,
+        enterprise: str | None = None,
+    ) -> SlackCardLocation | None:
+        return (
+            cls(channel, ts, thread_ts or None, team=team or None, enterprise=enterprise or None)
+            if channel and ts
+            else None
+        )
 
     @classmethod
     def parse(cls, stored: Mapping[str, str] | None) -> SlackCardLocation | None:
         """None for a location of another platform (or none at all)."""
         if not stored:
             return None
-        loc = cls.of(stored.get("channel"), stored.get("ts"), stored.get("thread_ts"))
-        routed = cls.of(stored.get("routed_channel"), stored.get("routed_ts"), None)
-        escalated = cls.of(stored.get("escalated_channel"), stored.get("escalated_ts"), stored.get("escalated_thread"))
+        ws = {"team": stored.get("team"), "enterprise": stored.get("enterprise")}
+        loc = cls.of(stored.get("channel"), stored.get("ts"), stored.get("thread_ts"), **ws)
+        routed = cls.of(stored.get("routed_channel"), stored.get("routed_ts"), None, **ws)
+        escalated = cls.of(
+            stored.get("escalated_channel"), stored.get("escalated_ts"), stored.get("escalated_thread"), **ws
+        )
         if loc is not None and escalated is not None:
             loc = replace(loc, escalated=escalated)
         return replace(loc, routed=routed) if loc is not None and routed is not None else loc
@@ -73,6 +91,10 @@ class SlackCardLocation:
             loc.update(escalated_channel=self.escalated.channel, escalated_ts=self.escalated.ts)
             if self.escalated.thread_ts:
                 loc["escalated_thread"] = self.escalated.thread_ts
+        if self.team:
+            loc["team"] = self.team
+        if self.enterprise:
+            loc["enterprise"] = self.enterprise
         return loc
 
     @property

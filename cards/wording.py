@@ -363,3 +363,15 @@ def expired_unanswered(card: ApprovalCard, style: Style) -> str:
         f"Expired at {style.time(card.expires_at)} without an answer; the agent was told. "
         "Nothing was approved. Ask the agent again."
     )
+
+
+# ----------------------------------------------------------------------------- Slack installs (issue 31)
+
+NOT_INSTALLED = (
+    "This app is not installed in your workspace (or was removed from it), so it cannot act on this card; "
+    "nothing was changed. Ask an admin to install it again."
+)
+TOKEN_REFRESH_FAILED = (
+    "Slack did not renew this app's access to your workspace just now; nothing was changed. "
+    "Try again in a minute, or ask an admin to reinstall the app."
+)

@@ -96,6 +96,15 @@ class Claim:
     load: bool = True
 
 
+class InstallationRecords(Protocol):
+    """Slack installations (issue 31): opaque records by key, encrypted by their writer
+    (bots/slack_install.py); the part of `Rows` the Slack front end is handed."""
+
+    async def put_installation(self, key: str, record: str) -> None: ...
+    async def installation(self, key: str) -> str | None: ...
+    async def delete_installation(self, key: str) -> bool: ...
+
+
 class Rows(Protocol):
     """The rows port: async, keyword-only calls over the backend's conditional writes."""
 
@@ -142,6 +151,11 @@ class Rows(Protocol):
         self, *, holder: str, now: float, lease_until: float, since: float, limit: int
     ) -> list[Timer]: ...
     async def fire_timer(self, timer: Timer, *, now: float) -> bool: ...
+
+    # Slack installations (issue 31): opaque records, encrypted by their writer (bots/slack_install.py).
+    async def put_installation(self, key: str, record: str) -> None: ...
+    async def installation(self, key: str) -> str | None: ...
+    async def delete_installation(self, key: str) -> bool: ...
 
 
 class Objects(Protocol):

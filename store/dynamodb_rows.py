@@ -14,6 +14,7 @@ chat key, user id or name can collide with a separator):
 | audit event   | ["audit", chat]             | "<ns:020d>.<nonce>"     |
 | outbox item   | ["outbox", sink]            | item id (sorts in append order) |
 | outbox lease  | ["outbox-lease", sink]      | "lease"                 |
+| Slack install | ["slack-install", key]      | "install" (no ttl)      |
 | timer         | ["timer", card_id]          | name (attr: fired_at once fired) |
 | timer due     | ["timers-due", DAY]         | "<due_at:017.3f>|card_id|name" |
 | timer lease   | ["timer-lease", "timers"]   | "lease"                 |
@@ -114,6 +115,9 @@ __all__ = ["TTL_ATTRIBUTE", "DynamoRows", "create_table", "delete_table", "open_
 log = logging.getLogger(__name__)
 
 _DAY = 86400.0  # the due-time index has one partition per UTC day
+
+
+INSTALL_SK = "install"
 
 
 class DynamoRows(Transactions, RowStore):
@@ -465,6 +469,20 @@ class DynamoRows(Transactions, RowStore):
         cond = "attribute_not_exists(#pk) OR #ttl_at < :now"  # past its ttl though not yet swept
         r = self._write("put_item", pk, EVENT_SK, nonce, cond, Item=item, ExpressionAttributeValues={":now": _n(now)})
         return r is not None
+
+    # --- Slack installations (issue 31): opaque records, no expiry -----------------------
+    def put_installation(self, key: str, record: str) -> None:
+        item: Item = {"pk": _s(_key("slack-install", key)), "sk": _s(INSTALL_SK), "record": _s(record)}
+        self._flush_objects()
+        self._call("put_item", Item=item)  # create or replace: idempotent, so a retry is harmless
+
+    def get_installation(self, key: str) -> str | None:
+        item = self._get(_key("slack-install", key), INSTALL_SK)
+        return None if item is None else _get_s(item, "record")
+
+    def delete_installation(self, key: str) -> bool:
+        pk = _key("slack-install", key)
+        return self._write("delete_item", pk, INSTALL_SK, None, "attribute_exists(#pk)") is not None
 
     # --- sessions -----------------------------------------------------------------------
     def put_session(self, chat: str, key: str, seq: float, ttl: float) -> bool:

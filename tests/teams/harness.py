@@ -109,7 +109,9 @@ class Bot:
         resume_queue: int = DEFAULT_CAPACITY,
         resume_patience: float | None = DEFAULT_PATIENCE,
         timer_every: float | None = None,
+        store: str | None = None,
     ) -> None:
+        self.store_url = store  # a store URL for rows and objects (PostgreSQL); None: SQLite + files in the folder
         self.timer_every = timer_every  # issue 33: run the server's timer loop, looking this often
         self.agent_factory = agent_factory
         self.resume_workers, self.resume_queue = resume_workers, resume_queue  # bots/admission.py
@@ -121,7 +123,12 @@ class Bot:
 
     async def __aenter__(self) -> Bot:
         self.folder.mkdir(parents=True, exist_ok=True)
-        store = StoreIO(SqliteRows(self.folder / "rows.db"), FileObjects(self.folder / "objects", clock=self.clock))
+        if self.store_url is not None:
+            from chat_approvals.store.open import open_objects, open_rows
+
+            store = StoreIO(open_rows(self.store_url), open_objects(self.store_url, self.clock))
+        else:
+            store = StoreIO(SqliteRows(self.folder / "rows.db"), FileObjects(self.folder / "objects", clock=self.clock))
         approvers = ApproverDirectory(self.policy) if self.policy is not None else None
         self.store = store
         self.approvals = bootstrap(
@@ -129,8 +136,8 @@ class Bot:
         ).approvals
         cfg = ServerConfig(
             host="127.0.0.1",
-            store=f"sqlite:///{self.folder}/rows.db",
-            objects=str(self.folder),
+            store=self.store_url or f"sqlite:///{self.folder}/rows.db",
+            objects=self.store_url or str(self.folder),
             resume_workers=self.resume_workers,
             resume_queue=self.resume_queue,
             resume_patience=self.resume_patience,
