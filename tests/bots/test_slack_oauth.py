@@ -217,3 +217,22 @@ async def test_the_oauth_state_forged_replayed_expired_or_from_another_browser_i
     assert (await rig.finish_install(late, rig.standin.consent(B)))[0] == 401  # expired
     assert await rig.approvals.installations.installation(record_key(None, B, False)) is None
     assert len(rig.standin.of("oauth.v2.access")) == 1  # only the one good install redeemed a code
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "",
+        "?code=x",
+        "?state=&code=x",
+        "?state=%ff%fe%00&code=%ff",
+        "?state=a.b.c&code=x&state=d.e.f",
+        "?error=access_denied",
+        "?error=%3Cscript%3Ealert(1)%3C%2Fscript%3E",
+        "?state=" + "A" * 4000,
+    ],
+)
+async def test_the_redirect_refuses_what_it_cannot_use_with_a_4xx_page_never_a_500(rig: SlackRig, query: str) -> None:
+    status, page, _ = await rig.get(f"/slack/oauth_redirect{query}", {"Cookie": "slack-app-oauth-state=a.b.c"})
+    assert status < 500 and "<script>" not in page
+    assert rig.standin.of("oauth.v2.access") == []  # no code was redeemed
