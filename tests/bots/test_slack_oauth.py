@@ -5,20 +5,26 @@ project's store (tokens sealed, R19), uninstall, token refresh mid-turn, the OAu
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
-from chat_approvals.bots.slack_install import record_key
+from chat_approvals.bots.slack_install import TokenBox, record_key
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards import wording as cw
 from chat_approvals.core.identity import SlackUser
 from tests.support import slack_payloads as P
+from tests.support.serve_process import ROOT, free_port, stop, wait_healthy
 from tests.support.slack_rig import OWNER, SlackRig, buttons, running
-from tests.support.slack_standin import Call
+from tests.support.slack_standin import CLIENT_ID, CLIENT_SECRET, Call, SlackStandIn
 
 A, B = "T0WORKSPA", "T0WORKSPB"
 DM_A, DM_B = "D0DMINA01", "D0DMINB01"
@@ -236,3 +242,38 @@ async def test_the_redirect_refuses_what_it_cannot_use_with_a_4xx_page_never_a_5
     status, page, _ = await rig.get(f"/slack/oauth_redirect{query}", {"Cookie": "slack-app-oauth-state=a.b.c"})
     assert status < 500 and "<script>" not in page
     assert rig.standin.of("oauth.v2.access") == []  # no code was redeemed
+
+
+async def test_serve_runs_many_workspaces_from_env_and_says_so(tmp_path: Path) -> None:
+    """`chat-approvals serve` as its own process, OAuth configured only through the environment: the
+    banner names the mode, and the install page is served with its state cookie."""
+    standin = await SlackStandIn().start()
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "CHAT_APPROVALS_"))}
+    env.update(
+        SLACK_CLIENT_ID=CLIENT_ID, SLACK_CLIENT_SECRET=CLIENT_SECRET, SLACK_SIGNING_SECRET=P.SIGNING_SECRET,
+        CHAT_APPROVALS_SLACK_TOKEN_KEY=TokenBox.new_key(), CHAT_APPROVALS_SLACK_API_URL=standin.api_url,
+    )  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "chat_approvals",
+        "serve",
+        "--port",
+        str(port),
+        "--store",
+        f"sqlite:///{tmp_path}/r.db",
+    ]
+    out = tmp_path / "stdout"
+    with out.open("wb") as sink:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.DEVNULL)
+    try:
+        await wait_healthy(proc, port)
+        url = f"http://127.0.0.1:{port}/slack/install"
+        async with aiohttp.ClientSession() as session, session.get(url) as r:
+            assert r.status == 200 and "slack-app-oauth-state" in r.headers.get("Set-Cookie", "")
+    finally:
+        await stop(proc)
+        await standin.stop()
+    banner = out.read_text()
+    assert "Slack: many workspaces by OAuth (install at /slack/install, redirect /slack/oauth_redirect)" in banner
