@@ -277,3 +277,13 @@ async def test_serve_runs_many_workspaces_from_env_and_says_so(tmp_path: Path) -
         await standin.stop()
     banner = out.read_text()
     assert "Slack: many workspaces by OAuth (install at /slack/install, redirect /slack/oauth_redirect)" in banner
+
+
+async def test_one_workspace_mode_acknowledges_an_uninstall_and_keeps_its_token() -> None:
+    """SLACK_BOT_TOKEN mode is unchanged: an uninstall event is acknowledged (no retry from Slack)
+    and logged; the token stays the one configured."""
+    async with running(SlackRig()) as single:
+        assert single.front.oauth is None
+        assert await single.send(*P.json_body(P.uninstalled(team=P.TEAM))) == (200, "")
+        cards = await single.owner_says(P_FETCH)
+        assert [c.token for c in cards] == ["xoxb-test-token"]
