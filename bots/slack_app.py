@@ -25,7 +25,7 @@ from chat_approvals.bots.admission import Admission
 from chat_approvals.bots.slack_commands import SlackCommands
 from chat_approvals.bots.slack_config import COMMAND, SlackConfig, web_client
 from chat_approvals.bots.slack_ingress import bolt_app, clicker, http_handler
-from chat_approvals.bots.slack_oauth import RefreshFailed, SlackOAuth
+from chat_approvals.bots.slack_oauth import RefreshFailed, SlackOAuth, TokenUnreadable
 from chat_approvals.bots.slack_socket import CheckedSocketModeHandler
 from chat_approvals.bots.slack_web import NoToken, SlackWeb, Workspace, payload_workspace
 from chat_approvals.bots.turn_limits import turn_refusal
@@ -257,9 +257,9 @@ class SlackFrontEnd:
         ws = payload_workspace(body)
         try:
             actor = await self._clicker(c, ws, body)
-        except StoreFault as e:
+        except StoreFault as e:  # the installation could not be read: told without a token
             log.warning("slack click: store fault: %s", e)
-            await self.web.ephemeral(c.channel, c.user, c.thread_ts, sb.reply_message(UNAVAILABLE), workspace=ws)
+            await self.web.respond(_response_url(body), sb.reply_message(UNAVAILABLE))
             return
         if actor is None:
             return  # not installed (or no fresh token): told through the response_url, nothing changed
@@ -296,8 +296,8 @@ class SlackFrontEnd:
             log.info("slack click refused: %s", e)
             self.approvals.metrics.resumes.labels("slack", "not_installed").inc()
             text = cw.TOKEN_REFRESH_FAILED if isinstance(e, RefreshFailed) else cw.NOT_INSTALLED
-            url = body.get("response_url")
-            await self.web.respond(url if isinstance(url, str) else None, sb.reply_message(f":warning: {text}"))
+            text = wording.STORE_UNAVAILABLE if isinstance(e, TokenUnreadable) else text
+            await self.web.respond(_response_url(body), sb.reply_message(f":warning: {text}"))
             return None
         return actor
 
@@ -341,6 +341,11 @@ class SlackFrontEnd:
         user, channel, thread_ts = clicker(body)
         if user and channel:
             await self.web.ephemeral(channel, user, thread_ts, msg, workspace=payload_workspace(body))
+
+
+def _response_url(body: dict[str, Any]) -> str | None:
+    url = body.get("response_url")
+    return url if isinstance(url, str) else None
 
 
 # ---------------------------------------------------------------------- mounting

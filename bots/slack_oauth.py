@@ -43,6 +43,10 @@ class NotInstalled(NoToken):
     """No installation for the workspace (never installed, uninstalled, or its token revoked)."""
 
 
+class TokenUnreadable(NoToken):
+    """The store could not be read: the installation is not known to be gone."""
+
+
 class RefreshFailed(NoToken):
     """The installation's token expires and Slack did not give a new one."""
 
@@ -62,7 +66,7 @@ class InstalledTokens:
         try:
             bot = await self.store.async_find_bot(enterprise_id=ws.enterprise, team_id=ws.team)
         except StoreFault as e:
-            raise NoToken(f"the installation could not be read: {e}") from e
+            raise TokenUnreadable(f"the installation could not be read: {e}") from e
         if bot is None:
             raise NotInstalled(f"not installed for team {ws.team} enterprise {ws.enterprise}")
         return bot

@@ -21,6 +21,8 @@ from chat_approvals.bots.slack_install import TokenBox, record_key
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards import wording as cw
 from chat_approvals.core.identity import SlackUser
+from chat_approvals.core.protocol.wording import STORE_UNAVAILABLE
+from chat_approvals.store.base import StoreError
 from tests.support import slack_payloads as P
 from tests.support.serve_process import ROOT, free_port, stop, wait_healthy
 from tests.support.slack_rig import OWNER, SlackRig, buttons, running
@@ -287,3 +289,29 @@ async def test_one_workspace_mode_acknowledges_an_uninstall_and_keeps_its_token(
         assert await single.send(*P.json_body(P.uninstalled(team=P.TEAM))) == (200, "")
         cards = await single.owner_says(P_FETCH)
         assert [c.token for c in cards] == ["xoxb-test-token"]
+
+
+async def test_installations_unreadable_the_click_is_told_the_store_is_unavailable(rig: SlackRig) -> None:
+    """The store's installations cannot be read (a backend fault after its retries): the clicker is
+    told so through the response_url (no token can be had), nothing changes, the card stays answerable."""
+    await rig.install(A)
+    (card,) = await say(rig, P_FETCH, team=A, channel=DM_A)
+    before, since = await rig.snapshot(card_id_of(card)), len(rig.standin.calls)
+
+    def down(*_: object) -> str | None:
+        raise StoreError("injected: the table is unreachable")
+
+    rows: Any = rig.store.rows
+    rows.get_installation = down
+    try:
+        assert await rig.click(click(rig, card, team=A)) == (200, "")
+        await rig.settle()
+    finally:
+        del rows.get_installation
+    assert await rig.snapshot(card_id_of(card)) == before
+    (told,) = [c for c in rig.standin.calls[since:] if c.method == "response_url"]
+    assert STORE_UNAVAILABLE in told.args["text"]
+    assert await rig.click(click(rig, card, team=A)) == (200, "")  # back: the same card still works
+    await rig.settle()
+    done = await rig.store.run(rig.store.rows.get_pointer_by_card, card_id_of(card))
+    assert done is not None and done.state == "done"
