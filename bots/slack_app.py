@@ -25,13 +25,12 @@ from chat_approvals.bots.admission import Admission
 from chat_approvals.bots.slack_commands import SlackCommands
 from chat_approvals.bots.slack_config import COMMAND, SlackConfig, web_client
 from chat_approvals.bots.slack_ingress import bolt_app, clicker, http_handler
-from chat_approvals.bots.slack_oauth import RefreshFailed, SlackOAuth, TokenUnreadable
+from chat_approvals.bots.slack_oauth import SlackOAuth
 from chat_approvals.bots.slack_socket import CheckedSocketModeHandler
-from chat_approvals.bots.slack_web import NoToken, SlackWeb, Workspace, payload_workspace
+from chat_approvals.bots.slack_web import SlackWeb, Workspace, payload_workspace
 from chat_approvals.bots.turn_limits import turn_refusal
 from chat_approvals.cards import effects as fx
 from chat_approvals.cards import slack_blocks as sb
-from chat_approvals.cards import wording as cw
 from chat_approvals.cards.slack_answer import ReasonWithApproval, SlackClick, SlackPayloadError, parse_click
 from chat_approvals.cards.slack_chat import SlackCardLocation, chat_key, parse_chat_key
 from chat_approvals.core.approvals import Approvals
@@ -283,22 +282,15 @@ class SlackFrontEnd:
             await self._carry_out(c, effect, loc)
 
     async def _clicker(self, c: SlackClick, ws: Workspace, body: dict[str, Any]) -> str | None:
-        """Who clicked (R17), or None when the click's workspace has no usable installation (OAuth
-        mode, issue 31): then the clicker is told why through the click's response_url, which needs
-        no token, and nothing is changed. In an enterprise whose install is org-wide, the person is
-        the enterprise's user (a click there may carry `team: null`); elsewhere the strict rule."""
+        """Who clicked (R17); None when the click's workspace has no usable installation (OAuth,
+        issue 31): the clicker is told why through the response_url (no token needed), and
+        nothing changes. StoreFault when the installations cannot be read."""
         if self.oauth is None:
             return c.actor
-        actor = await self.oauth.person(c.actor, ws.enterprise, c.user) or c.actor
-        try:
-            await self.oauth.tokens.bot_token(ws)
-        except NoToken as e:
-            log.info("slack click refused: %s", e)
+        actor, refusal = await self.oauth.clicker(c.actor, ws, c.user)
+        if refusal is not None:
             self.approvals.metrics.resumes.labels("slack", "not_installed").inc()
-            text = cw.TOKEN_REFRESH_FAILED if isinstance(e, RefreshFailed) else cw.NOT_INSTALLED
-            text = wording.STORE_UNAVAILABLE if isinstance(e, TokenUnreadable) else text
-            await self.web.respond(_response_url(body), sb.reply_message(f":warning: {text}"))
-            return None
+            await self.web.respond(_response_url(body), sb.reply_message(f":warning: {refusal}"))
         return actor
 
     def _forget(self, key: tuple[str, str], click: _Click) -> None:
