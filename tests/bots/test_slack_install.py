@@ -101,6 +101,8 @@ OAUTH = {
         ({"SLACK_SIGNING_SECRET": ""}, "OAuth installs need SLACK_SIGNING_SECRET"),
         ({"SLACK_APP_TOKEN": "xapp-1"}, "OAuth installs need SLACK_SIGNING_SECRET"),
         ({"CHAT_APPROVALS_SLACK_TOKEN_KEY": ""}, "CHAT_APPROVALS_SLACK_TOKEN_KEY is not set"),
+        ({"CHAT_APPROVALS_SLACK_TOKEN_ROTATION_MINUTES": "0"}, "a whole number of minutes, at least 1"),
+        ({"CHAT_APPROVALS_SLACK_TOKEN_ROTATION_MINUTES": "2h"}, "a whole number of minutes, at least 1"),
     ],
 )
 def test_a_half_configured_oauth_names_what_is_missing(change: dict[str, str], message: str) -> None:
@@ -109,6 +111,10 @@ def test_a_half_configured_oauth_names_what_is_missing(change: dict[str, str], m
 
 
 def test_the_banner_says_which_mode_is_on() -> None:
+    assert (
+        SlackConfig.from_env({**OAUTH, "CHAT_APPROVALS_SLACK_TOKEN_ROTATION_MINUTES": "30"}).token_rotation_minutes
+        == 30
+    )
     oauth = SlackConfig.from_env(OAUTH)
     oauth.check()
     assert oauth.oauth and oauth.http_mode and not oauth.socket_mode
