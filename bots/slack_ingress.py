@@ -96,15 +96,16 @@ def bolt_app(cfg: SlackConfig, web: SlackWeb, front: Front, oauth: SlackOAuth | 
         process_before_response=True,
     )
 
+    # The installation is forgotten after the ack, like every other piece of work here.
     @bolt.event("app_uninstalled")
     async def on_uninstalled(context: AsyncBoltContext) -> None:
-        await front.uninstalled(context.enterprise_id, context.team_id)
+        front.spawn(front.uninstalled(context.enterprise_id, context.team_id), "uninstall")
 
     @bolt.event("tokens_revoked")
     async def on_revoked(event: dict[str, Any], context: AsyncBoltContext) -> None:
         tokens = event.get("tokens")
         if isinstance(tokens, dict) and tokens.get("bot"):  # the bot's token: the installation is gone
-            await front.uninstalled(context.enterprise_id, context.team_id)
+            front.spawn(front.uninstalled(context.enterprise_id, context.team_id), "tokens revoked")
 
     @bolt.event("app_mention")
     async def on_mention(event: dict[str, Any], body: dict[str, Any], context: dict[str, Any]) -> None:

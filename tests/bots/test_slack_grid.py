@@ -183,6 +183,7 @@ async def test_an_org_that_uninstalls_is_forgotten_and_its_clicks_refused(rig: S
     await rig.install(None, enterprise=GRID)
     card = await posted(rig, dm(rig, team=ONE, user=OWNER, org_wide=True))
     assert await rig.send(*P.json_body(P.uninstalled(team=None, enterprise=GRID))) == (200, "")
+    await rig.settle()
     assert await rig.approvals.installations.installation(record_key(GRID, None, True)) is None
     before = await rig.snapshot(card_id(card))
     assert await rig.click(click(rig, card, user=OWNER, team=ONE)) == (200, "")

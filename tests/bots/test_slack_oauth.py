@@ -135,6 +135,7 @@ async def test_uninstall_then_a_click_is_refused_with_a_message_and_the_store_un
     await rig.install(B)
     (card,) = await say(rig, P_FETCH, team=A, channel=DM_A)
     assert await rig.send(*P.json_body(P.uninstalled(team=A))) == (200, "")
+    await rig.settle()
     assert await rig.approvals.installations.installation(record_key(None, A, False)) is None
     assert await rig.approvals.installations.installation(record_key(None, B, False)) is not None  # B keeps it
     before, since = await rig.snapshot(card_id_of(card)), len(rig.standin.calls)
@@ -149,6 +150,7 @@ async def test_uninstall_then_a_click_is_refused_with_a_message_and_the_store_un
 async def test_a_revoked_bot_token_removes_the_installation(rig: SlackRig) -> None:
     await rig.install(A)
     assert await rig.send(*P.json_body(P.tokens_revoked(team=A))) == (200, "")
+    await rig.settle()
     assert await rig.approvals.installations.installation(record_key(None, A, False)) is None
 
 
@@ -315,3 +317,19 @@ async def test_installations_unreadable_the_click_is_told_the_store_is_unavailab
     await rig.settle()
     done = await rig.store.run(rig.store.rows.get_pointer_by_card, card_id_of(card))
     assert done is not None and done.state == "done"
+
+
+async def test_an_uninstall_while_the_store_is_down_is_acknowledged_not_a_500(rig: SlackRig) -> None:
+    await rig.install(A)
+
+    def down(*_: object) -> bool:
+        raise StoreError("injected: the table is unreachable")
+
+    rows: Any = rig.store.rows
+    rows.delete_installation = down
+    try:
+        assert await rig.send(*P.json_body(P.uninstalled(team=A))) == (200, "")
+        await rig.settle()
+    finally:
+        del rows.delete_installation
+    assert await rig.approvals.installations.installation(record_key(None, A, False)) is not None
