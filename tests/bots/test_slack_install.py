@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from slack_sdk.oauth.installation_store import Installation
 
+from chat_approvals.bots.logs import Redactor
 from chat_approvals.bots.slack_config import SlackConfig
 from chat_approvals.bots.slack_install import StoreInstallations, TokenBox, TokenKeyError, record_key
 from chat_approvals.core.approvals import Approvals
@@ -122,3 +123,10 @@ def test_the_banner_says_which_mode_is_on() -> None:
     single = SlackConfig.from_env({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"})
     single.check()
     assert single.describe().startswith("one workspace (SLACK_BOT_TOKEN), HTTP at /slack/events")
+
+
+def test_rotating_tokens_and_their_refresh_tokens_are_redacted_from_logs() -> None:
+    """Token rotation (issue 31) brings `xoxe.xoxb-…` bot tokens and `xoxe-1-…` refresh tokens."""
+    redact = Redactor()
+    out = redact("refresh_token=xoxe-1-My0xLTEyMzQ1Ni0 access xoxe.xoxb-1-MS0yLTM0NTY3ODkw done")
+    assert "My0xLTEyMzQ1Ni0" not in out and "MS0yLTM0NTY3ODkw" not in out and out.endswith(" done")
