@@ -40,7 +40,7 @@ from chat_approvals.core.protocol import load_policy
 from chat_approvals.core.sandbox import sweep_kept
 from chat_approvals.core.sandbox.egress import Gate, GrantsBackend
 from chat_approvals.store.aio import StoreIO
-from chat_approvals.store.open import open_objects, open_rows
+from chat_approvals.store.open import open_objects, open_rows, shown_url
 
 log = logging.getLogger("chat_approvals")
 
@@ -165,7 +165,7 @@ async def healthz(request: web.Request) -> web.Response:
     cfg = request.app[CONFIG]
     if not may_see_details(request, cfg.tokens()):
         return web.json_response({"ok": True})
-    return web.json_response({"ok": True, "store": cfg.store.split("?")[0], "http_api": bool(cfg.tokens())})
+    return web.json_response({"ok": True, "store": shown_url(cfg.store), "http_api": bool(cfg.tokens())})
 
 
 async def readyz(request: web.Request) -> web.Response:

@@ -32,7 +32,7 @@ from chat_approvals.core.settings import Settings
 
 log = logging.getLogger("chat_approvals.approvals")
 
-READY_PROBE_CHAT = "\x00readyz"  # a key no front end can name: the read finds nothing, cheaply
+READY_PROBE_CHAT = "\x7freadyz"  # a key no front end can name (DEL; not NUL, which PostgreSQL refuses)
 
 
 class Approvals:

@@ -54,9 +54,11 @@ def open_root(
     factory: AgentFactory | None = None,
     policy: str | None = None,
     slack: SlackLookup | Callable[[InstallationRecords], SlackLookup | None] | None = None,
+    store: str | None = None,
 ) -> Root[StoreIO]:
-    """`slack`: the policy's Slack lookup, or how to make it on the store's installations (OAuth)."""
-    db = f"sqlite:///{folder}/rows.db"  # objects in the same file: the server's default (issue 12)
+    """`slack`: the policy's Slack lookup, or how to make it on the store's installations (OAuth).
+    `store`: a store URL (e.g. postgresql://...), rows and objects both; else a SQLite file in `folder`."""
+    db = store or f"sqlite:///{folder}/rows.db"  # objects in the same file: the server's default (issue 12)
     store = StoreIO(open_rows(db), open_objects(db, clock))
     if callable(slack):
         slack = slack(store.ports().rows)
@@ -93,8 +95,10 @@ class SlackRig:
         factory: AgentFactory | None = None,
         policy: str | None = None,
         server: dict[str, Any] | None = None,
+        store: str | None = None,
         oauth: bool = False,
     ) -> None:
+        self.store_url = store  # a store URL for rows and objects (PostgreSQL); None: SQLite in the folder
         self.oauth = oauth  # issue 31: installed by OAuth in many workspaces, no SLACK_BOT_TOKEN
         self.token_key = TokenBox.new_key()
         self.factory = factory
@@ -129,16 +133,21 @@ class SlackRig:
         if self.oauth:  # as serve builds it: each workspace's token from the store's installations
             cfg_slack = SlackConfig.from_env(env)
             self.root = open_root(
-                self.folder, self.clock, self.factory, self.policy, lambda r: SlackLookup.of(cfg_slack, self.clock, r)
+                self.folder,
+                self.clock,
+                self.factory,
+                self.policy,
+                lambda r: SlackLookup.of(cfg_slack, self.clock, r),
+                self.store_url,
             )
         else:
-            self.root = open_root(self.folder, self.clock, self.factory, self.policy, lookup)
+            self.root = open_root(self.folder, self.clock, self.factory, self.policy, lookup, self.store_url)
         self.approvals, self.store = self.root.approvals, self.root.store
         # The server mounts Slack from the environment, as `chat-approvals serve` does.
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
-            cfg = ServerConfig(store=f"sqlite:///{self.folder}/rows.db", **self.server)
+            cfg = ServerConfig(store=self.store_url or f"sqlite:///{self.folder}/rows.db", **self.server)
             app = build_app(self.approvals, cfg, sweep=False)
         finally:
             for k, v in saved.items():
