@@ -446,6 +446,21 @@ class PostgresRows(RowStore):
         )
         return cur.rowcount == 1
 
+    # --- Slack installations (issue 31): opaque records, no expiry -----------------------
+    def put_installation(self, key: str, record: str) -> None:
+        self._exec(
+            """INSERT INTO slack_installations (key, record) VALUES (%s, %s)
+               ON CONFLICT (key) DO UPDATE SET record = excluded.record""",
+            (key, record),
+        )
+
+    def get_installation(self, key: str) -> str | None:
+        row = self._exec("SELECT record FROM slack_installations WHERE key = %s", (key,)).fetchone()
+        return None if row is None else str(row["record"])
+
+    def delete_installation(self, key: str) -> bool:
+        return self._exec("DELETE FROM slack_installations WHERE key = %s", (key,)).rowcount == 1
+
     # --- sessions ----------------------------------------------------------------------
     def put_session(self, chat: str, key: str, seq: float, ttl: float) -> bool:
         return self._exec(steps.PUT_SESSION, (chat, key, seq, ttl)).rowcount == 1
