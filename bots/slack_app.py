@@ -27,6 +27,7 @@ from chat_approvals.bots.slack_config import COMMAND, SlackConfig, web_client
 from chat_approvals.bots.slack_ingress import bolt_app, clicker, http_handler
 from chat_approvals.bots.slack_oauth import SlackOAuth
 from chat_approvals.bots.slack_socket import CheckedSocketModeHandler
+from chat_approvals.bots.slack_timers import show_timer
 from chat_approvals.bots.slack_web import SlackWeb, Workspace, payload_workspace
 from chat_approvals.bots.turn_limits import turn_refusal
 from chat_approvals.cards import effects as fx
@@ -37,6 +38,7 @@ from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.identity import parse_slack_user
 from chat_approvals.core.models import CardOffer, StoreFault, TurnResult
 from chat_approvals.core.protocol import Claimed
+from chat_approvals.core.protocol.timers import TimerFired
 
 __all__ = ["COMMAND", "SLACK", "SlackConfig", "SlackFrontEnd", "mount_slack", "web_client"]
 
@@ -79,6 +81,7 @@ class SlackFrontEnd:
         self.bolt = bolt_app(cfg, self.web, self, self.oauth)
         self.handle_http = http_handler(cfg.signing_secret, self.bolt, self.admit_click)
         self._unsubscribe = approvals.on_claimed(self._on_claimed)
+        self._unsubscribe_timers = approvals.on_timer(self._on_timer)  # issue 33
         policy = approvals.policy
         self.route_to: str | None = policy.routing.slack_channel if policy is not None else None
 
@@ -125,6 +128,7 @@ class SlackFrontEnd:
         with contextlib.suppress(TimeoutError):
             await self.drain(timeout=10.0)
         self._unsubscribe()  # after the drain: a click still resuming shows "Resuming…" too
+        self._unsubscribe_timers()
         for task in list(self._tasks):
             task.cancel()
         await self.web.close()
@@ -228,6 +232,16 @@ class SlackFrontEnd:
         msg = sb.card_message(offer.card, offer.secret, offer.votes, link=link)
         routed = await self.web.post(route, None, msg, workspace=ws)
         return SlackCardLocation.of(route, routed, None)
+
+    async def _on_timer(self, event: TimerFired) -> None:
+        """A reminder, an escalation or an expiry (bots/slack_timers.py), after the timer loop's
+        emit returns: a Slack round trip must not hold the other timers up."""
+        self.spawn(show_timer(self.web, event, self.approvals, self._show_in_chat), f"timer {event.kind}")
+
+    async def _show_in_chat(self, chat: str, result: TurnResult, workspace: Workspace | None = None) -> None:
+        where = parse_chat_key(chat)
+        if where is not None:
+            await self.show_turn(chat, where.channel, where.thread_ts, result, workspace=workspace)
 
     # ------------------------------------------------------------------ clicks
 

@@ -151,6 +151,8 @@ class SlackWeb:
         if loc is None:
             return False
         workspace = workspace or Workspace.of(loc)
+        if loc.escalated is not None:  # issue 33: the copy posted to the escalation approvers
+            await self.update(loc.escalated, msg, workspace=workspace)
         if loc.routed is not None:
             await self.update(loc.routed, msg, workspace=workspace)
             loc = loc.here

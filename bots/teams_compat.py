@@ -339,6 +339,7 @@ class TeamsCardLocation:
     activity_id: str = ""
     tenant: str = ""
     routed: TeamsCardLocation | None = None  # the copy in the approvers' conversation (policy routing)
+    escalated: TeamsCardLocation | None = None  # the copy posted to the escalation approvers (issue 33)
 
     @classmethod
     def of(cls, activity: Activity, card_activity_id: str = "") -> TeamsCardLocation:
@@ -354,7 +355,10 @@ class TeamsCardLocation:
         routed = None
         if stored.get("routed_reference"):
             routed = cls(stored["routed_reference"], stored.get("routed_activity_id", ""), tenant)
-        return cls(stored["reference"], stored.get("activity_id", ""), tenant, routed)
+        escalated = None
+        if stored.get("escalated_reference"):
+            escalated = cls(stored["escalated_reference"], stored.get("escalated_activity_id", ""), tenant)
+        return cls(stored["reference"], stored.get("activity_id", ""), tenant, routed, escalated)
 
     def stored(self) -> dict[str, str]:
         out = {
@@ -365,12 +369,14 @@ class TeamsCardLocation:
         }
         if self.routed is not None:
             out.update(routed_reference=self.routed.reference, routed_activity_id=self.routed.activity_id)
+        if self.escalated is not None:
+            out.update(escalated_reference=self.escalated.reference, escalated_activity_id=self.escalated.activity_id)
         return out
 
     @property
     def here(self) -> TeamsCardLocation:
         """This copy alone (the requester's), without the approvers' one."""
-        return replace(self, routed=None)
+        return replace(self, routed=None, escalated=None)
 
     @property
     def conversation_id(self) -> str | None:

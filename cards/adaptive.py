@@ -12,7 +12,7 @@ approve a subset; Teams merges that input into `data` under `packages` (R15: a s
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from chat_approvals.cards import wording as words
@@ -23,6 +23,7 @@ from chat_approvals.core.models import (
     ApprovalCard,
     Grant,
     TurnResult,
+    Vote,
     duration_label,
 )
 
@@ -398,3 +399,38 @@ def invoke_error_body(status: int, message: str) -> dict[str, Any]:
     """The wire body of a refused invoke (Universal Actions error response)."""
     code = "BadRequest" if status == 400 else "Error"
     return {"statusCode": status, "type": ERROR_CONTENT_TYPE, "value": {"code": code, "message": message}}
+
+
+# ----------------------------------------------------------------------------- timers (issue 33)
+
+
+def expired_unanswered_card(card: ApprovalCard) -> Card:
+    """Every copy of a card whose expiry timer fired, replaced in place: read-only."""
+    return _card(
+        [
+            _title("Expired without an answer", "Warning"),
+            _text(words.expired_unanswered(card, STYLE)),
+            *_what(card),
+            _ids(card),
+        ]
+    )
+
+
+def reminder_text(
+    card: ApprovalCard, votes: Sequence[Vote], mention: Callable[[str], str], escalated: bool = False
+) -> str:
+    """A reminder in the card's conversation; `mention` writes a person as an `<at>` mention."""
+    # a message, not a card: Adaptive Cards' DATE()/TIME() are not rendered there, so plain UTC
+    style = words.Style(
+        time=format_time, person=lambda u, _n: mention(u), thing=_escape, text=_escape, approver=mention
+    )
+    return words.reminder(card, votes, style, escalated)
+
+
+def with_notice(card: Card, text: str) -> Card:
+    """A card with a line above it (an escalation's "escalated to …")."""
+    return {**card, "body": [_text(text, weight="Bolder", color="Attention"), *card["body"]]}
+
+
+def escalated_text(card: ApprovalCard) -> str:
+    return words.escalated(card, STYLE)

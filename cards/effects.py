@@ -18,6 +18,7 @@ from typing import Literal
 
 from chat_approvals.core.models import Answer, ApprovalCard, CardOffer, ResumeResult, TurnResult, Vote
 
+SYSTEM = "system"  # who answered a card the server denied at its expiry (core/protocol/resume.py)
 RefusalKind = Literal["vote_recorded", "answered", "in_progress", "expired", "forbidden", "invalid", "unknown"]
 
 
@@ -98,6 +99,8 @@ def resume_effects(res: ResumeResult) -> list[ClickEffect]:
     """Everything a click's result shows, in order. Only a caller that proved it knows the card
     (res.card set) sees the card's content; the rest get a refusal that gives nothing away."""
     card = res.card
+    if res.outcome == "replayed" and res.answered_by == SYSTEM:  # issue 33: denied at its expiry, unanswered
+        return [Refuse("expired")]  # the card keeps saying so; the clicker is told it expired
     if res.outcome == "vote_recorded" and card is not None:
         votes = res.votes or []
         return [ShowVotes(card, votes), Refuse("vote_recorded", votes=votes, needed=res.needed or 0)]

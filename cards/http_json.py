@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from chat_approvals.cards import wording as words
 from chat_approvals.core.identity import stated_http_user
 from chat_approvals.core.models import (
+    MAX_REASON,
+    ONCE,
     Answer,
     ApprovalCard,
     Grant,
@@ -150,9 +152,57 @@ def card_body(card: ApprovalCard, secret: str | None = None, votes: list[Vote] |
         body["durations"] = list(card.policy.durations)
         body["default_duration"] = card.policy.default_duration
     body["text"] = card_text(card, votes or [])
+    # AG-UI's interrupt fields (issue 33): when it expires, and the JSON Schema of its answer
+    body["expiresAt"] = iso(card.expires_at)
+    body["responseSchema"] = response_schema(card)
     if secret is not None:
         body["secret"] = secret
     return body
+
+
+JSON_SCHEMA = "https://json-schema.org/draft/2020-12/schema"
+
+
+def offered_durations(card: ApprovalCard) -> list[str]:
+    """What `duration` may be (core/protocol/card_kinds.answer_problem): the policy's; a tool card
+    also takes `once`; a question card none."""
+    offered = list(card.policy.durations) if card.policy is not None else []
+    if card.kind == "tool" and ONCE not in offered:
+        offered.insert(0, ONCE)
+    return [] if card.kind == "question" else offered
+
+
+def response_schema(card: ApprovalCard) -> dict[str, Any]:
+    """The JSON Schema of the payload this card accepts (R15), generated from the card: `approved`;
+    `packages` (a subset of the card's); `duration` (one it offers, with an approval); `reason`
+    (with a deny). What the resume refuses, the schema refuses; the server still checks."""
+    props: dict[str, Any] = {"approved": {"type": "boolean", "description": "true approves; false denies"}}
+    if card.kind == "download" and card.packages:
+        props["packages"] = {
+            "type": "array",
+            "items": {"enum": list(card.packages)},
+            "uniqueItems": True,
+            "description": "the packages approved (default: all of them)",
+        }
+    durations = offered_durations(card)
+    if durations:
+        props["duration"] = {"enum": durations, "description": "how long the approval lasts (once: this turn only)"}
+    props["reason"] = {"type": "string", "maxLength": MAX_REASON, "description": "with a deny: why (the agent is told)"}
+    rules: list[dict[str, Any]] = [
+        {"if": {"properties": {"approved": {"const": True}}}, "then": {"not": {"required": ["reason"]}}},
+    ]
+    if durations:
+        rules.append(
+            {"if": {"properties": {"approved": {"const": False}}}, "then": {"not": {"required": ["duration"]}}}
+        )
+    return {
+        "$schema": JSON_SCHEMA,
+        "type": "object",
+        "properties": props,
+        "required": ["approved"],
+        "additionalProperties": False,
+        "allOf": rules,
+    }
 
 
 def _plain(text: str) -> str:

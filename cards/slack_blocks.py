@@ -554,3 +554,26 @@ def refusal_message(r: Refuse) -> SlackMessage:
     if r.kind == "invalid":
         return refusal_invalid()
     return refusal_unknown()
+
+
+# ----------------------------------------------------------------------------- timers (issue 33)
+
+
+def expired_unanswered_message(card: ApprovalCard) -> SlackMessage:
+    """Every copy of a card whose expiry timer fired, updated in place."""
+    blocks: list[Block] = [_section(f":alarm_clock: {words.expired_unanswered(card, STYLE)}"), *_what(card), _ids(card)]
+    return SlackMessage(text="This approval request expired without an answer; the agent was told.", blocks=blocks)
+
+
+def reminder_message(card: ApprovalCard, votes: Sequence[Vote], escalated: bool = False) -> SlackMessage:
+    """A thread reply under a card, mentioning those who have not answered."""
+    return _plain(f":bell: {words.reminder(card, votes, STYLE, escalated)}")
+
+
+def escalated_line(card: ApprovalCard) -> str:
+    return f":rotating_light: {words.escalated(card, STYLE)}"
+
+
+def with_notice(msg: SlackMessage, line: str) -> SlackMessage:
+    """A card message with a line above it (an escalation's "escalated to …")."""
+    return SlackMessage(text=msg.text, blocks=[_section(line), *msg.blocks])

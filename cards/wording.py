@@ -310,6 +310,61 @@ WHAT_I_DO = (
 )
 WELCOME = "Hello! " + WHAT_I_DO
 
+
+# ----------------------------------------------------------------------------- timers (issue 33)
+
+
+def waiting_for(card: ApprovalCard, votes_: Sequence[Vote], escalated: bool = False) -> tuple[list[str], list[str]]:
+    """Who has not answered yet: (identities, policy approver entries). The requester while they
+    may answer; the card's approver entries (its own front end's ids) except those who voted (a
+    user group is always named: who in it voted is not known here); once `escalated`, its
+    escalation approvers too."""
+    policy = card.policy
+    mode = policy.approvers if policy is not None else "owner"
+    voted = {v.user for v in votes_}
+    voted_ids = {v.user.rsplit(":", 1)[-1].lower() for v in votes_}
+    people = [card.owner] if mode != "approvers" and card.owner not in voted else []
+    entries = [] if policy is None or mode == "owner" else list(policy.approver_ids)
+    if escalated and policy is not None:
+        entries += [e for e in policy.escalate_to if e not in entries]
+    return people, [e for e in entries if e.rsplit(":", 1)[-1].lower() not in voted_ids]
+
+
+def _who(card: ApprovalCard, people: Sequence[str], entries: Sequence[str], style: Style) -> str:
+    named = [style.person(p, card.owner_name if p == card.owner else None) for p in people]
+    named += [style.approver(e) for e in entries[:MAX_NAMED]]
+    if len(entries) > MAX_NAMED:
+        named.append(f"{len(entries) - MAX_NAMED} more")
+    if not named:
+        return "its approvers"
+    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+
+
+def reminder(card: ApprovalCard, votes_: Sequence[Vote], style: Style, escalated: bool = False) -> str:
+    """A reminder posted where the card is, naming (mentioning) those who have not answered."""
+    people, entries = waiting_for(card, votes_, escalated)
+    return (
+        f"Reminder for {_who(card, people, entries, style)}: this approval request is still waiting "
+        f"for an answer ({subject(card)}). {answer_by(card, style)}; without an answer nothing is approved."
+    )
+
+
+def escalated(card: ApprovalCard, style: Style) -> str:
+    """Every copy of an escalated card says so, and to whom."""
+    policy = card.policy
+    ids = policy.escalate_to if policy is not None else []
+    after = hours(policy.escalate_after) if policy is not None and policy.escalate_after else "a while"
+    return f"No answer after {after}: escalated to {_who(card, [], ids, style)}, who may answer it too."
+
+
+def expired_unanswered(card: ApprovalCard, style: Style) -> str:
+    """A card whose expiry timer fired: every copy is updated to this."""
+    return (
+        f"Expired at {style.time(card.expires_at)} without an answer; the agent was told. "
+        "Nothing was approved. Ask the agent again."
+    )
+
+
 # ----------------------------------------------------------------------------- Slack installs (issue 31)
 
 NOT_INSTALLED = (

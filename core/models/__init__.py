@@ -76,6 +76,7 @@ from chat_approvals.core.models.steps import (
     SessionWrite,
     TurnStart,
 )
+from chat_approvals.core.models.timers import Timer, TimerKind
 
 __all__ = [
     "ANSWER_FIELDS",
@@ -116,6 +117,8 @@ __all__ = [
     "Strict",
     "SubjectKind",
     "SystemClock",
+    "Timer",
+    "TimerKind",
     "ToolCall",
     "TurnResult",
     "TurnStart",

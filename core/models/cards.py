@@ -31,6 +31,14 @@ class CardPolicy(Strict):
     # only; who may answer is checked against the lists at click time.
     approvers_label: str | None = Field(default=None, max_length=60)
     approver_ids: list[str] = Field(default_factory=list, max_length=50)
+    # Timers (issue 33), in seconds from the card's creation: reminders to those who have not
+    # answered, escalation to more approvers (this card's front end's ids) and where they are asked.
+    expires_after: float | None = None  # the card's life (capped by the server's maximum)
+    remind_after: list[float] = Field(default_factory=list, max_length=10)
+    escalate_after: float | None = None
+    escalate_to: list[str] = Field(default_factory=list, max_length=50)
+    escalate_channel: str | None = None  # Slack: the escalation approvers' channel
+    escalate_conversation: str | None = None  # Teams: their conversation
 
     def grant_seconds(self, chosen: str | None, fallback: float) -> float:
         if chosen is not None:

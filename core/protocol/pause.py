@@ -35,6 +35,7 @@ from chat_approvals.core.protocol.audit import AuditTrail
 from chat_approvals.core.protocol.card_kinds import Several, Unreadable, draft_of
 from chat_approvals.core.protocol.edge_wording import POINTER_NOT_SAVED
 from chat_approvals.core.protocol.policy import Policy
+from chat_approvals.core.protocol.timers import card_life, card_timers
 from chat_approvals.core.settings import Settings
 from chat_approvals.core.text import scalar_text
 
@@ -122,6 +123,7 @@ class Pauser:
         if self.policy is not None:  # the strictest rule over the card's subjects, fixed on the card
             decided = self.policy.decide(card.subjects(), self.settings.grant_ttl, card.platform)
             card = card.model_copy(update={"policy": decided})
+            card = card.model_copy(update={"expires_at": now + card_life(card, self.settings)})  # issue 33
         secret = mint_secret()
         try:
             data = snapshot_bytes(agent, {"turn_id": ctx.turn_id, "chat": ctx.chat, "card_id": card.card_id})
@@ -153,6 +155,7 @@ class Pauser:
                 agent=self.settings.agent_name,
             )
 
+        ttl = card.expires_at + self.settings.resume_deadline + self.settings.retention
         audit = [self.trail.card_created(card, at=now, chained_from=holding.card_id if holding else None)]
         done = await self.steps.offer(
             Offer(
@@ -163,6 +166,7 @@ class Pauser:
                 audit=audit,
                 turn=(turn.chat, turn.holder) if turn is not None else None,
                 holding=holding,
+                timers=card_timers(card, ttl),  # issue 33: in the same step (one commit on SQLite)
             )
         )
         if turn is not None and done.failed_at is None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from chat_approvals.core.models import Answer, ApprovalCard, Pointer, ResumeResult, Vote, duration_seconds
 from chat_approvals.core.protocol.policy import ApproverCheck, may_answer
+from chat_approvals.core.protocol.timers import is_escalated
 from chat_approvals.core.settings import BUILT_IN_AGENT, Settings
 
 UNKNOWN = "Unknown approval card: it may have been replaced, or the link is wrong."
@@ -76,8 +77,21 @@ def _agent_label(name: str) -> str:
     return "the built-in agent (no --agent)" if name == BUILT_IN_AGENT else f"--agent {name}"
 
 
-async def who_may_answer(approvers: ApproverCheck, card: ApprovalCard, owner: str, user: str) -> ResumeResult | None:
-    """None when `user` may answer the card, else the refusal (nothing changes)."""
+async def who_may_answer(
+    approvers: ApproverCheck, card: ApprovalCard, owner: str, user: str, *, now: float | None = None
+) -> ResumeResult | None:
+    """None when `user` may answer the card, else the refusal (nothing changes). With `now`: once
+    the card is escalated (issue 33), its escalation approvers may answer it too."""
+    refused = await _who_may_answer(approvers, card, owner, user)
+    if refused is None or now is None or not is_escalated(card, now) or card.policy is None:
+        return refused
+    check = getattr(approvers, "is_one_of", None)  # bots/approvers.py's directory has it
+    if check is not None and user != owner and await check(user, card.policy.escalate_to):
+        return None
+    return refused
+
+
+async def _who_may_answer(approvers: ApproverCheck, card: ApprovalCard, owner: str, user: str) -> ResumeResult | None:
     policy = card.policy
     if policy is None or policy.approvers == "owner":
         if user == owner:

@@ -217,6 +217,25 @@ function check(name, cond, detail = '') {
       await shot('25-denied.png');
       check('a deny with a reason shows the reason, not the model\'s instruction',
         denied !== null && !denied.includes('Do not try'), String(denied));
+    } else if (process.env.E2E_FLOW === 'reminder') {
+      // Issue 33: a card nobody answers; the test moves the server's clock past `remind_after` once
+      // the card exists, and the reminder appears in the chat, mentioning the requester.
+      await send(`please fetch ${TARGET}`);
+      const card = page.locator('.ac-adaptiveCard', { hasText: 'Approval needed' }).filter({ hasText: TARGET });
+      await card.first().waitFor({ timeout: WAIT });
+      let reminder = null;
+      for (let i = 0; i < 120 && !reminder; i++) {
+        reminder = await page.evaluate(() => Array.from(document.querySelectorAll('p, span, div'))
+          .filter((el) => !el.closest('.ac-adaptiveCard')).map((el) => el.textContent || '')
+          .find((t) => t.startsWith('Reminder for')) || null);
+        if (!reminder) await page.waitForTimeout(500);
+      }
+      await shot('31-reminder.png');
+      check('the reminder appears in the chat', reminder !== null);
+      check('it names the requester, who has not answered, and a readable time',
+        (reminder || '').includes('Alex Wilber') && (reminder || '').includes(' UTC') && !(reminder || '').includes('{{'),
+        String(reminder));
+      check('the card is still answerable', (await card.getByRole('button', { name: 'Approve' }).count()) === 1);
     } else if (process.env.E2E_FLOW === 'packages') {
       // A card asking for two packages: untick one, Approve; the client merges the choice into the data.
       await send(`analyse the table ${TOKEN}`);
