@@ -26,6 +26,7 @@ from botbuilder.schema import Activity
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
+from chat_approvals.bots.cli import LISTEN_BACKLOG
 from chat_approvals.bots.cpus import pin_process
 from tests.support.slack_payloads import SIGNING_SECRET
 
@@ -102,7 +103,7 @@ def main() -> None:
         p.error("--platform slack needs --api")
     pin_process(os.environ.get("CHAT_APPROVALS_CPUS", ""))
     app = slack_app(args.api) if args.platform == "slack" else teams_app()
-    web.run_app(app, host=args.host, port=args.port, access_log=None, print=None)
+    web.run_app(app, host=args.host, port=args.port, access_log=None, print=None, backlog=LISTEN_BACKLOG)
 
 
 if __name__ == "__main__":
