@@ -15,7 +15,9 @@ same clicks, signed again, at once, against the ack floor (bench/ack_floor.py: t
 and a 200, nothing else) served the same way: no ack endpoint shows less here. Acks never queue
 behind resumes when they are done before most cards are updated: the bench prints when the last ack
 came against when the cards were updated, and the CPU per click the burst used (/proc).
-Nothing here asserts a timing; the machine is shared (the client runs on the same cores).
+It exits non-zero when a click was not answered 200 or a card was not resumed exactly once; a
+timing target missed is printed, not an error. Nothing here asserts a timing; the machine is shared
+(the client runs on the same cores).
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ async def post(session: aiohttp.ClientSession, url: str, request: Request) -> tu
         async with session.post(url, data=body, headers=headers) as r:
             status = r.status
             await r.read()
-    except aiohttp.ClientError:
+    except (aiohttp.ClientError, TimeoutError):
         status = 0
     return t0, time.monotonic(), status
 
@@ -146,7 +148,7 @@ async def run(clicks: int, pin: bool) -> tuple[list[str], bool]:
         *notes,
         f"targets (issue 34, 3): {'met' if met else 'not met'}",
     ]
-    return lines, met and once
+    return lines, once and no_5xx and all_acked  # a timing target missed is reported, not an error
 
 
 def main() -> None:
