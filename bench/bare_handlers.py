@@ -38,6 +38,13 @@ def slack_app(api_url: str, secret: str = SIGNING_SECRET) -> web.Application:
     client = AsyncWebClient(token="xoxb-bare", base_url=api_url.rstrip("/") + "/")
     tasks: set[asyncio.Task[Any]] = set()
 
+    async def start(_: web.Application) -> None:
+        client.session = aiohttp.ClientSession()  # one pooled session, as the server keeps (bots/slack_web.py)
+
+    async def stop(_: web.Application) -> None:
+        if client.session is not None:
+            await client.session.close()
+
     async def click(request: web.Request) -> web.Response:
         body = await request.read()
         if not verifier.is_valid_request(body, dict(request.headers)):
@@ -54,6 +61,8 @@ def slack_app(api_url: str, secret: str = SIGNING_SECRET) -> web.Application:
     app = web.Application()
     app.router.add_post("/slack/events", click)
     app.router.add_get("/readyz", ready)
+    app.on_startup.append(start)
+    app.on_cleanup.append(stop)
     return app
 
 
