@@ -78,18 +78,25 @@ class FacadeCycle:
     from the stored snapshot, as a click that reaches another process does."""
 
     def __init__(
-        self, root: Path, objects: str = "sqlite", held_agents: bool = True, urls: tuple[str, str] | None = None
+        self,
+        root: Path,
+        objects: str = "sqlite",
+        held_agents: bool = True,
+        store_url: str | None = None,
+        urls: tuple[str, str] | None = None,
     ) -> None:
-        """`urls`: (store URL, objects URL) opened instead of the files under `root`, as
-        `chat-approvals serve --store ... --objects ...` opens them (any backend)."""
+        """`store_url`: another store for rows and objects both (e.g. postgresql://...), instead.
+        `urls`: (store URL, objects URL) opened instead of either, as `chat-approvals serve --store
+        ... --objects ...` opens them (any backend)."""
         self.root = root
         self.tally: Counter[str] = Counter()
         clock = SystemClock()
         # opened from URLs as `chat-approvals serve --store ... --objects ...` opens them
-        db = f"sqlite:///{(root / 'approvals.db').resolve()}"
+        db = store_url or f"sqlite:///{(root / 'approvals.db').resolve()}"
         if objects not in OBJECTS:
             raise ValueError(f"objects: one of {sorted(OBJECTS)}")
-        rows_url, objects_url = urls or (db, db if objects == "sqlite" else str((root / "objects").resolve()))
+        folder = str((root / "objects").resolve())
+        rows_url, objects_url = urls or (db, db if objects == "sqlite" or store_url else folder)
         rows = open_rows(rows_url)
         store = open_objects(objects_url, clock)
         self.io = CountingIO(rows, store, self.tally)
