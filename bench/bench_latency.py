@@ -11,9 +11,11 @@ One card at a time, each on its own chat (`--single`), then `--burst` chats at o
 The stores: `sqlite` (the embedded default, objects in the same file), `sqlite+files` (objects in a
 folder), and, when the emulators run (scripts/test.d/20-emulators.sh start; `set -a; . var/test-env`),
 `dynamodb+s3` (moto's DynamoDB and S3, small objects in the table with `&table=`, as the stack
-deploys it). `--store NAME ROWS_URL OBJECTS_URL` adds any store the server opens (a PostgreSQL URL
-once that backend exists). Each click reaches the process that paused its turn (the Agent it holds);
-moto's latencies say nothing about AWS's.
+deploys it), and with a PostgreSQL server (`$CHAT_APPROVALS_TEST_PG`, which
+scripts/test.d/30-postgres.sh start writes) `postgres`: rows and objects on a fresh schema of it,
+migrated as `store init` does. `--store NAME ROWS_URL OBJECTS_URL` adds any store the server opens.
+Each click reaches the process that paused its turn (the Agent it holds); moto's latencies say
+nothing about AWS's.
 
 Under the table, the same run's reference: Strands' own Agent paused and resumed in memory (no store).
 Nothing here asserts a timing; the machine is shared: compare within one run.
@@ -33,11 +35,12 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.bench_peers import _pause, _resume, new_agent
+from bench.bench_peers import _pause, _resume, new_agent, postgres_facade
 from bench.facade import FacadeCycle
 
 EMULATOR = "CHAT_APPROVALS_TEST_MOTO"  # written to var/test-env by scripts/test.d/20-emulators.sh
-STORES = ("sqlite", "sqlite+files", "dynamodb+s3")
+POSTGRES = "CHAT_APPROVALS_TEST_PG"  # written to var/test-env by scripts/test.d/30-postgres.sh
+STORES = ("sqlite", "sqlite+files", "dynamodb+s3", "postgres")
 
 
 @dataclass
@@ -108,7 +111,12 @@ async def in_memory(n: int) -> tuple[list[float], list[float]]:
     return pauses[3:], resumes[3:]
 
 
-Opener = Callable[[ExitStack, Path], FacadeCycle]
+Opener = Callable[[ExitStack, Path], FacadeCycle]  # registers on the stack all that closes what it opened
+
+
+def closed(stack: ExitStack, facade: FacadeCycle) -> FacadeCycle:
+    stack.callback(facade.close)
+    return facade
 
 
 def openers(only: list[str], custom: list[list[str]]) -> tuple[list[tuple[str, Opener]], list[str]]:
@@ -117,9 +125,9 @@ def openers(only: list[str], custom: list[list[str]]) -> tuple[list[tuple[str, O
     notes = []
     for name in only:
         if name == "sqlite":
-            chosen.append((name, lambda stack, root: FacadeCycle(root, objects="sqlite")))
+            chosen.append((name, lambda stack, root: closed(stack, FacadeCycle(root, objects="sqlite"))))
         elif name == "sqlite+files":
-            chosen.append((name, lambda stack, root: FacadeCycle(root, objects="files")))
+            chosen.append((name, lambda stack, root: closed(stack, FacadeCycle(root, objects="files"))))
         elif name == "dynamodb+s3":
             endpoint = os.environ.get(EMULATOR)
             if not endpoint:
@@ -127,13 +135,25 @@ def openers(only: list[str], custom: list[list[str]]) -> tuple[list[tuple[str, O
                 continue
 
             def aws(stack: ExitStack, root: Path, endpoint: str = endpoint) -> FacadeCycle:
-                return FacadeCycle(root, urls=stack.enter_context(moto_store(endpoint)))
+                return closed(stack, FacadeCycle(root, urls=stack.enter_context(moto_store(endpoint))))
 
             chosen.append((f"{name} (moto)", aws))
+        elif name == "postgres":
+            url = os.environ.get(POSTGRES)
+            if not url:
+                notes.append(f"postgres skipped: {POSTGRES} not set (scripts/test.d/30-postgres.sh start)")
+                continue
+
+            def pg(stack: ExitStack, root: Path, url: str = url) -> FacadeCycle:
+                facade, close = postgres_facade(url, root, held_agents=True)
+                stack.callback(close)  # the facade, then its schema
+                return facade
+
+            chosen.append((name, pg))
     for name, rows_url, objects_url in custom:
 
         def given(stack: ExitStack, root: Path, urls: tuple[str, str] = (rows_url, objects_url)) -> FacadeCycle:
-            return FacadeCycle(root, urls=urls)
+            return closed(stack, FacadeCycle(root, urls=urls))
 
         chosen.append((name, given))
     return chosen, notes
@@ -160,11 +180,7 @@ async def main_async(single: int, burst: int, only: list[str], custom: list[list
             root = Path(d) / str(i)
             root.mkdir()
             with ExitStack() as stack:
-                facade = opener(stack, root)
-                try:
-                    results.append(await measure(name, facade, single, burst))
-                finally:
-                    facade.close()
+                results.append(await measure(name, opener(stack, root), single, burst))
     pauses, resumes = await in_memory(single)
     load = os.getloadavg()
     print(f"\nPause -> resume latency, {single} cards one at a time, then {burst} at once (load {load[0]:.1f})\n")

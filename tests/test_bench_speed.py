@@ -21,8 +21,10 @@ def test_bench_latency_prints_each_store_and_the_reference() -> None:
     out = run_bench("bench.bench_latency", "--single", "2", "--burst", "3")
     rows = table_rows(out, "store")
     names = [r[0] for r in rows]
-    expected = ["sqlite", "sqlite+files"] + (
-        ["dynamodb+s3 (moto)"] if os.environ.get("CHAT_APPROVALS_TEST_MOTO") else []
+    expected = (
+        ["sqlite", "sqlite+files"]
+        + (["dynamodb+s3 (moto)"] if os.environ.get("CHAT_APPROVALS_TEST_MOTO") else [])
+        + (["postgres"] if os.environ.get("CHAT_APPROVALS_TEST_PG") else [])
     )
     assert names == expected, out
     for r in rows:
