@@ -27,7 +27,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from chat_approvals.bots.slack_commands import SlackCommands
 from chat_approvals.bots.slack_config import COMMAND, SlackConfig, web_client
 from chat_approvals.bots.slack_oauth import SlackOAuth
-from chat_approvals.bots.slack_shapes import slack_body_problem
+from chat_approvals.bots.slack_shapes import slack_body_problem, socket_payload_problem
 from chat_approvals.bots.slack_web import SlackWeb
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.slack_answer import event_actor, message_text
@@ -222,15 +222,19 @@ def http_handler(signing_secret: str, bolt: AsyncApp, admit_click: Callable[[dic
         refused = refuse_unsigned(signing_secret, raw, request.headers)
         if refused is not None:
             return refused
-        refused = _unreadable(raw, request.headers)  # the shape first: Bolt and the click path read it
-        if refused is not None:
-            return refused
-        click = _card_click(raw)
+        click = _card_click(raw) if not _is_json(request.headers) else None
         if click is not None:
-            # The ack is this request's only job: signature checked, payload read, the resume
-            # queued. Bolt's middleware chain adds nothing to an Approve/Deny click, so it is skipped.
+            # The ack is this request's only job: signature checked, payload read once, its shape
+            # checked (as `_unreadable` would, on the payload already parsed), the resume queued.
+            # Bolt's middleware chain adds nothing to an Approve/Deny click, so it is skipped.
+            problem = socket_payload_problem("interactive", click)
+            if problem is not None:
+                return _plain(400, problem)
             admit_click(click)
             return web.Response(status=200)
+        refused = _unreadable(raw, request.headers)  # the shape first: Bolt reads it
+        if refused is not None:
+            return refused
         bolt_request = AsyncBoltRequest(body=raw.decode(), query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
         response: web.Response = await to_aiohttp_response(await bolt.async_dispatch(bolt_request))
         return response
@@ -285,6 +289,11 @@ def _unreadable(raw: bytes, headers: Mapping[str, str]) -> web.Response | None:
     if problem is not None:
         return _plain(400, problem)
     return None
+
+
+def _is_json(headers: Mapping[str, str]) -> bool:
+    """Sent as JSON: the body is read as JSON (`_readable_shape`), never as a form."""
+    return headers.get("Content-Type", "").split(";")[0].strip() == "application/json"
 
 
 def _card_click(raw: bytes) -> dict[str, Any] | None:
