@@ -180,6 +180,15 @@ class PostgresRows(RowStore):
             self._after_fault()
             raise store_error(e) from e
 
+    def prefetched(self, key: str) -> tuple[bytes, str] | None:
+        """The object `key` (bytes, stored checksum) when this thread's last claim read it along
+        (a click's next step reads the snapshot it claimed); once."""
+        got: tuple[str, bytes, str] | None = getattr(self._local, "prefetched", None)
+        if got is None or got[0] != key:
+            return None
+        self._local.prefetched = None
+        return got[1], got[2]
+
     def atomic(self) -> contextlib.AbstractContextManager[object]:
         """A step: its objects' puts (store/postgres_objects.py bound to this store) ride in the
         step's next row statement, in one message and one implicit transaction (the compound steps
@@ -532,6 +541,8 @@ class PostgresRows(RowStore):
         won = self._to_pointer(row["won"]) if row is not None else None
         if row is None or won is None:
             return None
+        if row["snapshot_data"] is not None:  # for this thread's next read of it (PostgresObjects)
+            self._local.prefetched = (won.snapshot.key, bytes(row["snapshot_data"]), row["snapshot_sha256"])
         # the statement read the grants as they were: apply its own changes, as a read after it sees
         book = {(g.kind, g.name): g for g in (_grant(x) for x in row["grants"] or ())}
         for c in w.changes:
