@@ -117,5 +117,8 @@ async def test_database_restarted_mid_burst_every_click_answered_no_card_lost_or
     # "resumed" is said once per card: no card's turn was finished twice
     assert sum(1 for st, o in answers if (st, o) == (200, "resumed")) == CARDS, tally
     assert tally[(503, "unavailable")] >= 1, tally  # the outage was met, and answered "try again"
-    # the post-approval work ran once per card: a click during the outage failed before its claim
-    assert len(cluster.work()) == CARDS, cluster.work()
+    # the post-approval work ran once per card, unless the outage struck between a claim and its
+    # finish: that click was answered "try again", and the takeover after the lease ran the work again
+    # (at-least-once work, exactly-once resume); never more often than the outage answered a click
+    work = len(cluster.work())
+    assert CARDS <= work <= CARDS + tally[(503, "unavailable")], (work, tally)

@@ -183,3 +183,15 @@ def test_objects_default_to_a_table_beside_the_rows(fresh: str) -> None:
         assert objects.get(ref) == b"snapshot" and objects.get_key("k/2") is None  # ...and roll back with it
     finally:
         rows.close()
+
+
+def test_a_store_urls_password_is_never_shown() -> None:
+    """/healthz and serve's start-up line show the store URL through shown_url."""
+    from chat_approvals.store.open import shown_url
+
+    assert (
+        shown_url("postgresql://app:s3cret@db:5432/approvals?sslmode=require")
+        == "postgresql://app:***@db:5432/approvals"
+    )
+    assert shown_url("sqlite:///var/approvals.db") == "sqlite:///var/approvals.db"
+    assert shown_url("dynamodb://t?region=eu-west-1") == "dynamodb://t"
