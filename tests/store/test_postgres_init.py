@@ -143,6 +143,9 @@ def test_url_options_reach_the_connections(base: str, fresh: str) -> None:
     finally:
         rows.close()
     assert parse_target("postgresql://u:s3cret@h/db").shown == "postgresql://u:***@h/db"
+    # sslmode reaches libpq: the test server has no TLS, so requiring it is refused, saying why
+    with pytest.raises(ValueError, match=r"(?i)ssl"):
+        PostgresRows(f"{fresh}&sslmode=require&pool_timeout=2")
 
 
 def _prepared(rows: PostgresRows) -> int:
