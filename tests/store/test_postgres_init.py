@@ -198,3 +198,31 @@ def test_a_store_urls_password_is_never_shown() -> None:
     )
     assert shown_url("sqlite:///var/approvals.db") == "sqlite:///var/approvals.db"
     assert shown_url("dynamodb://t?region=eu-west-1") == "dynamodb://t"
+
+
+def test_floats_come_back_exactly_whatever_the_servers_default(fresh: str) -> None:
+    """A server configured with extra_float_digits=0 would round a lease to 15 digits; the store's
+    connections ask for exact output, in plain reads and in the compound steps' JSON alike."""
+    from chat_approvals.core.models import ClaimRead, ClaimWrite
+    from tests.support.store_conformance import make_pointer
+
+    init_postgres(fresh)
+    base = fresh.split("?")[0]
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(b"ALTER DATABASE postgres SET extra_float_digits = 0")
+    try:
+        rows = PostgresRows(fresh)
+        try:
+            now = 1_800_000_000.123456789
+            p = make_pointer("http:f").model_copy(update={"expires_at": now + 1800.000001234567})
+            assert rows.put_pointer(p, now)
+            assert rows.get_pointer("http:f") == p
+            read = ClaimRead(p.chat, p.card_id, p.secret_hash, p.claim_count)
+            won = rows.claim_grants(ClaimWrite(read, "w", now, now + 30.000000123, now + 600.000000456))
+            assert won is not None and won.pointer.lease_until == now + 30.000000123
+            assert won.pointer.expires_at == p.expires_at
+        finally:
+            rows.close()
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(b"ALTER DATABASE postgres RESET extra_float_digits")
