@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -49,8 +48,6 @@ from chat_approvals.store import postgres_steps as steps
 from chat_approvals.store.base import ObjectExists, RowStore, StoreError
 from chat_approvals.store.postgres_schema import check_schema
 from chat_approvals.store.postgres_target import FAULTS, PgTarget, open_pool, parse_target, store_error
-
-log = logging.getLogger(__name__)
 
 _HOLDING = "chat = %s AND card_id = %s AND state = 'claimed' AND worker = %s AND claim_count = %s"
 _SWEEP_BATCH = 500
