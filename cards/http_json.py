@@ -8,13 +8,16 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from chat_approvals.cards import batch_wording as batch_words
 from chat_approvals.cards import wording as words
 from chat_approvals.core.identity import stated_http_user
 from chat_approvals.core.models import (
     Answer,
     ApprovalCard,
+    CardItem,
     Grant,
     InvalidAnswer,
+    ItemAnswer,
     ResumeResult,
     TurnResult,
     Vote,
@@ -103,19 +106,49 @@ def parse_resume(card_id: str, raw: bytes) -> ResumeRequest:
         raise BadRequest("user and secret must be non-empty")
     if stated_http_user(body.user) is None:
         raise BadRequest(NOT_AN_HTTP_USER)
+    if len(body.responses) > 1 or (body.responses and body.responses[0].interruptId != card_id):
+        answer = _item_answers(card_id, body.responses)  # a batch card, one entry per item (issue 32)
+        return ResumeRequest(user=body.user, secret=body.secret, answer=answer)
     if len(body.responses) != 1:
         raise BadRequest("responses must hold exactly one entry")
-    entry = body.responses[0]
-    if entry.interruptId != card_id:
-        raise BadRequest("responses[0].interruptId must be this card's id")
+    answer = _entry_answer(body.responses[0], "responses[0]")
+    return ResumeRequest(user=body.user, secret=body.secret, answer=answer)
+
+
+def _entry_answer(entry: _Entry, where: str) -> Answer:
     fields = entry.model_fields_set
     try:
         answer = read_answer(entry.status, entry.payload if "payload" in fields else None)
     except InvalidAnswer as e:
-        raise BadRequest(str(e)) from e
+        raise BadRequest(f"{where}: {e}" if where != "responses[0]" else str(e)) from e
     if entry.status == "resolved" and "payload" not in fields:
         raise BadRequest("a resolved answer needs its payload")
-    return ResumeRequest(user=body.user, secret=body.secret, answer=answer)
+    return answer
+
+
+MAX_ITEMS = 50  # entries of a batch answer read at most (a step pauses on a few)
+
+
+def _item_answers(card_id: str, entries: list[_Entry]) -> Answer:
+    """A batch card answered item by item: each entry names one item (`CARD_ID:N`) once. Whether
+    they are exactly the card's items is the resume service's check (a 422, nothing consumed)."""
+    if len(entries) > MAX_ITEMS:
+        raise BadRequest(f"responses may hold at most {MAX_ITEMS} entries")
+    items: list[ItemAnswer] = []
+    for n, entry in enumerate(entries):
+        prefix, sep, number = entry.interruptId.rpartition(":")
+        if prefix != card_id or not sep or not number.isdigit() or not number.isascii():
+            raise BadRequest(
+                f"responses[{n}].interruptId must be this card's id (one entry) "
+                "or one of its items' ids (one entry each)"
+            )
+        if any(a.item == entry.interruptId for a in items):
+            raise BadRequest(f"responses[{n}].interruptId answers an item a second time")
+        a = _entry_answer(entry, f"responses[{n}]")
+        if a.packages is not None:
+            raise BadRequest(f"responses[{n}]: an item has no packages")
+        items.append(ItemAnswer(item=entry.interruptId, approved=a.approved, duration=a.duration, reason=a.reason))
+    return Answer(approved=any(a.approved for a in items), items=items)
 
 
 def parse_turn(raw: bytes) -> TurnRequest:
@@ -138,10 +171,12 @@ def card_body(card: ApprovalCard, secret: str | None = None, votes: list[Vote] |
     (`name`, `input`, `fingerprint`, `truncated`), a question card `question` (`name`, `reason`).
     With a policy: `approvers` (the mode), `quorum`, `votes` (users so far), `durations`
     (offered; empty: none to choose) and `default_duration`."""
-    body = card.model_dump(exclude={"policy"})
+    body = card.model_dump(exclude={"policy", "items"})
     for key in ("tool", "question"):
         if body.get(key) is None:
             body.pop(key, None)
+    if card.items:  # a batch card: every interrupt of its step, each answered by its `interruptId`
+        body["items"] = [item_body(i) for i in card.items]
     body["expires_at_iso"] = iso(card.expires_at)
     if card.policy is not None:
         body["approvers"] = card.policy.approvers
@@ -153,6 +188,17 @@ def card_body(card: ApprovalCard, secret: str | None = None, votes: list[Vote] |
     if secret is not None:
         body["secret"] = secret
     return body
+
+
+def item_body(item: CardItem) -> dict[str, Any]:
+    """One item of a batch card: `interruptId` (what its response entry names), `kind`, its
+    `tool` (`name`, `input`, `fingerprint`, `truncated`) or `question`, and its `label`."""
+    out: dict[str, Any] = {"interruptId": item.item_id, "kind": item.kind, "label": batch_words.item_label(item, STYLE)}
+    if item.tool is not None:
+        out["tool"] = item.tool.model_dump()
+    if item.question is not None:
+        out["question"] = item.question.model_dump()
+    return out
 
 
 def _plain(text: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from chat_approvals.cards import batch_wording as batch
 from chat_approvals.core.models import ONCE, Answer, ApprovalCard, Vote, duration_label, duration_seconds
 
 MAX_NAMED = 5  # hosts or packages named in one sentence before "and N more"
@@ -57,6 +58,8 @@ def _named(items: Sequence[str], style: Style) -> str:
 
 def subject(card: ApprovalCard) -> str:
     """Plain, short: what the card is about (previews, fallbacks, titles). Not escaped."""
+    if card.kind == "batch":
+        return batch.subject(card)
     if card.tool is not None:
         return f"run {card.tool.name}"
     if card.question is not None:
@@ -71,6 +74,8 @@ def preview(card: ApprovalCard) -> str:
 
 
 def title(card: ApprovalCard) -> str:
+    if card.kind == "batch":
+        return batch.title(card)
     if card.tool is not None:
         return f"Approval needed: run {card.tool.name}"
     if card.question is not None:
@@ -95,6 +100,8 @@ def _reason_adds(card: ApprovalCard) -> bool:
 
 def asks(card: ApprovalCard, style: Style) -> str:
     """What is asked, in one plain sentence."""
+    if card.kind == "batch":
+        return batch.asks(card, style)
     if card.tool is not None:
         return f"The agent wants to run {style.thing(card.tool.name)} with the input below. It has not run yet."
     if card.question is not None:
@@ -174,6 +181,8 @@ def _how_long(card: ApprovalCard, style: Style) -> str:
 
 def choices(card: ApprovalCard, style: Style) -> list[Choice]:
     """Each button and what it does, in the order shown; Deny last (its reason box sits with it)."""
+    if card.kind == "batch":
+        return batch.choices(card, style, _how_long(card, style))
     if card.tool is not None:
         name = style.thing(card.tool.name)
         return [
@@ -228,6 +237,8 @@ def votes(card: ApprovalCard, voters: Sequence[str]) -> str | None:
 
 def grant_end(card: ApprovalCard, answer: Answer, at: float) -> float | None:
     """When the grant an approval wrote ends; None: no grant (once, a question, a deny)."""
+    if card.kind == "batch":
+        return None  # per item: each item's line says what it allows
     if not answer.approved or card.question is not None or answer.duration == ONCE:
         return None
     if answer.duration:
@@ -238,6 +249,8 @@ def grant_end(card: ApprovalCard, answer: Answer, at: float) -> float | None:
 
 def decision(card: ApprovalCard, answer: Answer) -> str:
     """The headline word of an answered card: "Approved once", "Approved", "Denied"."""
+    if card.kind == "batch":
+        return batch.decision(card, answer)
     if not answer.approved:
         return "Denied"
     if card.tool is not None:
@@ -248,6 +261,8 @@ def decision(card: ApprovalCard, answer: Answer) -> str:
 def answered(card: ApprovalCard, answer: Answer, by: str, at: float, style: Style) -> str:
     """The answered card's sentence: the decision, by whom, when, and what it allows until when.
     `by` is already styled (a name, a mention, or several)."""
+    if card.kind == "batch":
+        return batch.answered(card, answer, by, at, style)
     head = f"{decision(card, answer)} by {by} at {style.time(at)}."
     if not answer.approved:
         if card.tool is not None:

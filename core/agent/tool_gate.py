@@ -35,7 +35,7 @@ import chat_approvals.core.protocol.wording as wording
 from chat_approvals.core.agent.batch_rule import APPROVAL_TOOL
 from chat_approvals.core.agent.context import context_of
 from chat_approvals.core.agent.strands_compat import add_interventions, added_interventions, own_interventions
-from chat_approvals.core.models import ToolCall, parse_answer
+from chat_approvals.core.models import ApprovalCard, ToolCall, parse_answer
 
 GATE_INTERRUPT = HumanInTheLoop.name  # "strands:human-in-the-loop": the intervention's own name
 REASON_KIND = "chat-approvals:tool"  # marks the reason our gate writes (a user's own HITL writes a string)
@@ -114,6 +114,16 @@ def is_gate_reason(reason: Any) -> bool:
     return isinstance(reason, dict) and reason.get("kind") == REASON_KIND and isinstance(reason.get("tool"), str)
 
 
+def card_holds_call(card: ApprovalCard | None, fp: str, tool_use_id: str) -> bool:
+    """The card being answered shows this very call: a tool card of this fingerprint, or a batch
+    card with an item of this fingerprint and tool use (issue 32)."""
+    if card is None:
+        return False
+    if card.kind == "batch":
+        return any(i.tool is not None and i.tool.fingerprint == fp and i.tool_use_id == tool_use_id for i in card.items)
+    return card.tool is not None and card.tool.fingerprint == fp
+
+
 class ToolGate(HumanInTheLoop):
     """Strands' HumanInTheLoop, configured from `--confirm-tools`, with the answer read from a
     durable card (see the module docstring)."""
@@ -138,8 +148,7 @@ class ToolGate(HumanInTheLoop):
             return Deny(reason=wording.tool_unattended(name))  # R6
         reason = draft_reason(name, tool_input, event.tool_use["toolUseId"])
         response = event.interrupt(self.name, reason=reason)  # raises until answered (R1)
-        card = ctx.resume_card
-        if card is None or card.tool is None or card.tool.fingerprint != reason["fingerprint"]:
+        if not card_holds_call(ctx.resume_card, reason["fingerprint"], reason["tool_use_id"]):
             # An answer that is not for this very call (R2's safe mistake): never run on it.
             return Deny(reason=wording.tool_denied(name, None))
         answer = parse_answer("resolved", response)

@@ -14,6 +14,7 @@ from chat_approvals.core.models.answers import (
     ANSWER_STATUSES,
     Answer,
     InvalidAnswer,
+    ItemAnswer,
     parse_answer,
     read_answer,
     read_reason,
@@ -35,6 +36,7 @@ from chat_approvals.core.models.base import (
 )
 from chat_approvals.core.models.cards import (
     ApprovalCard,
+    CardItem,
     CardKind,
     CardOffer,
     CardPolicy,
@@ -91,6 +93,7 @@ __all__ = [
     "AuditKind",
     "AuditWrite",
     "BadObject",
+    "CardItem",
     "CardKind",
     "CardOffer",
     "CardPolicy",
@@ -102,6 +105,7 @@ __all__ = [
     "Grant",
     "GrantChange",
     "InvalidAnswer",
+    "ItemAnswer",
     "ObjectRef",
     "OutboxItem",
     "Pointer",

@@ -9,14 +9,38 @@ from chat_approvals.core.models.durations import MAX_REASON, clean_reason, durat
 from chat_approvals.core.text import NOT_UNICODE, display_problem
 
 
+class ItemAnswer(Strict):
+    """The answer to one item of a `batch` card (issue 32): the same fields as an answer, for the
+    item `item` (its public id)."""
+
+    item: str
+    approved: bool
+    duration: str | None = None
+    reason: str | None = None
+
+
 class Answer(Strict):
     """R15: the only answer shape. `packages`, when given, is a subset of the card's; `duration`
-    (with an approval) is one the card offers; `reason` (with a deny) is the approver's words."""
+    (with an approval) is one the card offers; `reason` (with a deny) is the approver's words.
+    `items` (a `batch` card only): one answer per item, every item once; `approved` is then true
+    when any item is approved. Without `items` a batch card's answer applies to every item."""
 
     approved: bool
     packages: list[str] | None = None
     duration: str | None = None
     reason: str | None = None
+    items: list[ItemAnswer] | None = None
+
+    def for_item(self, item: str, takes_duration: bool = True) -> Answer:
+        """This answer as it applies to one item of a batch card (fields of no use to it dropped)."""
+        if self.items is not None:
+            mine = next((a for a in self.items if a.item == item), None)
+            if mine is None:  # fail closed: an item nobody answered is denied
+                return Answer(approved=False)
+            return Answer(
+                approved=mine.approved, duration=mine.duration if takes_duration else None, reason=mine.reason
+            )
+        return Answer(approved=self.approved, duration=self.duration if takes_duration else None, reason=self.reason)
 
 
 class InvalidAnswer(ValueError):

@@ -11,7 +11,7 @@ from chat_approvals.core.models.base import Strict
 from chat_approvals.core.models.durations import ApproverMode, duration_seconds
 
 SubjectKind = Literal["site", "package", "tool"]
-CardKind = Literal["download", "tool", "question"]
+CardKind = Literal["download", "tool", "question", "batch"]
 
 
 class CardPolicy(Strict):
@@ -69,6 +69,20 @@ class Question(Strict):
     reason: Any
 
 
+class CardItem(Strict):
+    """One interrupt of a step that paused on several at once (a `batch` card, issue 32): a gated
+    tool call or a question, answered on the same card as the others. `item_id` is public (the
+    card id and the item's number, `c_…:1`: the HTTP `interruptId`); `interrupt_id` and
+    `tool_use_id` are the SDK's, kept to resume and to bind the item to its stored call."""
+
+    item_id: str
+    kind: Literal["tool", "question"]
+    interrupt_id: str
+    tool_use_id: str = ""
+    tool: ToolCall | None = None
+    question: Question | None = None
+
+
 class ApprovalCard(Strict):
     """What a person is asked to approve. Shown on every front end; never holds the secret.
 
@@ -91,11 +105,14 @@ class ApprovalCard(Strict):
     question: Question | None = None
     owner_name: str | None = None  # the platform's display name of the owner, when it gave one
     grant_seconds: float | None = None  # how long an approval's grant lasts when no duration is chosen
+    items: list[CardItem] = Field(default_factory=list)  # a `batch` card: every interrupt of its step
 
     def subjects(self) -> list[tuple[SubjectKind, str]]:
         """What a grant of this card would cover: sites and packages, or the gated tool's name."""
         if self.tool is not None:
             return [("tool", self.tool.name)]
+        if self.items:  # a batch: its tool calls (a question has no subject)
+            return [("tool", i.tool.name) for i in self.items if i.tool is not None]
         return [("site", s) for s in self.sites] + [("package", p) for p in self.packages]
 
     def chosen_packages(self, answer: Answer) -> list[str]:

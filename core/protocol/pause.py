@@ -32,7 +32,7 @@ from chat_approvals.core.models import (
 )
 from chat_approvals.core.ports import Offer, Rows, Steps
 from chat_approvals.core.protocol.audit import AuditTrail
-from chat_approvals.core.protocol.card_kinds import Several, Unreadable, draft_of
+from chat_approvals.core.protocol.card_kinds import Batch, Draft, Several, Unreadable, batch_items, draft_of
 from chat_approvals.core.protocol.edge_wording import POINTER_NOT_SAVED
 from chat_approvals.core.protocol.policy import Policy
 from chat_approvals.core.settings import Settings
@@ -102,8 +102,18 @@ class Pauser:
             log.warning("paused on an interrupt we cannot read: %s", draft.name)
             return TurnResult(status="answered", text=wording.SNAPSHOT_FAILED)
         now = self.clock.now()
+        card_id = mint_card_id()
+        items = batch_items(card_id, draft) if isinstance(draft, Batch) else []
+        if isinstance(draft, Batch):  # one card for every interrupt of the step (issue 32)
+            first = draft.items[0]
+            draft = Draft(
+                kind="batch",
+                interrupt_id=first.interrupt_id,
+                tool_use_id=first.tool_use_id,
+                reason=f"answer {len(items)} requests",
+            )
         card = ApprovalCard(
-            card_id=mint_card_id(),
+            card_id=card_id,
             chat=ctx.chat,
             owner=ctx.user,
             platform=ctx.platform,
@@ -116,6 +126,7 @@ class Pauser:
             kind=draft.kind,
             tool=draft.tool,
             question=draft.question,
+            items=items,
             owner_name=ctx.user_name,
             grant_seconds=self.settings.grant_ttl,
         )

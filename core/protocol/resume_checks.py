@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chat_approvals.core.models import Answer, ApprovalCard, Pointer, ResumeResult, Vote, duration_seconds
+from chat_approvals.core.models import Answer, ApprovalCard, CardItem, Pointer, ResumeResult, Vote, duration_seconds
 from chat_approvals.core.protocol.policy import ApproverCheck, may_answer
 from chat_approvals.core.settings import BUILT_IN_AGENT, Settings
 
@@ -37,7 +37,23 @@ def answered_detail(card: ApprovalCard, answer: Answer) -> dict[str, Any]:
         detail["duration"] = answer.duration
     if answer.reason is not None:
         detail["reason"] = answer.reason
+    if card.items:  # a batch card: what each item was answered (issue 32)
+        detail["items"] = [item_detail(i, answer) for i in card.items]
     return detail
+
+
+def item_detail(item: CardItem, answer: Answer) -> dict[str, Any]:
+    mine = answer.for_item(item.item_id, takes_duration=item.kind == "tool")
+    out: dict[str, Any] = {"item": item.item_id, "kind": item.kind, "approved": mine.approved}
+    if item.tool is not None:
+        out.update(tool=item.tool.name, fingerprint=item.tool.fingerprint)
+    if item.question is not None:
+        out["question"] = item.question.name
+    if mine.duration is not None:
+        out["duration"] = mine.duration
+    if mine.reason is not None:
+        out["reason"] = mine.reason
+    return out
 
 
 def forbidden_message(owner: str) -> str:
