@@ -141,14 +141,17 @@ class ToolGate(HumanInTheLoop):
         ctx = context_of(event.invocation_state)
         if ctx is None:
             return Deny(reason=wording.tool_no_context(name))  # R4: no server context, no approval
-        if name in ctx.approved_tools:
-            return Proceed(reason="a grant of kind tool in this chat")
         tool_input = event.tool_use.get("input", {})
+        reason = draft_reason(name, tool_input, event.tool_use["toolUseId"])
+        answered_here = card_holds_call(ctx.resume_card, reason["fingerprint"], reason["tool_use_id"])
+        # The card being answered decides its own calls: a batch item approved for the chat writes
+        # a grant that must not run the item of the same tool that was denied (issue 32).
+        if name in ctx.approved_tools and not answered_here:
+            return Proceed(reason="a grant of kind tool in this chat")
         if not ctx.can_ask_human:
             return Deny(reason=wording.tool_unattended(name))  # R6
-        reason = draft_reason(name, tool_input, event.tool_use["toolUseId"])
         response = event.interrupt(self.name, reason=reason)  # raises until answered (R1)
-        if not card_holds_call(ctx.resume_card, reason["fingerprint"], reason["tool_use_id"]):
+        if not answered_here:
             # An answer that is not for this very call (R2's safe mistake): never run on it.
             return Deny(reason=wording.tool_denied(name, None))
         answer = parse_answer("resolved", response)

@@ -83,12 +83,16 @@ async def test_two_parallel_gated_calls_are_one_card_listing_both_items(api: Api
     assert [i["fingerprint"] for i in created["detail"]["items"]] == [i["tool"]["fingerprint"] for i in items]
 
 
-async def test_per_item_decisions_run_the_approved_body_once_and_the_denied_never(api: Api, notes: Path) -> None:
+@pytest.mark.parametrize("duration", ["once", None])
+async def test_per_item_decisions_run_the_approved_body_once_and_the_denied_never(
+    api: Api, notes: Path, duration: str | None
+) -> None:
+    """Approved for the chat, the first item writes a grant of save_note: that grant must not run
+    the second item, which was denied (the card decides its own calls)."""
     card = await batch_card(api)
     first, second = (i["interruptId"] for i in card["items"])
-    code, body = await answer_items(
-        api, card, [entry(first, True, duration="once"), entry(second, False, reason="not that one")]
-    )
+    approve = entry(first, True, duration=duration) if duration else entry(first, True)
+    code, body = await answer_items(api, card, [approve, entry(second, False, reason="not that one")])
     assert code == 200 and body["outcome"] == "resumed", body
     assert lines(notes) == ["first"]
     assert body["result"]["text"] == "Saved the note: first\nNot saved: you denied the note (not that one)."
@@ -99,11 +103,9 @@ async def test_per_item_decisions_run_the_approved_body_once_and_the_denied_neve
     assert [(i["item"], i["approved"]) for i in answered["items"]] == [(first, True), (second, False)]
     assert answered["items"][1]["reason"] == "not that one"
     code, grants = await api.get(f"/v1/chats/{CHAT}/grants?user={USER}")
-    assert grants["grants"] == []  # approved once: no grant
+    assert [g["name"] for g in grants["grants"]] == ([] if duration else ["save_note"])  # once: no grant
     # the replay answers the same, and runs nothing again
-    code, again = await answer_items(
-        api, card, [entry(first, True, duration="once"), entry(second, False, reason="not that one")]
-    )
+    code, again = await answer_items(api, card, [approve, entry(second, False, reason="not that one")])
     assert code == 200 and again["outcome"] == "replayed" and again["result"] == body["result"]
     assert lines(notes) == ["first"]
 
