@@ -30,7 +30,7 @@ from chat_approvals.bots.slack_web import SlackWeb
 from chat_approvals.bots.turn_limits import turn_refusal
 from chat_approvals.cards import effects as fx
 from chat_approvals.cards import slack_blocks as sb
-from chat_approvals.cards.slack_answer import ReasonWithApproval, SlackClick, SlackPayloadError, parse_click
+from chat_approvals.cards.slack_answer import SlackClick, SlackPayloadError, ToldRefusal, parse_click
 from chat_approvals.cards.slack_chat import SlackCardLocation, chat_key, parse_chat_key
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.models import CardOffer, StoreFault, TurnResult
@@ -212,7 +212,7 @@ class SlackFrontEnd:
         except SlackPayloadError as e:
             log.info("slack click refused: %s", e)
             self.approvals.metrics.resumes.labels("slack", "invalid").inc()  # never reaches the facade
-            await self._tell_clicker(body, sb.refusal_invalid(str(e) if isinstance(e, ReasonWithApproval) else None))
+            await self._tell_clicker(body, sb.refusal_invalid(str(e) if isinstance(e, ToldRefusal) else None))
             return
         here = SlackCardLocation.of(c.channel, c.message_ts, c.thread_ts)
         key, mine = (c.card_id, c.actor), _Click(here)

@@ -26,6 +26,7 @@ from chat_approvals.bots.slack_commands import SlackCommands
 from chat_approvals.bots.slack_config import COMMAND, SlackConfig, web_client
 from chat_approvals.bots.slack_shapes import slack_body_problem
 from chat_approvals.bots.slack_web import SlackWeb
+from chat_approvals.cards import slack_batch
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.slack_answer import event_actor, message_text
 
@@ -42,7 +43,7 @@ class _NoTokenNotice(logging.Filter):
 bolt_log = logging.getLogger("chat_approvals.slack.bolt")
 bolt_log.addFilter(_NoTokenNotice())
 
-CLICK_ACTIONS = frozenset({sb.ACTION_APPROVE, sb.ACTION_APPROVE_ONCE, sb.ACTION_DENY})
+CLICK_ACTIONS = frozenset({sb.ACTION_APPROVE, sb.ACTION_APPROVE_ONCE, sb.ACTION_DENY, slack_batch.ACTION_ITEMS})
 Handler = Callable[[web.Request], Any]
 
 
@@ -107,7 +108,7 @@ def bolt_app(cfg: SlackConfig, web: SlackWeb, front: Front) -> AsyncApp:
         front.admit_click(body)  # Socket Mode; over HTTP, clicks are acknowledged before Bolt
         await ack()
 
-    for action in (sb.ACTION_APPROVE, sb.ACTION_APPROVE_ONCE, sb.ACTION_DENY):
+    for action in CLICK_ACTIONS:
         bolt.action(action)(on_click)
 
     async def on_choice(ack: AsyncAck) -> None:
@@ -115,6 +116,7 @@ def bolt_app(cfg: SlackConfig, web: SlackWeb, front: Front) -> AsyncApp:
 
     bolt.action(re.compile("^" + re.escape(sb.ACTION_PACKAGES)))(on_choice)
     bolt.action(sb.ACTION_DURATION)(on_choice)
+    bolt.action(slack_batch.ACTION_ITEM)(on_choice)  # a batch item's decision (issue 32)
 
     @bolt.action(sb.ACTION_REVOKE)
     async def on_revoke(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:

@@ -139,6 +139,10 @@ def _what(card: ApprovalCard, open_card: bool = False) -> list[Block]:
     """What is asked for: URLs, packages; a tool call; a question. Shared by every state (an open
     card's own sentence already names a few URLs and packages: not repeated)."""
     blocks: list[Block] = []
+    if card.kind == "batch":  # issue 32: every item (cards/slack_batch.py)
+        from chat_approvals.cards import slack_batch
+
+        return slack_batch.items_blocks(card, open_card)
     if card.tool is not None:
         shown = _pre(readable_input(card, MAX_INPUT_SHOWN))
         blocks.append(_section(f"*Tool* {code(card.tool.name)}\n*Input*\n{shown}"))
@@ -159,6 +163,8 @@ def _what(card: ApprovalCard, open_card: bool = False) -> list[Block]:
 
 
 def _summary(card: ApprovalCard) -> str:
+    if card.kind == "batch":
+        return escape(words.subject(card))
     if card.tool is not None:
         return "the call of " + code(card.tool.name)
     if card.question is not None:
@@ -273,10 +279,10 @@ def _ids(card: ApprovalCard) -> ContextBlock:
     return ContextBlock(elements=[MarkdownTextObject(text=" · ".join(parts))])
 
 
-def _deny_button(value: str, text: str) -> ButtonElement:
+def _deny_button(value: str, text: str, label: str = "Deny") -> ButtonElement:
     return ButtonElement(
         action_id=ACTION_DENY,
-        text=PlainTextObject(text="Deny"),
+        text=PlainTextObject(text=label),
         style="danger",
         value=value,
         confirm=ConfirmObject(title="Deny this request?", text=text, confirm="Deny", deny="Cancel", style="danger"),
@@ -323,7 +329,13 @@ def card_message(
     blocks.append(_section(_choices_text(card)))
     approve: list[ButtonElement] = []
     deny_text = "The agent goes on without it."
-    if card.tool is not None:
+    if card.kind == "batch":
+        from chat_approvals.cards import slack_batch
+
+        blocks.append(_section(slack_batch.DECIDE_EACH))
+        approve = slack_batch.answer_buttons(card, value)
+        deny_text = "Nothing runs; the agent is told no for each."
+    elif card.tool is not None:
         approve = [
             ButtonElement(
                 action_id=ACTION_APPROVE_ONCE, text=PlainTextObject(text="Approve once"), style="primary", value=value
@@ -337,7 +349,8 @@ def card_message(
         ]
     blocks.append(ActionsBlock(block_id=f"approvals.answer:{card.card_id}", elements=approve))
     blocks.append(_reason_input(card))
-    blocks.append(ActionsBlock(block_id=f"approvals.deny:{card.card_id}", elements=[_deny_button(value, deny_text)]))
+    deny = _deny_button(value, deny_text, "Deny all" if card.kind == "batch" else "Deny")
+    blocks.append(ActionsBlock(block_id=f"approvals.deny:{card.card_id}", elements=[deny]))
     blocks.append(_footer(card))
     return SlackMessage(text=words.preview(card), blocks=blocks)
 

@@ -115,6 +115,11 @@ class ApprovalCard(Strict):
             return [("tool", i.tool.name) for i in self.items if i.tool is not None]
         return [("site", s) for s in self.sites] + [("package", p) for p in self.packages]
 
+    def item_card(self, item: CardItem) -> ApprovalCard:
+        """One item of a batch card as a card of its own kind (to show it as a tool or question
+        card shows its call); never stored, never answered."""
+        return self.model_copy(update={"kind": item.kind, "tool": item.tool, "question": item.question, "items": []})
+
     def chosen_packages(self, answer: Answer) -> list[str]:
         """The one place the answer's package choice is read: every package on the card when the
         answer names none, else the card's packages the answer names (in the card's order)."""
