@@ -101,6 +101,10 @@ STYLE = words.Style(time=card_time, person=_person, thing=_escape, text=_escape,
 
 def _what(card: ApprovalCard, open_card: bool = False) -> list[dict[str, Any]]:
     """What is asked for; an open card's own sentence already names a few URLs: not repeated."""
+    if card.kind == "batch":  # issue 32: every item (cards/adaptive_batch.py)
+        from chat_approvals.cards import adaptive_batch
+
+        return adaptive_batch.items_body(card, open_card, _escape, STYLE)
     if card.tool is not None or card.question is not None:
         return _call_what(card)
     body: list[dict[str, Any]] = []
@@ -151,9 +155,8 @@ def _execute(title: str, verb: str, data: dict[str, str], inputs: str, style: st
     return action
 
 
-def _deny(card: ApprovalCard, data: dict[str, str]) -> dict[str, Any]:
-    """Deny opens its own small card holding the reason: the reason is never near Approve."""
-    reason = {
+def _reason_input() -> dict[str, Any]:
+    return {
         "type": "Input.Text",
         "id": REASON_INPUT,
         "label": words.REASON_LABEL,
@@ -161,10 +164,15 @@ def _deny(card: ApprovalCard, data: dict[str, str]) -> dict[str, Any]:
         "maxLength": MAX_REASON,
         "isRequired": False,
     }
+
+
+def _deny(card: ApprovalCard, data: dict[str, str]) -> dict[str, Any]:
+    """Deny opens its own small card holding the reason: the reason is never near Approve."""
+    reason = _reason_input()
     confirm = _execute(CONFIRM_DENY, VERB_DENY, data, "auto", "destructive")
     return {
         "type": "Action.ShowCard",
-        "title": "Deny",
+        "title": "Deny all" if card.kind == "batch" else "Deny",
         "card": {"type": "AdaptiveCard", "body": [reason], "actions": [confirm]},
     }
 
@@ -216,7 +224,14 @@ def approval_card(card: ApprovalCard, secret: str, voters: list[str] | None = No
     body.append(_text("\n".join(f"- **{c.label}**: {c.does}" for c in words.choices(card, STYLE))))
     body.append(_text(words.answer_by(card, STYLE) + " · " + words.who_answers(card, STYLE), weight="Bolder"))
     body.append(_ids(card))
-    if card.tool is not None:
+    if card.kind == "batch":
+        from chat_approvals.cards import adaptive_batch
+
+        approvals = [_execute("Approve all once", VERB_APPROVE_ONCE, data, "none", "positive")]
+        if any(i.tool is not None for i in card.items):
+            approvals.append(_execute("Approve all for this chat", VERB_APPROVE, data, inputs))
+        approvals.append(adaptive_batch.decide_each(data, _reason_input()))
+    elif card.tool is not None:
         approvals = [
             _execute("Approve once", VERB_APPROVE_ONCE, data, "none", "positive"),
             _execute("Approve for this chat", VERB_APPROVE, data, inputs),

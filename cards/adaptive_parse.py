@@ -16,8 +16,9 @@ from chat_approvals.cards.adaptive import (
     VERB_DENY,
     VERB_REVOKE,
 )
+from chat_approvals.cards.adaptive_batch import ITEM_CHOICES, ITEM_INPUT, VERB_ITEMS
 from chat_approvals.cards.wording import REASON_WITH_APPROVAL
-from chat_approvals.core.models import ONCE, Answer, InvalidAnswer, is_card_id, read_answer
+from chat_approvals.core.models import ONCE, Answer, InvalidAnswer, ItemAnswer, is_card_id, read_answer
 
 # Bound what a client may send: ids and secrets are short urlsafe tokens (core/ids.py).
 _MAX_TOKEN = 200
@@ -81,11 +82,13 @@ def parse_invoke(value: object) -> Click:
         if not isinstance(subject, str) or not subject.strip() or len(subject) > _MAX_SUBJECT:
             raise InvalidInvoke("action.data.subject must be a non-empty string")
         return RevokeClick(subject.strip())
-    if verb not in (VERB_APPROVE, VERB_APPROVE_ONCE, VERB_DENY):
+    if verb not in (VERB_APPROVE, VERB_APPROVE_ONCE, VERB_DENY, VERB_ITEMS):
         raise InvalidInvoke(f"unknown verb {verb!r}")
     card_id, secret = _token(data, "card_id"), _token(data, "secret")
     if not is_card_id(card_id):  # checked before it is used anywhere
         raise InvalidInvoke("action.data.card_id is not a card id")
+    if verb == VERB_ITEMS:  # a batch card decided item by item (issue 32)
+        return ApprovalClick(card_id, secret, _items_answer(card_id, data))
     typed = data.get(REASON_INPUT)
     if verb != VERB_DENY and isinstance(typed, str) and typed.strip():
         raise InvalidInvoke(REASON_WITH_APPROVAL)  # refused with a message, never dropped
@@ -109,3 +112,44 @@ def parse_invoke(value: object) -> Click:
         return ApprovalClick(card_id, secret, read_answer("resolved", payload))
     except InvalidAnswer as e:
         raise InvalidInvoke(str(e)) from e
+
+
+CHOOSE_EACH = "Choose a decision for every item first (or use Approve all / Deny all); nothing was sent."
+MAX_ITEMS = 50
+
+
+def _items_answer(card_id: str, data: Mapping[str, Any]) -> Answer:
+    """`item_N` ChoiceSets -> one answer per item; the duration for an item approved for the
+    chat; the typed reason for each denied one. An empty choice refuses the click."""
+    keys = [k for k in data if isinstance(k, str) and k.startswith(ITEM_INPUT)]
+    if not keys or len(keys) > MAX_ITEMS:
+        raise InvalidInvoke("action.data holds no item decisions")
+    duration = data.get(DURATION_INPUT)
+    reason = data.get(REASON_INPUT)
+    if reason is not None and not isinstance(reason, str):
+        raise InvalidInvoke("action.data.reason must be a string")
+    items: list[ItemAnswer] = []
+    for key in keys:
+        number = key.removeprefix(ITEM_INPUT)
+        if not number.isdigit() or not number.isascii():
+            raise InvalidInvoke(f"action.data.{key} is not an item of this card")
+        choice = data[key]
+        if choice in (None, ""):
+            raise InvalidInvoke(CHOOSE_EACH)
+        if choice not in ITEM_CHOICES:
+            raise InvalidInvoke(f"action.data.{key} is not a decision this card offers")
+        payload: dict[str, Any] = {"approved": choice != "deny"}
+        if choice == "approve_once":
+            payload["duration"] = ONCE
+        elif choice == "approve" and duration not in (None, ""):
+            payload["duration"] = duration
+        elif choice == "deny" and reason and reason.strip():
+            payload["reason"] = reason
+        try:
+            a = read_answer("resolved", payload)
+        except InvalidAnswer as e:
+            raise InvalidInvoke(str(e)) from e
+        items.append(ItemAnswer(item=f"{card_id}:{number}", approved=a.approved, duration=a.duration, reason=a.reason))
+    if reason and reason.strip() and all(i.approved for i in items):
+        raise InvalidInvoke(REASON_WITH_APPROVAL)
+    return Answer(approved=any(i.approved for i in items), items=items)
