@@ -184,6 +184,7 @@ def card_body(card: ApprovalCard, secret: str | None = None, votes: list[Vote] |
         body["votes"] = [v.user for v in votes or []]
         body["durations"] = list(card.policy.durations)
         body["default_duration"] = card.policy.default_duration
+        body["edits"] = card.policy.edits  # approve with edits: `edited_input`, checked against tool.input_schema
     body["text"] = card_text(card, votes or [])
     if secret is not None:
         body["secret"] = secret
@@ -246,6 +247,11 @@ def answered_text(card: ApprovalCard, answer: Answer, by: str, at: float) -> dic
     reason = words.deny_reason(answer, STYLE)
     if reason:
         out["reason"] = reason
+    if card.tool is not None and answer.edited_input is not None:  # R22: exactly what was approved
+        out["proposed_input"] = card.tool.input
+        out["proposed_fingerprint"] = card.tool.fingerprint
+        out["approved_input"] = answer.edited_input
+        out["approved_fingerprint"] = words.fingerprint_of(card.tool.name, answer.edited_input)
     return out
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from strands.models.model import Model
 
 import chat_approvals.core.agent.replies as people
+import chat_approvals.core.protocol.wording as wording
 from chat_approvals.core.agent.batch_rule import APPROVAL_TOOL
 
 RUN_SCRIPT = "run_script"
@@ -75,6 +76,14 @@ def download_script(urls: list[str]) -> str:
 
 def _text_of(block: dict[str, Any]) -> str:
     return "\n".join(c.get("text", "") for c in block.get("content", []) if isinstance(c, dict))
+
+
+def _saved_text(block: dict[str, Any]) -> str:
+    """A successful result for the person: the gate's note to the model about an edit is not
+    repeated (R22), only that the approver edited the call."""
+    texts = [c.get("text", "") for c in block.get("content", []) if isinstance(c, dict)]
+    kept = [t for t in texts if not t.startswith(wording.EDITED_PREFIX)]
+    return "\n".join(kept) + (" (the approver edited it before it ran)" if len(kept) < len(texts) else "")
 
 
 class ScriptedModel(Model):
@@ -176,7 +185,7 @@ class ScriptedModel(Model):
             return "", [{"name": SAVE_NOTE, "input": {"text": text}}]
         last = results[-1]
         if last.get("status") == "success":
-            return _text_of(last), []
+            return _saved_text(last), []
         return people.not_done("Not saved", "the note", _text_of(last)), []
 
     @staticmethod
@@ -192,7 +201,7 @@ class ScriptedModel(Model):
         for use in uses:
             res = results.get(use["toolUseId"], {})
             if res.get("status") == "success":
-                lines.append(_text_of(res))
+                lines.append(_saved_text(res))
             else:
                 lines.append(people.not_done("Not saved", "the note", _text_of(res)))
         return "\n".join(lines), []

@@ -44,6 +44,7 @@ from chat_approvals.core.models.cards import (
     SubjectKind,
     ToolCall,
     Vote,
+    call_fingerprint,
 )
 from chat_approvals.core.models.durations import (
     APPROVER_MODES,
@@ -124,6 +125,7 @@ __all__ = [
     "TurnResult",
     "TurnStart",
     "Vote",
+    "call_fingerprint",
     "clean_reason",
     "duration_label",
     "duration_seconds",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Literal
 
 from pydantic import Field
@@ -26,6 +28,9 @@ class CardPolicy(Strict):
     default_duration: str | None = None
     default_seconds: float | None = None  # the grant TTL when no duration is chosen or offered
     rules: list[str] = Field(default_factory=list)  # which rules applied (for the audit trail)
+    # Approve with edits (issue 32, tool cards only): False, True (whoever may answer may edit) or
+    # "approvers" (only an approver, never the requester).
+    edits: bool | Literal["approvers"] = False
     # Who the approvers are, for the card to say ("Needs 2 approvals from Security"): the policy's
     # `[approvers] label`, else the listed ids of the card's own front end (rendered by each). Shown
     # only; who may answer is checked against the lists at click time.
@@ -49,6 +54,15 @@ class Vote(Strict):
     packages: list[str] | None = None
 
 
+def call_fingerprint(name: str, tool_input: Any) -> str:
+    """SHA-256 of (name, canonical input: sorted keys, no spaces, UTF-8 kept): what binds a `tool`
+    card to exactly one call (core/agent/tool_gate.py), here so the renderers can name an edited call."""
+    canonical = json.dumps(
+        [name, tool_input], sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
 class ToolCall(Strict):
     """The subject of a `tool` card: one gated tool call, bound to the card by its fingerprint
     (SHA-256 of the name and the canonical JSON input, core.tool_gate.fingerprint). `input` is the
@@ -59,6 +73,7 @@ class ToolCall(Strict):
     input: Any
     fingerprint: str
     truncated: bool = False
+    input_schema: dict[str, Any] | None = None  # the tool's own JSON schema, kept when edits are allowed
 
 
 class Question(Strict):

@@ -21,6 +21,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import SchemaError, best_match
 from strands.interrupt import Interrupt
 
 from chat_approvals.core.agent.approval_tool import INTERRUPT_NAME
@@ -140,6 +142,8 @@ def answer_problem(card: ApprovalCard, answer: Answer) -> str | None:
     """Why this answer does not fit this card (the click is `invalid`, nothing changes), or None.
     Durations: those the card's policy offers; a tool card also takes `once` (no grant)."""
     offered = list(card.policy.durations) if card.policy is not None else []
+    if answer.edited_input is not None:
+        return edit_problem(card, answer)
     if card.kind == "batch":
         return _batch_problem(card, answer, offered)
     if answer.items is not None:
@@ -185,6 +189,35 @@ def _batch_problem(card: ApprovalCard, answer: Answer, offered: list[str]) -> st
         if duration not in (ONCE, *offered):
             return "Invalid answer: that duration is not one this card offers."
     return None
+
+
+NO_EDITS = "Invalid answer: this card does not take edits (its policy does not allow them)."
+EDIT_ONCE = "Invalid answer: an edited approval approves this one call only (no duration)."
+
+
+def edit_problem(card: ApprovalCard, answer: Answer) -> str | None:
+    """An approval with edits (issue 32): a tool card whose policy allows edits, approved once,
+    with an input the tool's own schema accepts. Who may edit is the resume service's check."""
+    if card.kind != "tool" or card.tool is None or card.policy is None or not card.policy.edits:
+        return NO_EDITS
+    if card.tool.input_schema is None:
+        return NO_EDITS
+    if answer.duration not in (None, ONCE):
+        return EDIT_ONCE
+    return schema_problem(card.tool.input_schema, answer.edited_input)
+
+
+def schema_problem(schema: dict[str, Any], value: Any) -> str | None:
+    """The schema's first complaint about the value, as a sentence (jsonschema's best match), or None."""
+    try:
+        validator_class = validators.validator_for(schema, default=Draft202012Validator)
+        error = best_match(validator_class(schema).iter_errors(value))
+    except (SchemaError, ValueError, TypeError, RecursionError) as e:  # a tool spec we cannot use: no edit
+        return f"Invalid edit: the tool's input schema cannot be used ({type(e).__name__})."
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "the input"
+    return f"Invalid edit: {where}: {error.message}"[:500]
 
 
 def item_answer(item: CardItem, answer: Answer) -> Answer:
@@ -247,6 +280,8 @@ def grant_plan(card: ApprovalCard, answer: Answer) -> tuple[dict[tuple[str, str]
     """What an answer does to the card's grants: the subjects to write (each with the duration
     chosen for it) and those approved once (nothing written, nothing taken back); every other
     subject of the card has its stored row removed."""
+    if answer.edited_input is not None:  # an edited approval approves one call: never a grant
+        return {}, ({("tool", card.tool.name)} if answer.approved and card.tool is not None else set())
     if card.kind != "batch":
         writes = {s: answer.duration for s in grants_to_write(card, answer)}
         once = {("tool", card.tool.name)} if answer.approved and card.tool is not None else set()

@@ -64,6 +64,29 @@ def snapshot_bytes(agent: Agent, app_data: dict[str, Any]) -> bytes:
     return encode(agent.take_snapshot(preset="session", app_data=app_data))
 
 
+def tool_schema(agent: Agent, name: str) -> dict[str, Any] | None:
+    """The tool's own input schema, from its Strands spec (`inputSchema.json`), or None."""
+    try:
+        spec = agent.tool_registry.get_all_tools_config().get(name) or {}
+    except Exception as e:  # a registry we cannot read: no edits, never a failed pause
+        log.warning("tool specs unreadable: %s", e)
+        return None
+    schema = (spec.get("inputSchema") or {}).get("json")
+    return schema if isinstance(schema, dict) else None
+
+
+def with_edits(card: ApprovalCard, agent: Agent) -> ApprovalCard:
+    """Approve with edits (issue 32) only on a tool card whose policy allows it and whose whole
+    input and schema are known; the card then keeps the schema the edit is checked against."""
+    policy = card.policy
+    if policy is None or not policy.edits:
+        return card
+    schema = tool_schema(agent, card.tool.name) if card.kind == "tool" and card.tool is not None else None
+    if card.tool is None or card.tool.truncated or schema is None or policy.quorum > 1:
+        return card.model_copy(update={"policy": policy.model_copy(update={"edits": False})})
+    return card.model_copy(update={"tool": card.tool.model_copy(update={"input_schema": schema})})
+
+
 class Pauser:
     def __init__(
         self,
@@ -133,6 +156,7 @@ class Pauser:
         if self.policy is not None:  # the strictest rule over the card's subjects, fixed on the card
             decided = self.policy.decide(card.subjects(), self.settings.grant_ttl, card.platform)
             card = card.model_copy(update={"policy": decided})
+            card = with_edits(card, agent)
         secret = mint_secret()
         try:
             data = snapshot_bytes(agent, {"turn_id": ctx.turn_id, "chat": ctx.chat, "card_id": card.card_id})

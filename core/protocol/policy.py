@@ -18,7 +18,7 @@ import re
 import tomllib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -71,6 +71,8 @@ class _Settings(_Model):
     durations: list[str] | None = Field(default=None, min_length=1, max_length=10)
     default_duration: str | None = None
     max_duration: str | None = None
+    # Approve with edits on tool cards (issue 32): true, "approvers" (only approvers edit), false.
+    edits: bool | Literal["approvers"] | None = None
 
     @field_validator("durations")
     @classmethod
@@ -211,6 +213,7 @@ class Effective(BaseModel):
     durations: list[str] | None
     default_duration: str | None
     max_duration: str | None
+    edits: bool | Literal["approvers"] = False
 
 
 class Policy(_Model):
@@ -242,6 +245,7 @@ class Policy(_Model):
             durations=durations,
             default_duration=default,
             max_duration=pick("max_duration"),
+            edits=pick("edits") or False,
         )
 
     def rule_for(self, kind: str, name: str) -> Rule | None:
@@ -288,7 +292,15 @@ def combine(parts: Sequence[Effective], grant_ttl: float) -> CardPolicy:
         default_duration=default,
         default_seconds=None if offered else fixed,
         rules=sorted({p.name for p in parts}),
+        edits=strictest_edits([p.edits for p in parts]),
     )
+
+
+def strictest_edits(each: Sequence[bool | str]) -> bool | Literal["approvers"]:
+    """Edits only where every rule allows them; "approvers" when any rule keeps them to approvers."""
+    if not each or any(e is False for e in each):
+        return False
+    return "approvers" if "approvers" in each else True
 
 
 def rule_for_subjects(policy: Policy, subjects: Iterable[Subject], grant_ttl: float) -> CardPolicy:
@@ -309,6 +321,8 @@ def _problems(policy: Policy) -> list[tuple[tuple[Any, ...], str]]:
         (("defaults",), policy.effective(None), policy.defaults)
     ]
     for i, r in enumerate(policy.rule):
+        if r.edits and r.pattern[0] != "tool":
+            out.append((("rule", i, "edits"), "edits apply only to tool calls: match a tool (tool:NAME)"))
         if r.pattern in seen:
             out.append((("rule", i, "match"), f"never reached: rule {seen[r.pattern] + 1} has the same match"))
         seen.setdefault(r.pattern, i)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from chat_approvals.core.agent.tool_gate import fingerprint
 from chat_approvals.core.models import Answer, ApprovalCard, CardItem, Pointer, ResumeResult, Vote, duration_seconds
 from chat_approvals.core.protocol.policy import ApproverCheck, may_answer
 from chat_approvals.core.settings import BUILT_IN_AGENT, Settings
@@ -19,6 +20,7 @@ INVALID_DURATION = "Invalid answer: that duration is not one this card offers."
 APPROVER_MUST_ANSWER = "An approver must answer this: the person who asked may not approve their own request."
 APPROVER_ONLY = "An approver must answer this, and you are not one of the approvers."
 OWNER_OR_APPROVER = "Only the person who asked, or an approver, may answer this approval."
+EDIT_APPROVERS_ONLY = "Only an approver (not the person who asked) may approve this call with edits."
 NOT_BOUND = "This approval no longer matches the call it shows; nothing ran. Ask the agent again."
 
 
@@ -37,6 +39,13 @@ def answered_detail(card: ApprovalCard, answer: Answer) -> dict[str, Any]:
         detail["duration"] = answer.duration
     if answer.reason is not None:
         detail["reason"] = answer.reason
+    if answer.edited_input is not None and card.tool is not None:  # approved with edits (issue 32)
+        detail.update(
+            edited=True,
+            proposed_input=card.tool.input,
+            approved_input=answer.edited_input,
+            approved_fingerprint=fingerprint(card.tool.name, answer.edited_input),
+        )
     if card.items:  # a batch card: what each item was answered (issue 32)
         detail["items"] = [item_detail(i, answer) for i in card.items]
     return detail

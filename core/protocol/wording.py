@@ -10,6 +10,8 @@ For people (a turn's own text when no model reply exists: `WAITING`, `BUSY`, `RE
 
 from __future__ import annotations
 
+import json
+
 from chat_approvals.core.models import ONCE, duration_label
 from chat_approvals.core.protocol.subjects import describe
 
@@ -128,4 +130,35 @@ def tool_denied(name: str, reason: str | None) -> str:
     return (
         f"The user did not approve this call of {name}, so it did not run.{why} "
         "Do not try to do the same another way. Continue without it and say so."
+    )
+
+
+EDITED_PREFIX = "Edited by the approver before it ran:"
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def input_changes(proposed: object, approved: object) -> str:
+    """What an edit changed, key by key for objects ("text: "a" -> "b"; limit: removed")."""
+    if not isinstance(proposed, dict) or not isinstance(approved, dict):
+        return f"{_short(proposed)} -> {_short(approved)}"
+    parts = []
+    for key in sorted(set(proposed) | set(approved), key=str):
+        if key not in approved:
+            parts.append(f"{key}: removed")
+        elif key not in proposed:
+            parts.append(f"{key}: added {_short(approved[key])}")
+        elif proposed[key] != approved[key]:
+            parts.append(f"{key}: {_short(proposed[key])} -> {_short(approved[key])}")
+    return "; ".join(parts) or "nothing"
+
+
+def tool_edited(name: str, proposed: object, approved: object) -> str:
+    """Told to the model with the result of a call the approver edited (issue 32)."""
+    return (
+        f"{EDITED_PREFIX} {name} ran with the input the user approved, not the one you proposed. "
+        f"Changed: {input_changes(proposed, approved)}. Take the result below as the result of that edited call."
     )

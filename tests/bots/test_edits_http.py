@@ -1,0 +1,174 @@
+"""Issue 32, approve with edits, through the HTTP front end (real HTTP to the running server, the
+gated `save_note(text: str)` with its Strands input schema): a policy rule with `edits = true`
+lets the approver approve a changed input; exactly that input runs, the model is told, the card,
+the answer, the audit trail record both inputs and fingerprints; no grant; a replay runs nothing.
+Refused (422/403, nothing consumed): an input the schema rejects, an edit with a deny, an edit
+with a duration, an edit on a card whose policy has no edits, an edit by someone not allowed."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from chat_approvals.bots.approvers import ApproverDirectory
+from chat_approvals.core.agent.demo_tools import notes_file
+from chat_approvals.core.agent.factory import default_factory, gated_factory
+from chat_approvals.core.agent.tool_gate import fingerprint
+from chat_approvals.core.bootstrap import bootstrap
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.protocol.card_kinds import EDIT_ONCE, NO_EDITS
+from chat_approvals.core.protocol.policy import parse_policy
+from chat_approvals.core.protocol.resume_checks import EDIT_APPROVERS_ONLY
+from chat_approvals.store.aio import StoreIO
+from tests.conftest import Api, serve
+
+CHAT = "edit-chat"
+USER = "alice"
+APPROVER = "sec-bob"
+EDITS = """\
+[approvers]
+http = ["sec-bob"]
+
+[[rule]]
+match = "tool:save_note"
+edits = true
+"""
+APPROVERS_EDIT = """\
+[approvers]
+http = ["sec-bob"]
+
+[[rule]]
+match = "tool:save_note"
+approvers = "owner_or_approvers"
+edits = "approvers"
+"""
+NO_EDIT = """\
+[approvers]
+http = ["sec-bob"]
+
+[[rule]]
+match = "tool:save_note"
+"""
+
+
+def lines(root: Path) -> list[str]:
+    path = notes_file(root, CHAT)
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def _api(store: StoreIO, clock: ManualClock, notes: Path, policy_text: str) -> AsyncIterator[Api]:
+    policy = parse_policy(policy_text)
+    approvals = bootstrap(
+        store,
+        clock=clock,
+        agent_factory=gated_factory(default_factory("scripted", notes_dir=notes), "save_note"),
+        policy=policy,
+        approvers=ApproverDirectory(policy),
+    ).approvals
+    server = await serve(approvals)
+    async with aiohttp.ClientSession() as session:
+        yield Api(session, str(server.make_url("")).rstrip("/"))
+    await server.close()
+
+
+@pytest.fixture
+def notes(tmp_path: Path) -> Path:
+    return tmp_path / "notes"
+
+
+@pytest.fixture
+async def api(store: StoreIO, clock: ManualClock, notes: Path) -> AsyncIterator[Api]:
+    async for a in _api(store, clock, notes, EDITS):
+        yield a
+
+
+async def note_card(api: Api, text: str = "save a note: call Alex at 3") -> dict:
+    code, body = await api.turn(CHAT, USER, text)
+    assert code == 200 and body["status"] == "awaiting_approval", body
+    return body["card"]
+
+
+async def test_an_edited_approval_runs_exactly_the_edited_input_and_records_both(api: Api, notes: Path) -> None:
+    card = await note_card(api)
+    assert card["edits"] is True
+    assert card["tool"]["input_schema"]["properties"]["text"]["type"] == "string"
+    assert "approve_edited" in [c["answer"] for c in card["text"]["choices"]]
+    edited = {"text": "call Alex at 4"}
+    code, body = await api.resume(card["card_id"], USER, card["secret"], edited_input=edited)
+    assert code == 200 and body["outcome"] == "resumed", body
+    assert lines(notes) == ["call Alex at 4"]  # what ran is exactly the edited input
+    # the model was told (the offline model says so, without repeating the words meant for it)
+    assert body["result"]["text"] == "Saved the note: call Alex at 4 (the approver edited it before it ran)"
+    shown = body["answered_text"]
+    assert shown["decision"] == "Approved with edits"
+    assert shown["proposed_input"] == {"text": "call Alex at 3"} and shown["approved_input"] == edited
+    assert shown["proposed_fingerprint"] == card["tool"]["fingerprint"]
+    assert shown["approved_fingerprint"] == fingerprint("save_note", edited)
+    code, audit = await api.get(f"/v1/chats/{CHAT}/audit")
+    detail = [e for e in audit["events"] if e["kind"] == "answered"][-1]["detail"]
+    assert detail["edited"] is True and detail["approved_input"] == edited
+    assert detail["proposed_input"] == {"text": "call Alex at 3"}
+    assert detail["fingerprint"] == card["tool"]["fingerprint"]
+    assert detail["approved_fingerprint"] == fingerprint("save_note", edited)
+    code, grants = await api.get(f"/v1/chats/{CHAT}/grants?user={USER}")
+    assert grants["grants"] == []  # an edited approval approves one call: never a grant
+    # the replay of the edited approval: the same answer, nothing runs again
+    code, again = await api.resume(card["card_id"], USER, card["secret"], edited_input=edited)
+    assert code == 200 and again["outcome"] == "replayed" and again["result"] == body["result"]
+    assert again["answer"]["edited_input"] == edited
+    assert lines(notes) == ["call Alex at 4"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "says"),
+    [
+        ({"edited_input": {"text": 5}}, "Invalid edit: text: 5 is not of type 'string'"),
+        ({"edited_input": {}}, "Invalid edit: the input: 'text' is a required property"),
+        ({"edited_input": {"text": "x"}, "duration": "once", "approved": False}, "an edit with a deny"),
+        ({"edited_input": {"text": "x"}, "duration": "1h"}, EDIT_ONCE),
+        ({"edited_input": "call Alex at 4"}, "payload.edited_input must be an object"),
+    ],
+)
+async def test_a_bad_edit_is_refused_with_its_reason_and_consumes_nothing(
+    api: Api, notes: Path, payload: dict, says: str
+) -> None:
+    card = await note_card(api)
+    approved = payload.pop("approved", True)
+    if not approved:
+        payload.pop("duration")
+    code, body = await api.resume(card["card_id"], USER, card["secret"], approved=approved, **payload)
+    assert code == 422 and body["outcome"] == "invalid", body
+    assert says in body["message"], body["message"]
+    assert lines(notes) == []
+    code, audit = await api.get(f"/v1/chats/{CHAT}/audit")
+    assert "claim_won" not in [e["kind"] for e in audit["events"]]
+    code, body = await api.resume(card["card_id"], USER, card["secret"], edited_input={"text": "fine"})
+    assert code == 200 and body["outcome"] == "resumed" and lines(notes) == ["fine"]
+
+
+async def test_an_edit_on_a_card_whose_policy_has_no_edits_is_refused(
+    store: StoreIO, clock: ManualClock, notes: Path
+) -> None:
+    async for api in _api(store, clock, notes, NO_EDIT):
+        card = await note_card(api)
+        assert card["edits"] is False and card["tool"]["input_schema"] is None
+        code, body = await api.resume(card["card_id"], USER, card["secret"], edited_input={"text": "other"})
+        assert code == 422 and body["message"] == NO_EDITS
+        assert lines(notes) == []
+
+
+async def test_edits_kept_to_approvers_refuse_the_requester_and_take_an_approvers_edit(
+    store: StoreIO, clock: ManualClock, notes: Path
+) -> None:
+    async for api in _api(store, clock, notes, APPROVERS_EDIT):
+        card = await note_card(api)
+        assert card["edits"] == "approvers"
+        code, body = await api.resume(card["card_id"], USER, card["secret"], edited_input={"text": "mine"})
+        assert code == 403 and body["message"] == EDIT_APPROVERS_ONLY, body
+        assert lines(notes) == []
+        code, body = await api.resume(card["card_id"], APPROVER, card["secret"], edited_input={"text": "theirs"})
+        assert code == 200 and body["outcome"] == "resumed", body
+        assert lines(notes) == ["theirs"]
