@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from chat_approvals.cards import wording as words
+from chat_approvals.cards.edit_fields import editable
 from chat_approvals.cards.subject_text import question_fields, readable_input
 from chat_approvals.core.models import (
     MAX_REASON,
@@ -236,6 +237,10 @@ def approval_card(card: ApprovalCard, secret: str, voters: list[str] | None = No
             _execute("Approve once", VERB_APPROVE_ONCE, data, "none", "positive"),
             _execute("Approve for this chat", VERB_APPROVE, data, inputs),
         ]
+        if editable(card):  # issue 32: approve with edits
+            from chat_approvals.cards import adaptive_batch
+
+            approvals.append(adaptive_batch.edit_action(card, data, _escape))
     else:
         approvals = [_execute("Approve", VERB_APPROVE, data, inputs, "positive")]
     return _card(body, [*approvals, _deny(card, data)])
@@ -250,6 +255,12 @@ def _answered_body(card: ApprovalCard, answer: Answer, by: str, at: float) -> li
     reason = words.deny_reason(answer, STYLE)
     if reason:
         body.append(_text(reason))
+    edited = words.edited_call(card, answer)
+    if edited is not None:  # R22: the call exactly as approved
+        body.append(_text("Input as approved (edited)", weight="Bolder", spacing="Small"))
+        body.append(_text(_escape(edited[0]), fontType="Monospace", spacing="None"))
+        body.append(_text(edited[1], isSubtle=True, size="Small", spacing="None"))
+        body.append(_text("Proposed by the agent (not run as proposed):", weight="Bolder", spacing="Small"))
     body.append(_text(words.requested_by(card, STYLE), isSubtle=True))
     return [*body, *_what(card)]
 

@@ -80,3 +80,60 @@ def decide_each(data: dict[str, str], reason: dict[str, Any]) -> dict[str, Any]:
         "title": DECIDE_EACH,
         "card": {"type": "AdaptiveCard", "body": [reason], "actions": [send]},
     }
+
+
+VERB_APPROVE_EDITED = "approve_edited"
+EDIT_TYPES = "edit_types"  # in the action's data: how each field reads back (or "json")
+EDIT_FIELD = "edit:"  # + the key: one Input.Text per key of a flat input
+EDIT_JSON = "edit_json"  # the whole input as JSON
+
+
+def edit_action(card: ApprovalCard, data: dict[str, str], escape: Any) -> dict[str, Any]:
+    """Approve with edits (issue 32): a small card with the input, one Input.Text per key of a
+    flat input or one JSON field, and the Approve that sends it (this call once, no grant)."""
+    import json
+
+    from chat_approvals.cards.edit_fields import JSON_FIELD, MAX_FIELD, flat_fields, json_text
+
+    fields = flat_fields(card)
+    body: list[dict[str, Any]] = [
+        {"type": "TextBlock", "text": "Change the input, then approve: exactly this runs, once.", "wrap": True}
+    ]
+    if fields is not None:
+        types = {k: t for k, t, _ in fields}
+        for key, kind, text in fields:
+            body.append(
+                {
+                    "type": "Input.Text",
+                    "id": EDIT_FIELD + key,
+                    "label": f"{escape(key)} ({kind})",
+                    "value": text,
+                    "isMultiline": kind == "string" and len(text) > 60,
+                    "maxLength": MAX_FIELD,
+                }
+            )
+        type_data = json.dumps(types, separators=(",", ":"))
+    else:
+        body.append(
+            {
+                "type": "Input.Text",
+                "id": EDIT_JSON,
+                "label": "Input (JSON)",
+                "value": json_text(card),
+                "isMultiline": True,
+            }
+        )
+        type_data = JSON_FIELD
+    send = {
+        "type": "Action.Execute",
+        "title": "Approve with edits",
+        "verb": VERB_APPROVE_EDITED,
+        "associatedInputs": "auto",
+        "style": "positive",
+        "data": {**data, EDIT_TYPES: type_data},
+    }
+    return {
+        "type": "Action.ShowCard",
+        "title": "Approve with edits",
+        "card": {"type": "AdaptiveCard", "body": body, "actions": [send]},
+    }

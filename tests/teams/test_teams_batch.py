@@ -93,3 +93,43 @@ async def test_an_item_left_undecided_is_refused_and_changes_nothing(
     invoke_card(*await bot.click("approve_once", data))
     await bot.drain()
     assert sorted(saved(notes)) == ["first", "second"]
+
+
+EDITS = """\
+[[rule]]
+match = "tool:save_note"
+edits = true
+"""
+
+
+@pytest.fixture
+async def edit_bot(tmp_path: Path, notes: Path, connector: tuple[MockConnector, str]) -> AsyncIterator[Bot]:
+    factory = gated_factory(default_factory("scripted", notes_dir=notes), "save_note")
+    async with Bot(tmp_path / "store", ManualClock(), connector[1], agent_factory=factory, policy=EDITS) as b:
+        yield b
+
+
+async def test_approve_with_edits_runs_the_edited_input_and_shows_it_on_the_answered_card(
+    edit_bot: Bot, connector: tuple[MockConnector, str], notes: Path
+) -> None:
+    """Issue 32 on Teams: an Input.Text per key of the flat input; the answered card shows the
+    input as approved; a field the schema rejects is refused with the schema's error (400)."""
+    mock, _ = connector
+    status, _ = await edit_bot.say("save a note: call Alex at 3")
+    card = mock.posts()[-1]["body"]["attachments"][0]["content"]
+    assert_valid_card(card)
+    edit = next(a for a in adaptive.all_actions(card) if a["verb"] == adaptive_batch.VERB_APPROVE_EDITED)
+    field = adaptive.all_inputs(card)[adaptive_batch.EDIT_FIELD + "text"]
+    assert field["value"] == "call Alex at 3"
+    data = dict(edit["data"])
+    # a field read as a number (a client may send any edit_types): the tool's schema refuses it
+    as_number = {**data, "edit:text": "5", adaptive_batch.EDIT_TYPES: '{"text":"integer"}'}
+    status, body = await edit_bot.click(adaptive_batch.VERB_APPROVE_EDITED, as_number)
+    assert body["statusCode"] == 400 and "Invalid edit: text: 5 is not of type 'string'" in card_text(body), body
+    status, body = await edit_bot.click(adaptive_batch.VERB_APPROVE_EDITED, {**data, "edit:text": "x", "reason": "no"})
+    assert body["statusCode"] == 400, body  # a reason goes only with a deny
+    assert saved(notes) == []
+    answered = invoke_card(*await edit_bot.click(adaptive_batch.VERB_APPROVE_EDITED, {**data, "edit:text": "at 4"}))
+    await edit_bot.drain()
+    assert saved(notes) == ["at 4"]
+    assert "Approved with edits" in card_text(answered) and "at 4" in card_text(answered)
