@@ -26,9 +26,9 @@ from chat_approvals.bots.slack_commands import SlackCommands
 from chat_approvals.bots.slack_config import COMMAND, SlackConfig, web_client
 from chat_approvals.bots.slack_shapes import slack_body_problem
 from chat_approvals.bots.slack_web import SlackWeb
-from chat_approvals.cards import slack_batch
+from chat_approvals.cards import slack_batch, slack_edit
 from chat_approvals.cards import slack_blocks as sb
-from chat_approvals.cards.slack_answer import event_actor, message_text
+from chat_approvals.cards.slack_answer import SlackClick, SlackPayloadError, event_actor, message_text
 
 log = logging.getLogger("chat_approvals.slack")
 
@@ -53,6 +53,10 @@ class Front(Protocol):
     commands: SlackCommands
 
     def admit_click(self, body: dict[str, Any]) -> None: ...
+
+    async def open_edit(self, body: dict[str, Any]) -> None: ...
+
+    async def answer(self, c: SlackClick) -> None: ...
 
     def spawn(self, work: Coroutine[Any, Any, None], what: str) -> None: ...
 
@@ -117,6 +121,24 @@ def bolt_app(cfg: SlackConfig, web: SlackWeb, front: Front) -> AsyncApp:
     bolt.action(re.compile("^" + re.escape(sb.ACTION_PACKAGES)))(on_choice)
     bolt.action(sb.ACTION_DURATION)(on_choice)
     bolt.action(slack_batch.ACTION_ITEM)(on_choice)  # a batch item's decision (issue 32)
+
+    @bolt.action(slack_edit.ACTION_EDIT)
+    async def on_edit(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        front.spawn(front.open_edit(body), "edit modal")  # the trigger id lasts 3 s: at once
+
+    @bolt.view(slack_edit.VIEW_EDIT)
+    async def on_edit_submitted(ack: AsyncAck, body: dict[str, Any]) -> None:
+        try:
+            click = slack_edit.parse_edit_submission(body)
+        except slack_edit.FieldErrors as e:
+            await ack(response_action="errors", errors=e.errors)  # shown next to each field
+            return
+        except SlackPayloadError as e:
+            await ack(response_action="errors", errors={"edit_json": str(e)})
+            return
+        await ack()  # the modal closes; the outcome updates the card, a refusal comes as an ephemeral
+        front.spawn(front.answer(click), "edited approval")
 
     @bolt.action(sb.ACTION_REVOKE)
     async def on_revoke(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:

@@ -33,6 +33,7 @@ from slack_sdk.models.blocks import (
 )
 
 from chat_approvals.cards import wording as words
+from chat_approvals.cards.edit_fields import editable
 from chat_approvals.cards.effects import Refuse
 from chat_approvals.cards.slack_chat import parse_chat_key
 from chat_approvals.cards.subject_text import question_fields, readable_input
@@ -342,6 +343,10 @@ def card_message(
             ),
             ButtonElement(action_id=ACTION_APPROVE, text=PlainTextObject(text="Approve for this chat"), value=value),
         ]
+        if editable(card):  # issue 32: opens a modal with the input (cards/slack_edit.py)
+            approve.append(
+                ButtonElement(action_id="approvals.edit", text=PlainTextObject(text="Approve with edits…"), value=value)
+            )
         deny_text = f"{card.tool.name} does not run; the agent is told why."
     else:
         approve = [
@@ -382,9 +387,13 @@ def outcome_message(
     by = _names(votes) if answer.approved and len(votes) > 1 else user_ref(answered_by)
     blocks: list[Block] = [
         _section(f"*{words.requested_by(card, STYLE)}*\n{_outcome_line(card, answer, by, answered_at)}"),
-        *_what(card),
-        _ids(card),
     ]
+    edited = words.edited_call(card, answer)
+    if edited is not None:  # R22: the call exactly as approved, then the proposed one
+        shown = _pre(edited[0][:MAX_INPUT_SHOWN])
+        blocks.append(_section(f"*Input as approved (edited)* · {escape(edited[1])}\n{shown}"))
+        blocks.append(_section("*Proposed by the agent (not run as proposed):*"))
+    blocks += [*_what(card), _ids(card)]
     return SlackMessage(text=f"{words.decision(card, answer)} by {slack_user_id(answered_by)}", blocks=blocks)
 
 
@@ -565,5 +574,5 @@ def refusal_message(r: Refuse) -> SlackMessage:
     if r.kind == "forbidden":
         return refusal_forbidden(r.owner, r.policy_said)
     if r.kind == "invalid":
-        return refusal_invalid()
+        return refusal_invalid(r.message) if r.message else refusal_invalid()
     return refusal_unknown()

@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slack_sdk.models.views import View
 
-from chat_approvals.cards import slack_batch
+from chat_approvals.cards import slack_batch, slack_edit
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.slack_answer import CHOOSE_EACH
 from chat_approvals.core.agent.factory import default_factory, gated_factory
-from tests.support.slack_rig import SlackRig, assert_valid_blocks, buttons, running
+from tests.support import slack_payloads as P
+from tests.support.slack_rig import OWNER, SlackRig, assert_valid_blocks, buttons, running
 from tests.support.slack_standin import Call
 
 TWO = "save two notes: first | second"
@@ -99,3 +101,60 @@ async def test_an_item_left_undecided_is_refused_to_the_clicker_and_changes_noth
     await rig.click(rig.click_payload(card, action=sb.ACTION_APPROVE_ONCE))
     await rig.settle()
     assert sorted(saved(notes)) == ["first", "second"]
+
+
+EDITS = """\
+[[rule]]
+match = "tool:save_note"
+edits = true
+"""
+
+
+@pytest.fixture
+async def edit_rig(notes: Path) -> AsyncIterator[SlackRig]:
+    factory = gated_factory(default_factory("scripted", notes_dir=notes), "save_note")
+    async with running(SlackRig(factory=factory, policy=EDITS)) as r:
+        yield r
+
+
+async def open_modal(rig: SlackRig, card: Call) -> dict[str, Any]:
+    opened = len(rig.standin.of("views.open"))
+    await rig.click(rig.click_payload(card, action=slack_edit.ACTION_EDIT))
+    await rig.standin.wait_for(lambda s: len(rig.standin.of("views.open")) > opened)
+    view = rig.standin.of("views.open")[-1].args["view"]
+    return json.loads(view) if isinstance(view, str) else view
+
+
+async def test_approve_with_edits_opens_a_modal_and_runs_exactly_the_edited_input(
+    edit_rig: SlackRig, notes: Path
+) -> None:
+    """Issue 32 on Slack: the modal holds one field per key of the flat input; a field the tool's
+    schema rejects comes back as an ephemeral with the schema's words; the accepted edit runs, and
+    the answered card shows the input as approved."""
+    rig = edit_rig
+    card = (await rig.owner_says("save a note: call Alex at 3"))[-1]
+    assert slack_edit.ACTION_EDIT in [b["action_id"] for b in buttons(assert_valid_blocks(card))]
+    view = await open_modal(rig, card)
+    assert View(**view).to_dict()  # a valid modal by slack_sdk's models
+    (field,) = [b for b in view["blocks"] if b["type"] == "input"]
+    assert field["block_id"] == "edit:text" and field["element"]["initial_value"] == "call Alex at 3"
+    # a submission the schema refuses (the metadata says the field is a number: the schema wants a string)
+    meta = json.loads(view["private_metadata"])
+    bad = {**view, "private_metadata": json.dumps({**meta, "types": {"text": "integer"}})}
+    ephemerals = len(rig.standin.of("chat.postEphemeral"))
+    status, _ = await rig.click(P.view_submission(bad, {"edit:text": "5"}, user=OWNER))
+    assert status == 200
+    await rig.settle()
+    told = json.dumps([c.args.get("blocks") for c in rig.standin.of("chat.postEphemeral")[ephemerals:]])
+    assert "5 is not of type" in told, told
+    assert saved(notes) == []
+    # a field that does not read as its type stays in the modal, with the error next to it
+    status, text = await rig.click(P.view_submission(bad, {"edit:text": "five"}, user=OWNER))
+    assert status == 200 and json.loads(text)["response_action"] == "errors"
+    # the accepted edit
+    status, _ = await rig.click(P.view_submission(view, {"edit:text": "call Alex at 4"}, user=OWNER))
+    assert status == 200
+    await rig.settle()
+    assert saved(notes) == ["call Alex at 4"]
+    final = json.dumps(rig.standin.of("chat.update")[-1].args["blocks"])
+    assert "Approved with edits" in final and "Input as approved (edited)" in final and "call Alex at 4" in final
