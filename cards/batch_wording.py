@@ -34,12 +34,12 @@ def asks(card: ApprovalCard, style: Style) -> str:
 
 
 def item_label(item: CardItem, style: Style) -> str:
-    """An item's heading: its number and what it asks ("2. Run save_note")."""
-    n = item.item_id.rsplit(":", 1)[-1]
+    """An item's heading: its number and what it asks ("Request 2: run save_note")."""
+    n = item.item_id.rsplit(":", 1)[-1]  # not "1. …": Teams would read it as a numbered list
     if item.tool is not None:
-        return f"{n}. Run {style.thing(item.tool.name)}"
+        return f"Request {n}: run {style.thing(item.tool.name)}"
     name = item.question.name if item.question is not None else "a question"
-    return f"{n}. Answer {style.thing(name)}"
+    return f"Request {n}: answer {style.thing(name)}"
 
 
 def item_call_id(item: CardItem) -> str | None:

@@ -97,7 +97,9 @@ async def test_per_item_decisions_run_the_approved_body_once_and_the_denied_neve
     assert lines(notes) == ["first"]
     assert body["result"]["text"] == "Saved the note: first\nNot saved: you denied the note (not that one)."
     assert body["answered_text"]["decision"] == "Partly approved"
-    assert "2. Run save_note: denied; it did not run. Reason: “not that one”" in body["answered_text"]["answered"]
+    assert (
+        "Request 2: run save_note: denied; it did not run. Reason: “not that one”" in body["answered_text"]["answered"]
+    )
     code, audit = await api.get(f"/v1/chats/{CHAT}/audit")
     answered = [e for e in audit["events"] if e["kind"] == "answered"][-1]["detail"]
     assert [(i["item"], i["approved"]) for i in answered["items"]] == [(first, True), (second, False)]

@@ -84,7 +84,7 @@ async def test_per_item_decisions_under_20_racing_clicks_run_the_approved_body_o
     await rig.settle()
     assert saved(notes) == ["second"]
     final = json.dumps(rig.standin.of("chat.update")[-1].args["blocks"])
-    assert "Partly approved" in final and "1. Run" in final and "denied; it did not run" in final
+    assert "Partly approved" in final and "Request 1: run" in final and "denied; it did not run" in final
     assert "approved once" in final
 
 
