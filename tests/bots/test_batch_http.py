@@ -15,7 +15,7 @@ import pytest
 
 import chat_approvals.core.protocol.wording as wording
 from chat_approvals.core.agent.demo_tools import notes_file
-from chat_approvals.core.agent.factory import default_factory, gated_factory
+from chat_approvals.core.agent.factory import default_factory, gated_factory, prepare
 from chat_approvals.core.agent.tool_gate import fingerprint
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.store.aio import StoreIO
@@ -117,7 +117,7 @@ async def test_one_entry_for_the_card_answers_every_item(api: Api, notes: Path, 
     card = await batch_card(api)
     code, body = await api.resume(card["card_id"], USER, card["secret"], approved=approved)
     assert code == 200 and body["outcome"] == "resumed", body
-    assert lines(notes) == (["first", "second"] if approved else [])
+    assert sorted(lines(notes)) == (["first", "second"] if approved else [])
     assert body["answered_text"]["decision"] == ("Approved" if approved else "Denied")
 
 
@@ -180,3 +180,64 @@ async def test_r6_an_unattended_batch_denies_every_item_deterministically(api: A
     assert code == 200 and body["status"] == "answered"
     assert body["text"].count(wording.tool_unattended("save_note")) == 2, body["text"]
     assert lines(notes) == []
+
+
+async def test_a_gated_call_and_a_question_in_one_step_each_get_their_own_answer(
+    store: StoreIO, clock: ManualClock, notes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A question item is resumed with `{"approved": bool, "reason"?}`, a tool item by the gate."""
+    answers = tmp_path / "answers.jsonl"
+    monkeypatch.setenv(agents.QUESTION_LOG_ENV, str(answers))
+    factory = gated_factory(lambda: prepare(agents.mixed_batch_agent()), "save_note")
+    server = await serve(make_approvals(store, clock, factory))
+    async with aiohttp.ClientSession() as session:
+        api = Api(session, str(server.make_url("")).rstrip("/"))
+        card = await batch_card(api, "do both")
+        kinds = [(i["kind"], (i.get("tool") or i.get("question") or {}).get("name")) for i in card["items"]]
+        assert kinds == [("tool", "save_note"), ("question", "approval")]
+        note, question = (i["interruptId"] for i in card["items"])
+        # a question takes no duration: the whole answer is invalid, nothing consumed
+        code, body = await answer_items(api, card, [entry(note, True), entry(question, True, duration="once")])
+        assert code == 422, body
+        code, body = await answer_items(api, card, [entry(note, False), entry(question, True)])
+        assert code == 200 and body["outcome"] == "resumed", body
+        assert lines(notes) == []  # the denied call never ran
+        assert [json.loads(line) for line in answers.read_text().splitlines()] == [{"approved": True}]
+        assert "deleted acme/old" in body["result"]["text"]
+    await server.close()
+
+
+POLICY = """\
+[approvers]
+http = ["sec-bob"]
+
+[[rule]]
+match = "tool:save_note"
+approvers = "approvers"
+"""
+
+
+async def test_the_strictest_rule_over_the_items_decides_who_may_answer(
+    store: StoreIO, clock: ManualClock, notes: Path
+) -> None:
+    from chat_approvals.bots.approvers import ApproverDirectory
+    from chat_approvals.core.bootstrap import bootstrap
+    from chat_approvals.core.protocol.policy import parse_policy
+
+    policy = parse_policy(POLICY)
+    factory = gated_factory(default_factory("scripted", notes_dir=notes), "save_note")
+    approvals = bootstrap(
+        store, clock=clock, agent_factory=factory, policy=policy, approvers=ApproverDirectory(policy)
+    ).approvals
+    server = await serve(approvals)
+    async with aiohttp.ClientSession() as session:
+        api = Api(session, str(server.make_url("")).rstrip("/"))
+        card = await batch_card(api)
+        assert card["approvers"] == "approvers"
+        entries = [entry(i["interruptId"], True, duration="once") for i in card["items"]]
+        code, body = await answer_items(api, card, entries)  # the requester
+        assert code == 403 and body["outcome"] == "forbidden", body
+        assert lines(notes) == []
+        code, body = await answer_items(api, card, entries, user="sec-bob")
+        assert code == 200 and body["outcome"] == "resumed" and sorted(lines(notes)) == ["first", "second"]
+    await server.close()
