@@ -23,6 +23,7 @@ ACTION_ITEM = "approvals.item"  # one select per item: read from `state` when Se
 ACTION_ITEMS = "approvals.items"  # Send these decisions
 BLOCK_ITEM = "approvals.item:"  # + the item's id (`c_…:N`)
 MAX_ITEM_INPUT = 600  # an item's input on the card (several share one message)
+MAX_SHOWN = 30  # items listed on one message
 MAX_DECIDED = 20  # items that get their own select (Slack: 50 blocks a message); the rest: all at once
 
 ITEM_CHOICES = {"approve_once": "Approve once", "approve": "Approve for this chat", "deny": "Deny"}
@@ -61,7 +62,10 @@ def items_blocks(card: ApprovalCard, open_card: bool) -> list[Block]:
             blocks.append(SectionBlock(block_id=item_block_id(item.item_id), text=text, accessory=_select(card, item)))
         else:
             blocks.append(SectionBlock(text=text))
-    return blocks[:30]  # the rest of the message needs its room
+    if len(blocks) > MAX_SHOWN:  # the rest of the message needs its room (Slack: 50 blocks)
+        more = len(blocks) - MAX_SHOWN + 1
+        blocks = [*blocks[: MAX_SHOWN - 1], SectionBlock(text=MarkdownTextObject(text=f"…and {more} more requests."))]
+    return blocks
 
 
 def answer_buttons(card: ApprovalCard, value: str) -> list[ButtonElement]:

@@ -172,3 +172,65 @@ async def test_edits_kept_to_approvers_refuse_the_requester_and_take_an_approver
         code, body = await api.resume(card["card_id"], APPROVER, card["secret"], edited_input={"text": "theirs"})
         assert code == 200 and body["outcome"] == "resumed", body
         assert lines(notes) == ["theirs"]
+
+
+async def test_the_audit_webhook_receives_both_inputs_and_fingerprints(tmp_path: Path, clock: ManualClock) -> None:
+    """The answered event a real webhook receiver is POSTed carries the proposed and the approved
+    input and both fingerprints (R22 for whoever reads the trail)."""
+    import asyncio
+    import json
+
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    from chat_approvals.bots.config import ServerConfig
+    from chat_approvals.bots.server import open_root, serve_app
+    from tests.conftest import TOKEN
+
+    got: list[dict] = []
+    answered = asyncio.Event()
+
+    async def hook(request: web.Request) -> web.Response:
+        event = json.loads(await request.read())
+        got.append(event)
+        if event["kind"] == "answered":
+            answered.set()
+        return web.Response(status=204)
+
+    receiver = web.Application()
+    receiver.router.add_post("/hook", hook)
+    rserver = TestServer(receiver, host="127.0.0.1")
+    await rserver.start_server()
+    policy = tmp_path / "policy.toml"
+    policy.write_text(EDITS)
+    notes = tmp_path / "notes"
+    cfg = ServerConfig(
+        api_token=TOKEN,
+        store=f"sqlite:///{tmp_path}/rows.db",
+        objects=str(tmp_path / "objects"),
+        policy=str(policy),
+        audit_webhook=[str(rserver.make_url("/hook"))],
+        audit_webhook_secret="whsec-0123456789",
+        audit_webhook_poll=0.05,
+    )
+    factory = gated_factory(default_factory("scripted", notes_dir=notes), "save_note")
+    opened = open_root(cfg, clock=clock, factory=factory)
+    server = TestServer(serve_app(opened, cfg, sweep=False), host="127.0.0.1")
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as session:
+            api = Api(session, str(server.make_url("")).rstrip("/"))
+            card = await note_card(api)
+            edited = {"text": "call Alex at 5"}
+            code, body = await api.resume(card["card_id"], USER, card["secret"], edited_input=edited)
+            assert code == 200 and body["outcome"] == "resumed", body
+            await asyncio.wait_for(answered.wait(), 30)
+        (event,) = [e for e in got if e["kind"] == "answered"]
+        detail = event["detail"]
+        assert detail["proposed_input"] == {"text": "call Alex at 3"} and detail["approved_input"] == edited
+        assert detail["fingerprint"] == fingerprint("save_note", {"text": "call Alex at 3"})
+        assert detail["approved_fingerprint"] == fingerprint("save_note", edited)
+    finally:
+        await server.close()
+        await rserver.close()
+        opened.close()
