@@ -134,8 +134,9 @@ def bolt_app(cfg: SlackConfig, web: SlackWeb, front: Front) -> AsyncApp:
         except slack_edit.FieldErrors as e:
             await ack(response_action="errors", errors=e.errors)  # shown next to each field
             return
-        except SlackPayloadError as e:
-            await ack(response_action="errors", errors={"edit_json": str(e)})
+        except SlackPayloadError as e:  # shown on the modal's first field (an error must name a block)
+            first = slack_edit.first_input(body)
+            await (ack(response_action="errors", errors={first: str(e)}) if first else ack())
             return
         await ack()  # the modal closes; the outcome updates the card, a refusal comes as an ephemeral
         front.spawn(front.answer(click), "edited approval")

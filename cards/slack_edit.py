@@ -158,6 +158,16 @@ def _text_of(view: _View, block_id: str) -> str:
     return ""
 
 
+def first_input(payload: object) -> str | None:
+    """The block id of a submitted modal's first input (where an error about the whole edit goes)."""
+    view = payload.get("view") if isinstance(payload, dict) else None
+    blocks = view.get("blocks") if isinstance(view, dict) else None
+    for b in blocks if isinstance(blocks, list) else []:
+        if isinstance(b, dict) and b.get("type") == "input" and isinstance(b.get("block_id"), str):
+            return str(b["block_id"])
+    return None
+
+
 def parse_edit_submission(payload: object) -> SlackClick:
     """A submitted edit modal -> an approval with `edited_input` (whether it fits the tool's schema
     is the resume service's check), or FieldErrors / SlackPayloadError."""

@@ -151,6 +151,10 @@ async def test_approve_with_edits_opens_a_modal_and_runs_exactly_the_edited_inpu
     # a field that does not read as its type stays in the modal, with the error next to it
     status, text = await rig.click(P.view_submission(bad, {"edit:text": "five"}, user=OWNER))
     assert status == 200 and json.loads(text)["response_action"] == "errors"
+    # a submission that is not ours (its metadata forged) changes nothing; the error sits on the field
+    forged = {**view, "private_metadata": "not ours"}
+    status, text = await rig.click(P.view_submission(forged, {"edit:text": "x"}, user=OWNER))
+    assert status == 200 and list(json.loads(text)["errors"]) == ["edit:text"]
     # the accepted edit
     status, _ = await rig.click(P.view_submission(view, {"edit:text": "call Alex at 4"}, user=OWNER))
     assert status == 200
