@@ -234,3 +234,14 @@ async def test_the_audit_webhook_receives_both_inputs_and_fingerprints(tmp_path:
         await server.close()
         await rserver.close()
         opened.close()
+
+
+async def test_a_download_card_never_takes_edits(api: Api, notes: Path) -> None:
+    code, body = await api.turn("fetch-chat", USER, "please fetch https://example.com/data.csv")
+    assert code == 200 and body["card"]["kind"] == "download", body
+    card = body["card"]
+    assert card["edits"] is False
+    code, body = await api.resume(card["card_id"], USER, card["secret"], edited_input={"urls": ["https://x.test/"]})
+    assert code == 422 and body["message"] == NO_EDITS, body
+    code, body = await api.resume(card["card_id"], USER, card["secret"])
+    assert code == 200 and body["outcome"] == "resumed"
