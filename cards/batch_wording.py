@@ -3,6 +3,7 @@ three renderers. `cards/wording.py` hands a batch card here; the `Style` is the 
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from chat_approvals.core.models import ONCE, Answer, ApprovalCard, CardItem
@@ -92,6 +93,9 @@ def item_outcome(item: CardItem, answer: Answer, style: Style) -> str:
     if not mine.approved:
         text = f"{head}: denied; it did not run."
         return text + (f" Reason: “{style.text(mine.reason)}”" if mine.reason else "")
+    if mine.edited_input is not None:  # R22: the call exactly as approved
+        edited = json.dumps(mine.edited_input, ensure_ascii=False, sort_keys=True)
+        return f"{head}: approved with edits; it runs once with {style.text(edited)}, not the proposed input."
     if mine.duration == ONCE:
         return f"{head}: approved once; it runs with exactly its input."
     return f"{head}: approved for this chat; it may run with any input here without asking again."

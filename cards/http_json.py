@@ -147,7 +147,15 @@ def _item_answers(card_id: str, entries: list[_Entry]) -> Answer:
         a = _entry_answer(entry, f"responses[{n}]")
         if a.packages is not None:
             raise BadRequest(f"responses[{n}]: an item has no packages")
-        items.append(ItemAnswer(item=entry.interruptId, approved=a.approved, duration=a.duration, reason=a.reason))
+        items.append(
+            ItemAnswer(
+                item=entry.interruptId,
+                approved=a.approved,
+                duration=a.duration,
+                reason=a.reason,
+                edited_input=a.edited_input,
+            )
+        )
     return Answer(approved=any(a.approved for a in items), items=items)
 
 

@@ -18,6 +18,7 @@ class ItemAnswer(Strict):
     approved: bool
     duration: str | None = None
     reason: str | None = None
+    edited_input: dict[str, Any] | None = None  # a tool item approved with edits
 
 
 class Answer(Strict):
@@ -42,7 +43,10 @@ class Answer(Strict):
             if mine is None:  # fail closed: an item nobody answered is denied
                 return Answer(approved=False)
             return Answer(
-                approved=mine.approved, duration=mine.duration if takes_duration else None, reason=mine.reason
+                approved=mine.approved,
+                duration=mine.duration if takes_duration else None,
+                reason=mine.reason,
+                edited_input=mine.edited_input if takes_duration else None,
             )
         return Answer(approved=self.approved, duration=self.duration if takes_duration else None, reason=self.reason)
 

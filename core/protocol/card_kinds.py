@@ -175,9 +175,17 @@ def _batch_problem(card: ApprovalCard, answer: Answer, offered: list[str]) -> st
         quorum = card.policy.quorum if card.policy is not None else 1
         if quorum > 1:
             return "Invalid answer: this card needs several approvals; approve or deny all of its items at once."
+        by_id = {i.item_id: i for i in card.items}
         for a in answer.items:
             if a.approved and a.reason is not None:
                 return "Invalid answer: a reason goes only with a deny."
+            if a.edited_input is not None:  # an item approved with edits: as a tool card's
+                problem = edit_problem(
+                    card.item_card(by_id[a.item]).model_copy(update={"policy": card.policy}),
+                    Answer(approved=True, duration=a.duration, edited_input=a.edited_input),
+                )
+                if problem is not None:
+                    return problem
             if not a.approved and a.duration is not None:
                 return "Invalid answer: a duration goes only with an approval."
     for item in card.items:
@@ -293,7 +301,7 @@ def grant_plan(card: ApprovalCard, answer: Answer) -> tuple[dict[tuple[str, str]
         if item.tool is None or not mine.approved:
             continue
         subject = ("tool", item.tool.name)
-        if mine.duration == ONCE:
+        if mine.duration == ONCE or mine.edited_input is not None:  # an edit approves one call
             kept.add(subject)
         elif subject not in plan:
             plan[subject] = mine.duration

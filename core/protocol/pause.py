@@ -81,6 +81,16 @@ def with_edits(card: ApprovalCard, agent: Agent) -> ApprovalCard:
     policy = card.policy
     if policy is None or not policy.edits:
         return card
+    if card.kind == "batch":  # each tool item keeps its schema (an item may be approved with edits)
+        if policy.quorum > 1:
+            return card.model_copy(update={"policy": policy.model_copy(update={"edits": False})})
+        items = [
+            i.model_copy(update={"tool": i.tool.model_copy(update={"input_schema": tool_schema(agent, i.tool.name)})})
+            if i.tool is not None and not i.tool.truncated
+            else i
+            for i in card.items
+        ]
+        return card.model_copy(update={"items": items})
     schema = tool_schema(agent, card.tool.name) if card.kind == "tool" and card.tool is not None else None
     if card.tool is None or card.tool.truncated or schema is None or policy.quorum > 1:
         return card.model_copy(update={"policy": policy.model_copy(update={"edits": False})})

@@ -237,7 +237,8 @@ class ResumeService:
     async def _may_edit(self, p: Pointer, user: str, answer: Answer) -> ResumeResult | None:
         """Edits kept to approvers (`edits = "approvers"`): the requester and anyone not an approver
         may answer as the card allows, but not with edits (refused, nothing changes)."""
-        if answer.edited_input is None or p.card.policy is None or p.card.policy.edits != "approvers":
+        edits = answer.edited_input is not None or any(a.edited_input is not None for a in answer.items or [])
+        if not edits or p.card.policy is None or p.card.policy.edits != "approvers":
             return None
         if user != p.owner and await self.approvers.is_approver(user):
             return None

@@ -62,6 +62,13 @@ def item_detail(item: CardItem, answer: Answer) -> dict[str, Any]:
         out["duration"] = mine.duration
     if mine.reason is not None:
         out["reason"] = mine.reason
+    if mine.edited_input is not None and item.tool is not None:
+        out.update(
+            edited=True,
+            proposed_input=item.tool.input,
+            approved_input=mine.edited_input,
+            approved_fingerprint=fingerprint(item.tool.name, mine.edited_input),
+        )
     return out
 
 

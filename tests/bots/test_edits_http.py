@@ -7,6 +7,7 @@ with a duration, an edit on a card whose policy has no edits, an edit by someone
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -245,3 +246,35 @@ async def test_a_download_card_never_takes_edits(api: Api, notes: Path) -> None:
     assert code == 422 and body["message"] == NO_EDITS, body
     code, body = await api.resume(card["card_id"], USER, card["secret"])
     assert code == 200 and body["outcome"] == "resumed"
+
+
+async def test_an_item_of_a_batch_card_approved_with_edits_runs_its_edited_input(api: Api, notes: Path) -> None:
+    code, body = await api.turn(CHAT, USER, "save two notes: first | second")
+    card = body["card"]
+    assert card["kind"] == "batch" and card["edits"] is True
+    assert all(i["tool"]["input_schema"] for i in card["items"])
+    first, second = (i["interruptId"] for i in card["items"])
+
+    def entry(item: str, **payload: object) -> dict:
+        return {"interruptId": item, "status": "resolved", "payload": payload}
+
+    async def answer(entries: list[dict]) -> tuple[int, dict]:
+        code, text = await api.resume_raw(
+            card["card_id"], {"user": USER, "secret": card["secret"], "responses": entries}
+        )
+        return code, json.loads(text)
+
+    code, body = await answer([entry(first, approved=True, edited_input={"text": 1}), entry(second, approved=False)])
+    assert code == 422 and "Invalid edit: text: 1 is not of type 'string'" in body["message"], body
+    code, body = await answer(
+        [entry(first, approved=True, edited_input={"text": "FIRST"}), entry(second, approved=False)]
+    )
+    assert code == 200 and body["outcome"] == "resumed", body
+    assert lines(notes) == ["FIRST"]
+    assert "approved with edits; it runs once with" in body["answered_text"]["answered"]
+    code, audit = await api.get(f"/v1/chats/{CHAT}/audit")
+    item = [e for e in audit["events"] if e["kind"] == "answered"][-1]["detail"]["items"][0]
+    assert item["approved_input"] == {"text": "FIRST"} and item["proposed_input"] == {"text": "first"}
+    assert item["approved_fingerprint"] == fingerprint("save_note", {"text": "FIRST"})
+    code, grants = await api.get(f"/v1/chats/{CHAT}/grants?user={USER}")
+    assert grants["grants"] == []
