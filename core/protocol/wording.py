@@ -106,8 +106,8 @@ STORE_UNAVAILABLE = "The approval store is unavailable right now; nothing was ch
 TOO_MANY_CLICKS = "Too many answers are being worked on right now; nothing was changed. Click again in a moment."
 # --- tool-name approvals (core/agent/tool_gate.py) and other interrupts ---------------------------
 CANNOT_ANSWER_SEVERAL = (
-    "The agent paused on several questions at once in one step, and this front end can answer only "
-    "one at a time, so nothing was offered and nothing ran. Please ask again, one step at a time."
+    "The agent asked to download something in the same step as other requests, which one card "
+    "cannot hold, so nothing was offered and nothing ran. Please ask again, one step at a time."
 )
 
 
