@@ -23,6 +23,16 @@ resumes the run, the model replies with text.
       that reaches another process does.
   (d'') (d') with the objects in a folder (SQLite + files, each object file fsync'd).
 
+With a PostgreSQL server (`--postgres URL`, default $CHAT_APPROVALS_TEST_PG, which
+scripts/test.d/30-postgres.sh writes), on that same server in the same run (issue 30):
+  (e) chat-approvals through its facade on the PostgreSQL store (rows and objects in one
+      database, `--store postgresql://...`); the click reaches the replica that paused the turn.
+  (e') the same, every click resumed from the stored snapshot (no Agent held), as a click that
+      reaches another replica is: the like of (g), which always loads its checkpoint.
+      Their database round trips per cycle: bench.bench_store (6).
+  (g) LangGraph + `PostgresSaver` (langgraph-checkpoint-postgres, the `bench` extra), the same
+      graph as (c), `durability="sync"`. Skipped with a note without the extra.
+
 The durability budget: one fsync'd SQLite commit (as the embedded store commits: WAL,
 synchronous=FULL) is timed in the same blocks, and the bench prints what 0.8x of (a) leaves per
 cycle against the protocol's least durable commits per cycle (pointer R7, claim R10, finish R12).
@@ -203,6 +213,36 @@ def budget(variants: list[Variant], commit: Variant, target: float = 0.8) -> lis
 # --- (c) LangGraph: bench/peer_langgraph.py, only with the bench extra --------------------
 
 
+def langgraph_postgres_cycle(url: str) -> Any:
+    """A LangGraphPostgresCycle on `url`, or why (g) is skipped."""
+    try:
+        from bench.peer_langgraph_postgres import LangGraphPostgresCycle
+    except ImportError as e:
+        return f"LangGraph's PostgresSaver not installed ({e.name}); install the bench extra: pip install -e '.[bench]'"
+    return LangGraphPostgresCycle(url)
+
+
+def postgres_facade(url: str, root: Path, held_agents: bool) -> tuple[FacadeCycle, Callable[[], None]]:
+    """(e): the facade on a fresh schema of `url`, migrated as `store init` does; and its cleanup."""
+    import secrets
+
+    import psycopg
+
+    from chat_approvals.store.postgres_init import init_postgres
+
+    schema = f"peers{secrets.token_hex(4)}"
+    schema_url = f"{url}{'&' if '?' in url else '?'}schema={schema}"
+    init_postgres(schema_url)
+    facade = FacadeCycle(root, held_agents=held_agents, store_url=schema_url)
+
+    def close() -> None:
+        facade.close()
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE".encode())
+
+    return facade, close
+
+
 def langgraph_cycle(db: Path) -> Any:
     """A LangGraphCycle, or why (c) is skipped."""
     try:
@@ -267,7 +307,7 @@ def round_trip_table(calls: Counter[str], cycles: int) -> list[str]:
     return lines
 
 
-async def main_async(cycles: int, block: int, warmup: int) -> None:
+async def main_async(cycles: int, block: int, warmup: int, postgres: str | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as d:
         root = Path(d)
         (root / "snapshots").mkdir()
@@ -310,6 +350,30 @@ async def main_async(cycles: int, block: int, warmup: int) -> None:
         ]
         closers.append(cold.close)
         closers.append(folder.close)
+        if postgres:
+            pg, pg_close = postgres_facade(postgres, root / "facade-pg", held_agents=True)
+            pg_cold, pg_cold_close = postgres_facade(postgres, root / "facade-pg-cold", held_agents=False)
+            variants += [
+                Variant(
+                    "e",
+                    "(e) chat-approvals facade, PostgreSQL (rows and objects in one database), in-process",
+                    lambda i: pg.cycle(f"pg-{i}"),
+                ),
+                Variant(
+                    "e2",
+                    "(e') the same, every click resumed from the stored snapshot (no Agent held)",
+                    lambda i: pg_cold.cycle(f"pgc-{i}"),
+                ),
+            ]
+            closers += [pg_close, pg_cold_close]
+            lgp = langgraph_postgres_cycle(postgres)
+            if isinstance(lgp, str):
+                notes.append(f"(g) skipped: {lgp}")
+            else:
+                variants.append(Variant("g", lgp.label, lgp.cycle))
+                closers.append(lgp.close)
+        else:
+            notes.append("(e), (g) skipped: no PostgreSQL (--postgres URL or CHAT_APPROVALS_TEST_PG)")
         commits = connect(str(root / "commits.db"))
         closers.append(commits.close)
         commit = Variant("f", "one fsync'd SQLite commit", durable_commit(commits))
@@ -330,6 +394,14 @@ async def main_async(cycles: int, block: int, warmup: int) -> None:
     print()
     print("\n".join(budget(variants, commit)))
     print()
+    by_key = {v.key: v for v in variants}
+    if "g" in by_key:
+        g = by_key["g"]
+        for key, name in (("e", "(e)"), ("e2", "(e')")):
+            e = by_key[key]
+            ratio = (len(e.latencies_ms) / e.wall_s) / (len(g.latencies_ms) / g.wall_s)
+            print(f"{name} / (g), on the same PostgreSQL server: {ratio:.2f}x the cycles/s (target: at least 1.5x)")
+        print()
     for note in notes:
         print(f"note: {note}")
 
@@ -339,10 +411,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cycles", type=int, default=300, help="measured cycles per variant (default 300)")
     ap.add_argument("--block", type=int, default=25, help="cycles per variant per block (default 25)")
     ap.add_argument("--warmup", type=int, default=5, help="unmeasured cycles per variant first (default 5)")
+    ap.add_argument(
+        "--postgres",
+        default=os.environ.get("CHAT_APPROVALS_TEST_PG"),
+        help="a PostgreSQL server URL for (e) and (g) (default $CHAT_APPROVALS_TEST_PG; none: skipped)",
+    )
     args = ap.parse_args(argv)
     if args.cycles < 1 or args.block < 1 or args.warmup < 0:
         ap.error("--cycles and --block must be at least 1, --warmup at least 0")
-    asyncio.run(main_async(args.cycles, args.block, args.warmup))
+    asyncio.run(main_async(args.cycles, args.block, args.warmup, args.postgres))
 
 
 if __name__ == "__main__":

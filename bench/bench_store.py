@@ -6,8 +6,10 @@ Runs the real facade (scripted model, system clock) against the embedded store (
 files) and, when the emulator URLs are set (scripts/test.d/20-emulators.sh start, then
 `set -a; . var/test-env; set +a`), against DynamoDB (dynalite, and moto) + S3 (moto), each
 also with `&table=` on the objects URL (small objects as table items, store/table_objects.py).
-It counts store method calls and, for the AWS backends, HTTP requests on the wire, and
-compares them with the protocol minimum:
+With CHAT_APPROVALS_TEST_PG set (scripts/test.d/30-postgres.sh start) it runs on PostgreSQL too
+(rows and objects in one database), counting database round trips from libpq's protocol trace
+(bench/pg_round_trips.py) in the "requests" column. It counts store method calls and, for the
+AWS backends, HTTP requests on the wire, and compares them with the protocol minimum:
 
   card:  snapshot PUT, conditional pointer write                                  = 2
   click: read pointer by card, conditional claim, snapshot GET, answer PUT,
@@ -32,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.pg_round_trips import RoundTrips
 from chat_approvals.core.agent import default_factory
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.bootstrap import bootstrap
@@ -97,7 +100,37 @@ def _backends() -> list[tuple[str, Callable[[], tuple[Any, Any, list[Any], Calla
             if endpoint:
                 out.append((label, _aws(endpoint, moto, table=False)))
                 out.append((label.replace("S3", "S3, small objects in the table"), _aws(endpoint, moto, table=True)))
+    pg = os.environ.get("CHAT_APPROVALS_TEST_PG")
+    if pg:
+        out.append(("postgresql (objects in the database)", _postgres(pg)))
     return out
+
+
+def _postgres(base: str) -> Callable[[], tuple[Any, Any, list[Any], Callable[[], None]]]:
+    """Rows and objects in a fresh schema (migrated as `store init` does), opened as the server
+    opens them (store/open.py: the objects share the row store's pool), every connection traced."""
+
+    def make() -> tuple[Any, Any, list[Any], Callable[[], None]]:
+        import psycopg
+
+        from bench.pg_round_trips import RoundTrips
+        from chat_approvals.store.postgres_init import init_postgres
+        from chat_approvals.store.postgres_objects import PostgresObjects
+        from chat_approvals.store.postgres_rows import PostgresRows
+
+        schema = f"bench{secrets.token_hex(4)}"
+        url = f"{base}{'&' if '?' in base else '?'}schema={schema}"
+        init_postgres(url)
+        trips = RoundTrips()
+        rows = PostgresRows(url, configure=trips.configure)
+
+        def drop() -> None:
+            with psycopg.connect(base, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA {schema} CASCADE".encode())
+
+        return rows, PostgresObjects(rows, SystemClock()), [trips], drop
+
+    return make
 
 
 def _aws(ddb: str, s3: str, *, table: bool) -> Callable[[], tuple[Any, Any, list[Any], Callable[[], None]]]:
@@ -146,12 +179,18 @@ def run(cycles: int, from_store: bool = False) -> list[dict[str, Any]]:
         asyncio.run(_cycle(a, "warm-up"))  # imports, connections, first table touch
         calls.clear()
         for c in clients:
-            _wire_counter(c, wire)
+            if isinstance(c, RoundTrips):
+                c.reset()
+            else:
+                _wire_counter(c, wire)
         times = []
         for i in range(cycles):
             t0 = time.perf_counter()
             asyncio.run(_cycle(a, f"bench:{i}"))
             times.append((time.perf_counter() - t0) * 1000)
+        for c in clients:
+            if isinstance(c, RoundTrips):
+                wire["database round trips"] += c.count()
         io.close()
         cleanup()
         times.sort()
@@ -178,7 +217,7 @@ def main() -> None:
     args = ap.parse_args()
     results = run(args.cycles, args.from_store)
     print(f"\nOne approval cycle (card -> click -> done), protocol minimum {PROTOCOL_MINIMUM} store round trips\n")
-    print("| backend | store calls / cycle | HTTP requests / cycle | p50 ms | p99 ms |")
+    print("| backend | store calls / cycle | requests / cycle (HTTP; PostgreSQL: round trips) | p50 ms | p99 ms |")
     print("|---|---|---|---|---|")
     for r in results:
         wire = "-" if r["wire"] is None else f"{r['wire']:.1f}"
@@ -191,7 +230,7 @@ def main() -> None:
     ops = sorted({k for r in results for k in r["wire_ops"]})
     aws = [r for r in results if r["wire"] is not None]
     if aws:
-        print("\n| HTTP request / cycle | " + " | ".join(r["backend"] for r in aws) + " |")
+        print("\n| request / cycle | " + " | ".join(r["backend"] for r in aws) + " |")
         print("|---|" + "---|" * len(aws))
         for o in ops:
             print(f"| {o} | " + " | ".join(f"{r['wire_ops'].get(o, 0):.1f}" for r in aws) + " |")

@@ -77,16 +77,19 @@ class FacadeCycle:
     `held_agents` False: no paused Agent is kept (core/agent/paused_agents.py), so each click resumes
     from the stored snapshot, as a click that reaches another process does."""
 
-    def __init__(self, root: Path, objects: str = "sqlite", held_agents: bool = True) -> None:
+    def __init__(
+        self, root: Path, objects: str = "sqlite", held_agents: bool = True, store_url: str | None = None
+    ) -> None:
+        """`store_url`: another store for rows and objects both (e.g. postgresql://...), instead."""
         self.root = root
         self.tally: Counter[str] = Counter()
         clock = SystemClock()
         # opened from URLs as `chat-approvals serve --store ... --objects ...` opens them
-        db = f"sqlite:///{(root / 'approvals.db').resolve()}"
+        db = store_url or f"sqlite:///{(root / 'approvals.db').resolve()}"
         rows = open_rows(db)
         if objects not in OBJECTS:
             raise ValueError(f"objects: one of {sorted(OBJECTS)}")
-        store = open_objects(db if objects == "sqlite" else str((root / "objects").resolve()), clock)
+        store = open_objects(db if objects == "sqlite" or store_url else str((root / "objects").resolve()), clock)
         self.io = CountingIO(rows, store, self.tally)
         # held_agents False: every click resumes from the stored snapshot, as in another process
         self.approvals = bootstrap(

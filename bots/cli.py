@@ -89,7 +89,8 @@ EXAMPLES = {
     "store init": """
   chat-approvals store init
   chat-approvals store init --store "dynamodb://approvals?region=eu-west-1" \\
-      --objects "s3://my-bucket/approvals?region=eu-west-1" --create-bucket""",
+      --objects "s3://my-bucket/approvals?region=eu-west-1" --create-bucket
+  chat-approvals store init --store "postgresql://approvals@db.internal:5432/approvals\"""",
     "teams-package": """
   chat-approvals teams-package --app-id 00000000-0000-0000-0000-000000000000 --out teams.zip""",
     "sandbox run": """
@@ -175,7 +176,7 @@ def parser() -> argparse.ArgumentParser:
 
     store = _sub(sub, "store", "manage the durable store")
     ssub = store.add_subparsers(dest="action", required=True)
-    sinit = _sub(ssub, "init", "create the table(s) with TTL, and the bucket when asked (idempotent)", "store init")
+    sinit = _sub(ssub, "init", "create or migrate the tables, and the bucket when asked (idempotent)", "store init")
     sinit.add_argument("--store", help="rows URL, e.g. dynamodb://TABLE?region=R")
     sinit.add_argument("--objects", help="objects URL (default: as serve), e.g. s3://BUCKET/prefix?region=R")
     sinit.add_argument("--create-bucket", action="store_true", help="create the S3 bucket and its lifecycle rule")
@@ -379,7 +380,9 @@ def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
         freeze_heap_at_startup(app)
         front = "on" if cfg.tokens() else "off (set CHAT_APPROVALS_API_TOKEN or --api-token)"
         where = _http(cfg.host, cfg.port)
-        say(f"chat-approvals {__version__} serving on {where} — store {cfg.store}, model {cfg.model}")
+        from chat_approvals.store.open import shown_url
+
+        say(f"chat-approvals {__version__} serving on {where} — store {shown_url(cfg.store)}, model {cfg.model}")
         say(f"  agent: {approvals.settings.agent_name} (resume a card with the --agent that paused it)")
         say(f"  HTTP front end /v1: {front}")
         say(f"  CPUs: {cpus}")
@@ -529,7 +532,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, ServerConfig], int]] = {
 
 
 def _env_secrets() -> list[str]:
-    names = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "CHAT_APPROVALS_TEAMS_APP_PASSWORD")
+    names = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "CHAT_APPROVALS_TEAMS_APP_PASSWORD",
+             "SLACK_CLIENT_SECRET", "CHAT_APPROVALS_SLACK_TOKEN_KEY")  # fmt: skip
     return [os.environ.get(n, "") for n in names]
 
 

@@ -103,6 +103,8 @@ class ServerConfig(BaseSettings):
             return self.objects
         if self.store.startswith("sqlite:///") and not _has_files(Path(LEGACY_OBJECTS)):
             return self.store
+        if self.store.startswith(("postgresql://", "postgres://")):
+            return self.store  # a table of their own in that database (store/postgres_objects.py)
         return LEGACY_OBJECTS
 
     def sandbox_limits(self) -> Limits:

@@ -14,7 +14,9 @@ import contextlib
 
 from chat_approvals.core.approvals import Approvals
 
-PROBE_KEY = "\x00readyz-write"  # no front end can name it: event ids are printable
+# No front end can name it: event ids are printable, and DEL is not. (Not NUL: PostgreSQL's text
+# cannot hold one, and the probe must be a write every backend can take.)
+PROBE_KEY = "\x7freadyz-write"
 
 
 class WriteProbe:

@@ -16,6 +16,10 @@ _SQLITE_ROWS: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionar
 # DynamoDB row stores opened in this process, by table name: S3 objects with `table=` naming
 # one share it (its region and endpoint), so a step's small objects ride in its row write.
 _DYNAMO_ROWS: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+# PostgreSQL row stores opened in this process, by URL: objects on the same URL share their pool
+# (and a step's transaction).
+_PG_ROWS: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+_PG_SCHEMES = ("postgresql", "postgres")
 
 
 def _sqlite_path(url: str) -> str:
@@ -26,7 +30,8 @@ def _sqlite_path(url: str) -> str:
 
 
 def open_rows(url: str) -> RowStore:
-    """`sqlite:///relative/path.db`, `sqlite:////absolute/path.db`, or `dynamodb://TABLE?...`."""
+    """`sqlite:///relative/path.db`, `sqlite:////absolute/path.db`, `dynamodb://TABLE?...`, or
+    `postgresql://USER@HOST:PORT/DB?...` (store/postgres_target.py: its options)."""
     parts = urlsplit(url)
     if parts.scheme == "sqlite":
         from chat_approvals.store.sqlite_rows import SqliteRows
@@ -41,18 +46,34 @@ def open_rows(url: str) -> RowStore:
         ddb = open_dynamodb_rows(url)
         _DYNAMO_ROWS[ddb.target.name] = ddb
         return ddb  # type: ignore[no-any-return,unused-ignore]
-    raise ValueError(f"unknown store URL {url!r}: expected sqlite:///PATH or dynamodb://TABLE")
+    if parts.scheme in _PG_SCHEMES:
+        from chat_approvals.store.postgres_rows import open_postgres_rows
+
+        pg = open_postgres_rows(url)
+        _PG_ROWS[url] = pg
+        return pg
+    raise ValueError(
+        f"unknown store URL {url!r}: expected sqlite:///PATH, dynamodb://TABLE or postgresql://USER@HOST/DB"
+    )
 
 
 def open_objects(url: str, clock: Clock) -> ObjectStore:
     """A folder path (or `file:///path`), `sqlite:///path.db` (objects in that SQLite file, which
-    may be the row store's), or `s3://BUCKET/prefix?...`."""
+    may be the row store's), `postgresql://...` (a table in that database), or `s3://BUCKET/prefix?...`."""
     parts = urlsplit(url)
     if parts.scheme == "sqlite":
         from chat_approvals.store.sqlite_objects import SqliteObjects
 
         path = _sqlite_path(url)
         return SqliteObjects(path, clock=clock, rows=_SQLITE_ROWS.get(str(Path(path).resolve())))
+    if parts.scheme in _PG_SCHEMES:  # the objects table beside the rows
+        from chat_approvals.store.postgres_objects import PostgresObjects
+        from chat_approvals.store.postgres_rows import open_postgres_rows
+
+        shared = _PG_ROWS.get(url)
+        if shared is not None:
+            return PostgresObjects(shared, clock)
+        return PostgresObjects(open_postgres_rows(url), clock, owns_rows=True)
     if parts.scheme in ("", "file"):
         from chat_approvals.store.file_objects import FileObjects
 
@@ -86,3 +107,12 @@ def _table_objects(s3: Any, clock: Clock) -> ObjectStore:
         inline_max=t.inline_max if t.inline_max is not None else DEFAULT_INLINE_MAX,
         retention_days=t.retention_days if t.retention_days is not None else DEFAULT_RETENTION_DAYS,
     )
+
+
+def shown_url(url: str) -> str:
+    """A store URL fit to show: without its query and without a password (a postgresql:// URL
+    may carry one)."""
+    parts = urlsplit(url.split("?")[0])
+    if parts.password is None:
+        return url.split("?")[0]
+    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()

@@ -7,6 +7,7 @@ bench finishes, prints every row it should, and that the numbers are well-formed
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -61,6 +62,18 @@ def test_bench_peers_prints_every_variant_and_the_round_trips(without_langgraph:
         assert "SqliteSaver, durability=sync" in rows["(c)"][0]
     else:
         assert "note: (c) skipped: LangGraph not installed" in out
+    if os.environ.get("CHAT_APPROVALS_TEST_PG"):  # the PostgreSQL variants, on the test server
+        expected += ["(e)", "(e')"]
+        # find_spec of a submodule raises when its parent package is missing: ask for the parent first.
+        has_langgraph = not without_langgraph and importlib.util.find_spec("langgraph") is not None
+        if has_langgraph and importlib.util.find_spec("langgraph.checkpoint.postgres") is not None:
+            expected.append("(g)")
+            assert "PostgresSaver" in rows["(g)"][0]
+            assert re.search(r"^\(e'\) / \(g\), on the same PostgreSQL server: [\d.]+x", out, re.M), out
+        else:
+            assert "note: (g) skipped: LangGraph's PostgresSaver not installed" in out
+    else:
+        assert "note: (e), (g) skipped: no PostgreSQL" in out
     assert list(rows) == expected
     for name, cycles, rate, p50, p99, ratio, ratio_sync in rows.values():
         assert cycles == "3", name

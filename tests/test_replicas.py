@@ -1,5 +1,6 @@
 """Two real server processes (`chat-approvals serve`) sharing one DynamoDB (dynalite) table and one
-S3 (moto) bucket, driven over HTTP through the /v1 front end.
+S3 (moto) bucket, or one PostgreSQL database (rows and objects), driven over HTTP through the /v1
+front end.
 
 R10: a card posted through one replica is resumed through the other; 20 concurrent clicks split
 across both resume the turn exactly once. R11: the replica holding the claim is killed mid-resume;
@@ -20,15 +21,18 @@ import sys
 import time
 from collections import Counter as Tally
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 import pytest
 
-from chat_approvals.store.dynamodb_rows import create_table, delete_table, open_dynamodb_rows
+from chat_approvals.store.base import RowStore
+from chat_approvals.store.dynamodb_rows import create_table, delete_table
+from chat_approvals.store.open import open_rows
 from tests.support.agents import BLOCK_ENV, TURN_BLOCK_ENV, TURN_LOG_ENV, WORK_LOG_ENV
-from tests.support.store_backends import BUCKET, DYNALITE, MOTO, REGION, ensure_bucket, require_env
+from tests.support.store_backends import BUCKET, DYNALITE, MOTO, REGION, ensure_bucket, pg_schema, require_env
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "replica-token"
@@ -54,13 +58,18 @@ class Replica:
 
 
 class Cluster:
-    def __init__(self, tmp: Path) -> None:
-        env = require_env(DYNALITE, MOTO)
-        table = "rep" + secrets.token_hex(5)
-        self.rows_url = f"dynamodb://{table}?region={REGION}&endpoint_url={env[DYNALITE]}"
-        self.objects_url = f"s3://{BUCKET}/r{secrets.token_hex(5)}?region={REGION}&endpoint_url={env[MOTO]}"
-        create_table(self.rows_url)
-        ensure_bucket(env[MOTO])
+    def __init__(self, tmp: Path, backend: str = "dynamodb") -> None:
+        self._cleanup = ExitStack()
+        if backend == "postgresql":  # rows and objects in one fresh schema, migrated by store init's code
+            self.rows_url = self.objects_url = self._cleanup.enter_context(pg_schema())
+        else:
+            env = require_env(DYNALITE, MOTO)
+            table = "rep" + secrets.token_hex(5)
+            self.rows_url = f"dynamodb://{table}?region={REGION}&endpoint_url={env[DYNALITE]}"
+            self.objects_url = f"s3://{BUCKET}/r{secrets.token_hex(5)}?region={REGION}&endpoint_url={env[MOTO]}"
+            create_table(self.rows_url)
+            ensure_bucket(env[MOTO])
+            self._cleanup.callback(delete_table, self.rows_url)
         self.tmp = tmp
         self.work_log = tmp / "work.log"
         self.replicas: list[Replica] = []
@@ -122,12 +131,18 @@ class Cluster:
                     r.proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     r.kill()
-        delete_table(self.rows_url)
+        self._cleanup.close()
+
+    def rows(self) -> RowStore:
+        """The shared store, as a third process would open it."""
+        rows = open_rows(self.rows_url)
+        self._cleanup.callback(rows.close)
+        return rows
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path)
+@pytest.fixture(params=["dynamodb", "postgresql"])
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(tmp_path, request.param)
     try:
         yield c
     finally:
@@ -165,7 +180,7 @@ async def test_r10_card_posted_through_one_replica_is_resumed_through_the_other(
         assert (status, again["outcome"]) == (200, "replayed")
         assert again["result"] == res["result"]
     assert [w["pid"] for w in cluster.work()] == [b.proc.pid]
-    p = open_dynamodb_rows(cluster.rows_url).get_pointer("http:two")
+    p = cluster.rows().get_pointer("http:two")
     assert p is not None and p.state == "done" and p.claim_count == 1
 
 
@@ -178,7 +193,7 @@ async def test_r10_twenty_concurrent_clicks_split_across_two_replicas_resume_onc
     assert tally["resumed"] == 1, tally
     assert set(tally) <= {"resumed", "in_progress", "replayed"}, tally
     assert len(cluster.work()) == 1  # the post-approval work ran once, in one of the two processes
-    p = open_dynamodb_rows(cluster.rows_url).get_pointer("http:race")
+    p = cluster.rows().get_pointer("http:race")
     assert p is not None and p.state == "done" and p.claim_count == 1
 
 
@@ -210,7 +225,7 @@ async def test_r11_replica_killed_mid_resume_then_the_other_resumes_after_the_le
             await asyncio.sleep(0.25)
     assert outcomes[-1] == "resumed" and set(outcomes[:-1]) <= {"in_progress"}, outcomes
     assert [w["pid"] for w in cluster.work()] == [a.proc.pid, b.proc.pid]
-    p = open_dynamodb_rows(cluster.rows_url).get_pointer("http:kill")
+    p = cluster.rows().get_pointer("http:kill")
     assert p is not None and p.state == "done" and p.claim_count == 2
     assert p.worker is not None and f":{b.proc.pid}:" in p.worker  # the survivor holds the final claim
     print("clicks on the survivor:", outcomes)
@@ -251,7 +266,7 @@ async def test_one_turn_per_chat_first_messages_reaching_two_replicas_at_once_ru
         again = await first(s, b, owner)
         assert again["status"] == "awaiting_approval" and again["card"]["card_id"] == winner["card"]["card_id"]
     assert len(turns.read_text().splitlines()) == 1
-    rows = open_dynamodb_rows(cluster.rows_url)
+    rows = cluster.rows()
     p = rows.get_pointer("http:once")
     assert p is not None and p.state == "pending" and p.card.card_id == winner["card"]["card_id"]
     assert rows.take_turn("http:once", "probe", time.time(), time.time() + 5)  # nobody holds the turn

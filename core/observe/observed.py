@@ -17,7 +17,14 @@ from chat_approvals.core.observe.metrics import Metrics
 
 B = TypeVar("B")
 
-_BACKENDS = {"SqliteRows": "sqlite", "DynamoRows": "dynamodb", "FileObjects": "files", "S3Objects": "s3"}
+_BACKENDS = {
+    "SqliteRows": "sqlite",
+    "DynamoRows": "dynamodb",
+    "FileObjects": "files",
+    "S3Objects": "s3",
+    "PostgresRows": "postgresql",
+    "PostgresObjects": "postgresql",
+}
 _UNTIMED = frozenset({"atomic", "close"})  # a context manager and the shutdown: not store calls
 
 

@@ -23,7 +23,7 @@ CHATS = ["http:a", "http:b"]
 STEPS = 400
 
 
-@pytest.fixture(params=["dynalite+moto-s3", "moto-dynamodb+moto-s3"])
+@pytest.fixture(params=["dynalite+moto-s3", "moto-dynamodb+moto-s3", "postgresql"])
 def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[StoreBackend, StoreBackend]]:
     with (
         open_backend("sqlite+files", tmp_path / "ref") as ref,

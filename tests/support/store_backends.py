@@ -1,4 +1,5 @@
-"""Backends for the store tests: the embedded default always, the AWS ones on the emulators.
+"""Backends for the store tests: the embedded default always, the AWS ones on the emulators,
+PostgreSQL on the throwaway cluster of scripts/test.d/30-postgres.sh (CHAT_APPROVALS_TEST_PG).
 
 `CHAT_APPROVALS_TEST_DYNALITE` / `CHAT_APPROVALS_TEST_MOTO` are written to var/test-env by
 scripts/test.d/20-emulators.sh. Without them an emulator backend is skipped with the reason,
@@ -33,14 +34,22 @@ BACKENDS = [
     # small objects as items in the row table, S3 above the limit (store/table_objects.py)
     "dynalite+table-objects",
     "moto-dynamodb+table-objects",
+    # rows and objects in one PostgreSQL database (scripts/test.d/30-postgres.sh starts one)
+    "postgresql",
 ]
+PG = "CHAT_APPROVALS_TEST_PG"
+PG_SKIP = "CHAT_APPROVALS_TEST_PG_SKIP"  # scripts/test.d/30-postgres.sh: why there is no server (even under CI)
 
 
 def require_env(*names: str) -> dict[str, str]:
     """The emulator endpoints, or skip (fail under CI=true) naming what is missing."""
     missing = [n for n in names if not os.environ.get(n)]
     if missing:
-        why = f"{', '.join(missing)} not set: start the emulators with scripts/test.d/20-emulators.sh start"
+        postgres = all(n.startswith(PG) for n in missing)
+        hook = "30-postgres.sh" if postgres else "20-emulators.sh"
+        why = f"{', '.join(missing)} not set: start them with scripts/test.d/{hook} start"
+        if postgres and os.environ.get(PG_SKIP):  # the hook could not have a server here (no binaries, no root)
+            pytest.skip(f"PostgreSQL tests skipped: {os.environ[PG_SKIP]}")
         if os.environ.get("CI") == "true":
             pytest.fail(why + " (required under CI=true)")
         pytest.skip(why)
@@ -144,6 +153,11 @@ def open_backend(name: str, tmp_path: Path) -> Iterator[StoreBackend]:
             in_db.close()
         return
 
+    if name == "postgresql":
+        with pg_backend(tmp_path, clock) as backend:
+            yield backend
+        return
+
     env = require_env(DYNALITE, MOTO) if name.startswith("dynalite") else require_env(MOTO)
     from chat_approvals.store.dynamodb_rows import create_table, delete_table, open_dynamodb_rows
     from chat_approvals.store.s3_objects import open_s3_objects
@@ -169,3 +183,40 @@ def open_backend(name: str, tmp_path: Path) -> Iterator[StoreBackend]:
     finally:
         ddb_rows.close()
         delete_table(rows_url)
+
+
+@contextmanager
+def pg_schema() -> Iterator[str]:
+    """A fresh schema (migrated by `store init`'s code) on the test server: its URL; dropped after.
+    Each test sees only its own tables, so sweeps and exports see only this test's rows."""
+    base = require_env(PG)[PG]
+    schema = "t" + secrets.token_hex(6)
+    url = f"{base}{'&' if '?' in base else '?'}schema={schema}"
+    from chat_approvals.store.postgres_init import init_postgres
+
+    init_postgres(url)
+    try:
+        yield url
+    finally:
+        import psycopg
+
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE".encode())
+
+
+@contextmanager
+def pg_backend(tmp_path: Path, clock: ManualClock) -> Iterator[StoreBackend]:
+    from chat_approvals.store.postgres_objects import PostgresObjects
+    from chat_approvals.store.postgres_rows import PostgresRows
+
+    with pg_schema() as url:
+        rows = PostgresRows(url)
+        objects = PostgresObjects(rows, clock)
+
+        def corrupt(key: str) -> None:
+            rows._exec("UPDATE objects SET data = %s WHERE key = %s", (b"tampered bytes", key))
+
+        try:
+            yield StoreBackend("postgresql", rows, objects, clock, corrupt)
+        finally:
+            rows.close()

@@ -108,7 +108,9 @@ class Bot:
         resume_workers: int = DEFAULT_WORKERS,
         resume_queue: int = DEFAULT_CAPACITY,
         resume_patience: float | None = DEFAULT_PATIENCE,
+        store: str | None = None,
     ) -> None:
+        self.store_url = store  # a store URL for rows and objects (PostgreSQL); None: SQLite + files in the folder
         self.agent_factory = agent_factory
         self.resume_workers, self.resume_queue = resume_workers, resume_queue  # bots/admission.py
         self.resume_patience = resume_patience
@@ -119,7 +121,12 @@ class Bot:
 
     async def __aenter__(self) -> Bot:
         self.folder.mkdir(parents=True, exist_ok=True)
-        store = StoreIO(SqliteRows(self.folder / "rows.db"), FileObjects(self.folder / "objects", clock=self.clock))
+        if self.store_url is not None:
+            from chat_approvals.store.open import open_objects, open_rows
+
+            store = StoreIO(open_rows(self.store_url), open_objects(self.store_url, self.clock))
+        else:
+            store = StoreIO(SqliteRows(self.folder / "rows.db"), FileObjects(self.folder / "objects", clock=self.clock))
         approvers = ApproverDirectory(self.policy) if self.policy is not None else None
         self.store = store
         self.approvals = bootstrap(
@@ -127,8 +134,8 @@ class Bot:
         ).approvals
         cfg = ServerConfig(
             host="127.0.0.1",
-            store=f"sqlite:///{self.folder}/rows.db",
-            objects=str(self.folder),
+            store=self.store_url or f"sqlite:///{self.folder}/rows.db",
+            objects=self.store_url or str(self.folder),
             resume_workers=self.resume_workers,
             resume_queue=self.resume_queue,
             resume_patience=self.resume_patience,
