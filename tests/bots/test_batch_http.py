@@ -241,3 +241,17 @@ async def test_the_strictest_rule_over_the_items_decides_who_may_answer(
         code, body = await answer_items(api, card, entries, user="sec-bob")
         assert code == 200 and body["outcome"] == "resumed" and sorted(lines(notes)) == ["first", "second"]
     await server.close()
+
+
+async def test_parallel_calls_each_mark_where_their_own_line_went(api: Api, notes: Path) -> None:
+    """The demo tool's marker (what makes a repeated attempt write nothing, R11) names where THIS
+    call's line went, even when the calls of one step write at the same moment."""
+    texts = [f"note {n}" for n in range(8)]
+    card = await batch_card(api, "save several notes: " + " | ".join(texts))
+    entries = [entry(i["interruptId"], True, duration="once") for i in card["items"]]
+    code, body = await answer_items(api, card, entries)
+    assert code == 200 and sorted(lines(notes)) == texts, body
+    raw = notes_file(notes, CHAT).read_bytes()
+    markers = list((notes_file(notes, CHAT).parent / "applied").iterdir())
+    starts = sorted(int(m.read_text()) for m in markers)
+    assert starts == sorted(raw.index(t.encode() + b"\n") for t in texts)  # one line each, none shared
