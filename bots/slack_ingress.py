@@ -29,8 +29,9 @@ from chat_approvals.bots.slack_config import COMMAND, SlackConfig, web_client
 from chat_approvals.bots.slack_oauth import SlackOAuth
 from chat_approvals.bots.slack_shapes import slack_body_problem, socket_payload_problem
 from chat_approvals.bots.slack_web import SlackWeb
+from chat_approvals.cards import slack_batch, slack_edit
 from chat_approvals.cards import slack_blocks as sb
-from chat_approvals.cards.slack_answer import event_actor, message_text
+from chat_approvals.cards.slack_answer import SlackClick, SlackPayloadError, event_actor, message_text
 
 log = logging.getLogger("chat_approvals.slack")
 
@@ -45,7 +46,7 @@ class _NoTokenNotice(logging.Filter):
 bolt_log = logging.getLogger("chat_approvals.slack.bolt")
 bolt_log.addFilter(_NoTokenNotice())
 
-CLICK_ACTIONS = frozenset({sb.ACTION_APPROVE, sb.ACTION_APPROVE_ONCE, sb.ACTION_DENY})
+CLICK_ACTIONS = frozenset({sb.ACTION_APPROVE, sb.ACTION_APPROVE_ONCE, sb.ACTION_DENY, slack_batch.ACTION_ITEMS})
 Handler = Callable[[web.Request], Any]
 
 
@@ -55,6 +56,10 @@ class Front(Protocol):
     commands: SlackCommands
 
     def admit_click(self, body: dict[str, Any]) -> None: ...
+
+    async def open_edit(self, body: dict[str, Any]) -> None: ...
+
+    async def answer(self, c: SlackClick, body: dict[str, Any]) -> None: ...
 
     def spawn(self, work: Coroutine[Any, Any, None], what: str) -> None: ...
 
@@ -133,7 +138,7 @@ def bolt_app(cfg: SlackConfig, web: SlackWeb, front: Front, oauth: SlackOAuth | 
         front.admit_click(body)  # Socket Mode; over HTTP, clicks are acknowledged before Bolt
         await ack()
 
-    for action in (sb.ACTION_APPROVE, sb.ACTION_APPROVE_ONCE, sb.ACTION_DENY):
+    for action in CLICK_ACTIONS:
         bolt.action(action)(on_click)
 
     async def on_choice(ack: AsyncAck) -> None:
@@ -141,6 +146,26 @@ def bolt_app(cfg: SlackConfig, web: SlackWeb, front: Front, oauth: SlackOAuth | 
 
     bolt.action(re.compile("^" + re.escape(sb.ACTION_PACKAGES)))(on_choice)
     bolt.action(sb.ACTION_DURATION)(on_choice)
+    bolt.action(slack_batch.ACTION_ITEM)(on_choice)  # a batch item's decision (issue 32)
+
+    @bolt.action(slack_edit.ACTION_EDIT)
+    async def on_edit(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        front.spawn(front.open_edit(body), "edit modal")  # the trigger id lasts 3 s: at once
+
+    @bolt.view(slack_edit.VIEW_EDIT)
+    async def on_edit_submitted(ack: AsyncAck, body: dict[str, Any]) -> None:
+        try:
+            click = slack_edit.parse_edit_submission(body)
+        except slack_edit.FieldErrors as e:
+            await ack(response_action="errors", errors=e.errors)  # shown next to each field
+            return
+        except SlackPayloadError as e:  # shown on the modal's first field (an error must name a block)
+            first = slack_edit.first_input(body)
+            await (ack(response_action="errors", errors={first: str(e)}) if first else ack())
+            return
+        await ack()  # the modal closes; the outcome updates the card, a refusal comes as an ephemeral
+        front.spawn(front.answer(click, body), "edited approval")
 
     @bolt.action(sb.ACTION_REVOKE)
     async def on_revoke(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
