@@ -210,3 +210,7 @@ class SlackWeb:
             "chat.getPermalink", self.client.chat_getPermalink, workspace, channel=channel, message_ts=ts
         )
         return str(link["permalink"]) if link is not None and link.get("permalink") else None
+
+    async def open_view(self, trigger_id: str, view: dict[str, Any], *, workspace: Workspace | None = None) -> None:
+        """views.open: the Approve with edits modal (issue 32); the trigger id lasts 3 s."""
+        await self._api("views.open", self.client.views_open, workspace, trigger_id=trigger_id, view=view)

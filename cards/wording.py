@@ -9,10 +9,20 @@ choice does and until when; nothing here reads as the approval's end unless it i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from chat_approvals.core.models import ONCE, Answer, ApprovalCard, Vote, duration_label, duration_seconds
+from chat_approvals.cards import batch_wording as batch
+from chat_approvals.core.models import (
+    ONCE,
+    Answer,
+    ApprovalCard,
+    Vote,
+    call_fingerprint,
+    duration_label,
+    duration_seconds,
+)
 
 MAX_NAMED = 5  # hosts or packages named in one sentence before "and N more"
 
@@ -57,6 +67,8 @@ def _named(items: Sequence[str], style: Style) -> str:
 
 def subject(card: ApprovalCard) -> str:
     """Plain, short: what the card is about (previews, fallbacks, titles). Not escaped."""
+    if card.kind == "batch":
+        return batch.subject(card)
     if card.tool is not None:
         return f"run {card.tool.name}"
     if card.question is not None:
@@ -71,6 +83,8 @@ def preview(card: ApprovalCard) -> str:
 
 
 def title(card: ApprovalCard) -> str:
+    if card.kind == "batch":
+        return batch.title(card)
     if card.tool is not None:
         return f"Approval needed: run {card.tool.name}"
     if card.question is not None:
@@ -95,6 +109,8 @@ def _reason_adds(card: ApprovalCard) -> bool:
 
 def asks(card: ApprovalCard, style: Style) -> str:
     """What is asked, in one plain sentence."""
+    if card.kind == "batch":
+        return batch.asks(card, style)
     if card.tool is not None:
         return f"The agent wants to run {style.thing(card.tool.name)} with the input below. It has not run yet."
     if card.question is not None:
@@ -174,10 +190,18 @@ def _how_long(card: ApprovalCard, style: Style) -> str:
 
 def choices(card: ApprovalCard, style: Style) -> list[Choice]:
     """Each button and what it does, in the order shown; Deny last (its reason box sits with it)."""
+    if card.kind == "batch":
+        return batch.choices(card, style, _how_long(card, style))
     if card.tool is not None:
         name = style.thing(card.tool.name)
+        edits = (
+            [Choice("approve_edited", "Approve with edits", f"Change the input, then run {name} once with it.")]
+            if card.policy is not None and card.policy.edits and card.tool.input_schema is not None
+            else []
+        )
         return [
             Choice("approve_once", "Approve once", f"Run {name} once, with exactly this input."),
+            *edits,
             Choice(
                 "approve",
                 "Approve for this chat",
@@ -228,6 +252,8 @@ def votes(card: ApprovalCard, voters: Sequence[str]) -> str | None:
 
 def grant_end(card: ApprovalCard, answer: Answer, at: float) -> float | None:
     """When the grant an approval wrote ends; None: no grant (once, a question, a deny)."""
+    if card.kind == "batch":
+        return None  # per item: each item's line says what it allows
     if not answer.approved or card.question is not None or answer.duration == ONCE:
         return None
     if answer.duration:
@@ -238,6 +264,10 @@ def grant_end(card: ApprovalCard, answer: Answer, at: float) -> float | None:
 
 def decision(card: ApprovalCard, answer: Answer) -> str:
     """The headline word of an answered card: "Approved once", "Approved", "Denied"."""
+    if card.kind == "batch":
+        return batch.decision(card, answer)
+    if answer.approved and answer.edited_input is not None:
+        return "Approved with edits"
     if not answer.approved:
         return "Denied"
     if card.tool is not None:
@@ -248,6 +278,8 @@ def decision(card: ApprovalCard, answer: Answer) -> str:
 def answered(card: ApprovalCard, answer: Answer, by: str, at: float, style: Style) -> str:
     """The answered card's sentence: the decision, by whom, when, and what it allows until when.
     `by` is already styled (a name, a mention, or several)."""
+    if card.kind == "batch":
+        return batch.answered(card, answer, by, at, style)
     head = f"{decision(card, answer)} by {by} at {style.time(at)}."
     if not answer.approved:
         if card.tool is not None:
@@ -260,6 +292,8 @@ def answered(card: ApprovalCard, answer: Answer, by: str, at: float, style: Styl
         until = "for this turn only"
     else:  # no length known: a card stored before cards carried it
         until = f"until {style.time(end)}" if end is not None else "as the server's grant length allows"
+    if card.tool is not None and answer.edited_input is not None:  # issue 32: the edited call is shown
+        return head + f" {style.thing(card.tool.name)} runs once with the edited input below, not the proposed one."
     if card.tool is not None:
         name = style.thing(card.tool.name)
         if answer.duration == ONCE:
@@ -273,6 +307,19 @@ def answered(card: ApprovalCard, answer: Answer, by: str, at: float, style: Styl
     if left:
         text += f" Not allowed: {_named(left, style)}."
     return text
+
+
+def edited_call(card: ApprovalCard, answer: Answer) -> tuple[str, str] | None:
+    """An approval with edits: (the approved input as JSON, its call id), for the answered card."""
+    if card.tool is None or answer.edited_input is None:
+        return None
+    text = json.dumps(answer.edited_input, indent=2, ensure_ascii=False, sort_keys=True)
+    return text, f"Call id {fingerprint_of(card.tool.name, answer.edited_input)[:16]} (as approved)"
+
+
+def fingerprint_of(name: str, value: object) -> str:
+    """The same SHA-256 the gate binds a call with (core/agent/tool_gate.fingerprint)."""
+    return call_fingerprint(name, value)
 
 
 def deny_reason(answer: Answer, style: Style) -> str | None:

@@ -12,9 +12,10 @@ from collections.abc import Callable
 
 import chat_approvals.core.observe.tracing as tracing
 import chat_approvals.core.protocol.wording as wording
-from chat_approvals.core.ids import hash_secret, mint_secret
+from chat_approvals.core.ids import hash_secret, is_card_id, mint_secret, secret_matches
 from chat_approvals.core.models import (
     Answer,
+    ApprovalCard,
     AuditEvent,
     CardOffer,
     Clock,
@@ -150,6 +151,16 @@ class Approvals:
     async def fire_timers(self) -> int:
         """Fire the due timers, if this replica holds their lease (the server's timer loop)."""
         return await self.timers.tick()
+
+    async def card_to_edit(self, *, card_id: str, secret: str) -> ApprovalCard | None:
+        """The open card to show in an edit form (issue 32, Slack's modal): only with its secret,
+        only while it is answerable; who may edit is checked when the edit is sent."""
+        if not is_card_id(card_id):
+            return None
+        p = await self._rows.pointer_by_card(card_id)
+        if p is None or not secret_matches(secret, p.secret_hash) or p.state not in ("pending", "claimed"):
+            return None
+        return p.card if p.expires_at > self.clock.now() else None
 
     def on_claimed(self, subscriber: Subscriber[Claimed]) -> Callable[[], None]:
         """Subscribe a front end to won claims (core/protocol/events.py); returns the unsubscribe."""

@@ -1,6 +1,6 @@
 """The one store interface every backend implements, and the errors it raises.
 
-Every method is synchronous and blocking: backends are plain sqlite3 or boto3 calls. The core
+Every method is synchronous and blocking: backends are plain sqlite3, boto3 or psycopg calls. The core
 runs them on an executor (`store.aio.StoreIO`), and the lease heartbeat calls `renew` from its
 own thread, so a busy event loop cannot starve it (R11).
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -50,8 +49,6 @@ from chat_approvals.store import postgres_steps as steps
 from chat_approvals.store.base import ObjectExists, RowStore, StoreError
 from chat_approvals.store.postgres_schema import check_schema
 from chat_approvals.store.postgres_target import FAULTS, PgTarget, open_pool, parse_target, store_error
-
-log = logging.getLogger(__name__)
 
 _HOLDING = "chat = %s AND card_id = %s AND state = 'claimed' AND worker = %s AND claim_count = %s"
 _SWEEP_BATCH = 500
@@ -192,6 +189,15 @@ class PostgresRows(RowStore):
         except FAULTS as e:
             self._after_fault()
             raise store_error(e) from e
+
+    def prefetched(self, key: str) -> tuple[bytes, str] | None:
+        """The object `key` (bytes, stored checksum) when this thread's last claim read it along
+        (a click's next step reads the snapshot it claimed); once."""
+        got: tuple[str, bytes, str] | None = getattr(self._local, "prefetched", None)
+        if got is None or got[0] != key:
+            return None
+        self._local.prefetched = None
+        return got[1], got[2]
 
     def atomic(self) -> contextlib.AbstractContextManager[object]:
         """A step: its objects' puts (store/postgres_objects.py bound to this store) ride in the
@@ -459,6 +465,21 @@ class PostgresRows(RowStore):
         )
         return cur.rowcount == 1
 
+    # --- Slack installations (issue 31): opaque records, no expiry -----------------------
+    def put_installation(self, key: str, record: str) -> None:
+        self._exec(
+            """INSERT INTO slack_installations (key, record) VALUES (%s, %s)
+               ON CONFLICT (key) DO UPDATE SET record = excluded.record""",
+            (key, record),
+        )
+
+    def get_installation(self, key: str) -> str | None:
+        row = self._exec("SELECT record FROM slack_installations WHERE key = %s", (key,)).fetchone()
+        return None if row is None else str(row["record"])
+
+    def delete_installation(self, key: str) -> bool:
+        return self._exec("DELETE FROM slack_installations WHERE key = %s", (key,)).rowcount == 1
+
     # --- sessions ----------------------------------------------------------------------
     def put_session(self, chat: str, key: str, seq: float, ttl: float) -> bool:
         return self._exec(steps.PUT_SESSION, (chat, key, seq, ttl)).rowcount == 1
@@ -545,6 +566,8 @@ class PostgresRows(RowStore):
         won = self._to_pointer(row["won"]) if row is not None else None
         if row is None or won is None:
             return None
+        if row["snapshot_data"] is not None:  # for this thread's next read of it (PostgresObjects)
+            self._local.prefetched = (won.snapshot.key, bytes(row["snapshot_data"]), row["snapshot_sha256"])
         # the statement read the grants as they were: apply its own changes, as a read after it sees
         book = {(g.kind, g.name): g for g in (_grant(x) for x in row["grants"] or ())}
         for c in w.changes:

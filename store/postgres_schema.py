@@ -94,6 +94,14 @@ CREATE INDEX objects_written ON objects (written_at);
     ),
     (
         2,
+        "slack installations",
+        # issue 31: Bolt's installation store (bots/slack_install.py); no ttl, never swept
+        """
+CREATE TABLE slack_installations (key text PRIMARY KEY, record text NOT NULL);
+""",
+    ),
+    (
+        3,
         "durable timers (issue 33)",
         """
 CREATE TABLE timers (

@@ -18,7 +18,7 @@ import re
 import tomllib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -129,6 +129,9 @@ class _Settings(_Model):
             if not _is_escalation_id(v):
                 raise ValueError(f"{v!r} is not an approver id (a Slack or Teams id, or an HTTP user)")
         return value
+
+    # Approve with edits on tool cards (issue 32): true, "approvers" (only approvers edit), false.
+    edits: bool | Literal["approvers"] | None = None
 
     @field_validator("durations")
     @classmethod
@@ -275,6 +278,7 @@ class Effective(BaseModel):
     escalate_to: list[str] = Field(default_factory=list)
     escalate_channel: str | None = None
     escalate_conversation: str | None = None
+    edits: bool | Literal["approvers"] = False
 
 
 class Policy(_Model):
@@ -312,6 +316,7 @@ class Policy(_Model):
             escalate_to=list(pick("escalate_to") or []),
             escalate_channel=pick("escalate_channel"),
             escalate_conversation=pick("escalate_conversation"),
+            edits=pick("edits") or False,
         )
 
     def rule_for(self, kind: str, name: str) -> Rule | None:
@@ -359,6 +364,7 @@ def combine(parts: Sequence[Effective], grant_ttl: float) -> CardPolicy:
         default_duration=default,
         default_seconds=None if offered else fixed,
         rules=sorted({p.name for p in parts}),
+        edits=strictest_edits([p.edits for p in parts]),
         **combine_timers(parts),
     )
 
@@ -379,6 +385,13 @@ def combine_timers(parts: Sequence[Effective]) -> dict[str, Any]:
     }
 
 
+def strictest_edits(each: Sequence[bool | str]) -> bool | Literal["approvers"]:
+    """Edits only where every rule allows them; "approvers" when any rule keeps them to approvers."""
+    if not each or any(e is False for e in each):
+        return False
+    return "approvers" if "approvers" in each else True
+
+
 def rule_for_subjects(policy: Policy, subjects: Iterable[Subject], grant_ttl: float) -> CardPolicy:
     """Pure: the card policy for these subjects (kinds site / package / tool). No subjects: the
     defaults."""
@@ -397,6 +410,8 @@ def _problems(policy: Policy) -> list[tuple[tuple[Any, ...], str]]:
         (("defaults",), policy.effective(None), policy.defaults)
     ]
     for i, r in enumerate(policy.rule):
+        if r.edits and r.pattern[0] != "tool":
+            out.append((("rule", i, "edits"), "edits apply only to tool calls: match a tool (tool:NAME)"))
         if r.pattern in seen:
             out.append((("rule", i, "match"), f"never reached: rule {seen[r.pattern] + 1} has the same match"))
         seen.setdefault(r.pattern, i)

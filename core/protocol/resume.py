@@ -35,6 +35,7 @@ from chat_approvals.core.protocol.resume_checks import (
     APPROVER_MUST_ANSWER,
     APPROVER_ONLY,
     CAP_REACHED,
+    EDIT_APPROVERS_ONLY,
     EXPIRED,
     IN_PROGRESS,
     INVALID,
@@ -148,6 +149,9 @@ class ResumeService:
         problem = answer_problem(p.card, answer) or other_agent(p, settings)
         if problem is not None:
             return ResumeResult(outcome="invalid", message=problem, card=p.card)
+        refused = await self._may_edit(p, user, answer)
+        if refused is not None:
+            return refused
         now = clock.now()
         if p.state == "claimed" and p.lease_until is not None and p.lease_until >= now:
             return in_progress(p)
@@ -271,6 +275,17 @@ class ResumeService:
         ):
             return latest  # a repeated vote counts once; a quorum whose claimer died may be claimed again
         return in_progress(latest)
+
+    async def _may_edit(self, p: Pointer, user: str, answer: Answer) -> ResumeResult | None:
+        """Edits kept to approvers (`edits = "approvers"`): the requester and anyone not an approver
+        may answer as the card allows, but not with edits (refused, nothing changes)."""
+        edits = answer.edited_input is not None or any(a.edited_input is not None for a in answer.items or [])
+        if not edits or p.card.policy is None or p.card.policy.edits != "approvers":
+            return None
+        if user != p.owner and await self.approvers.is_approver(user):
+            return None
+        await self._audit(p, "refused_answer", user, self.clock.now(), {"why": EDIT_APPROVERS_ONLY})
+        return ResumeResult(outcome="forbidden", message=EDIT_APPROVERS_ONLY, owner=p.owner, card=p.card)
 
     async def _give_up(self, p: Pointer, user: str, now: float) -> ResumeResult:
         """R11: a card that keeps killing its workers is denied and expired."""
