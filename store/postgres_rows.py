@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from chat_approvals.core.models import (
     Refusal,
     SessionWrite,
     SubjectKind,
+    Timer,
     TurnStart,
     Vote,
 )
@@ -50,11 +50,21 @@ from chat_approvals.store.base import ObjectExists, RowStore, StoreError
 from chat_approvals.store.postgres_schema import check_schema
 from chat_approvals.store.postgres_target import FAULTS, PgTarget, open_pool, parse_target, store_error
 
-log = logging.getLogger(__name__)
-
 _HOLDING = "chat = %s AND card_id = %s AND state = 'claimed' AND worker = %s AND claim_count = %s"
 _SWEEP_BATCH = 500
-SWEPT = ("pointers", "grants", "refusals", "events", "sessions", "audit", "turns", "outbox", "outbox_leases")
+SWEPT = (
+    "pointers",
+    "grants",
+    "refusals",
+    "events",
+    "sessions",
+    "audit",
+    "turns",
+    "outbox",
+    "outbox_leases",
+    "timers",
+    "timer_leases",
+)
 
 
 @dataclass(frozen=True)
@@ -179,6 +189,15 @@ class PostgresRows(RowStore):
         except FAULTS as e:
             self._after_fault()
             raise store_error(e) from e
+
+    def prefetched(self, key: str) -> tuple[bytes, str] | None:
+        """The object `key` (bytes, stored checksum) when this thread's last claim read it along
+        (a click's next step reads the snapshot it claimed); once."""
+        got: tuple[str, bytes, str] | None = getattr(self._local, "prefetched", None)
+        if got is None or got[0] != key:
+            return None
+        self._local.prefetched = None
+        return got[1], got[2]
 
     def atomic(self) -> contextlib.AbstractContextManager[object]:
         """A step: its objects' puts (store/postgres_objects.py bound to this store) ride in the
@@ -547,6 +566,8 @@ class PostgresRows(RowStore):
         won = self._to_pointer(row["won"]) if row is not None else None
         if row is None or won is None:
             return None
+        if row["snapshot_data"] is not None:  # for this thread's next read of it (PostgresObjects)
+            self._local.prefetched = (won.snapshot.key, bytes(row["snapshot_data"]), row["snapshot_sha256"])
         # the statement read the grants as they were: apply its own changes, as a read after it sees
         book = {(g.kind, g.name): g for g in (_grant(x) for x in row["grants"] or ())}
         for c in w.changes:
@@ -577,6 +598,50 @@ class PostgresRows(RowStore):
 
     def delete_outbox(self, sink: str, item_id: str) -> bool:
         return self._exec("DELETE FROM outbox WHERE sink = %s AND id = %s", (sink, item_id)).rowcount == 1
+
+    # --- durable timers (issue 33) ----------------------------------------------------
+    def put_timers(self, timers: Sequence[Timer]) -> None:
+        if not timers:
+            return
+        self._exec(
+            """INSERT INTO timers (card_id, name, chat, due_at, ttl)
+               SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::float8[], %s::float8[])
+               ON CONFLICT (card_id, name) DO NOTHING""",
+            (
+                [t.card_id for t in timers],
+                [t.name for t in timers],
+                [t.chat for t in timers],
+                [t.due_at for t in timers],
+                [t.ttl for t in timers],
+            ),
+        )
+
+    CLAIM_TIMERS = """WITH lease AS (
+                 INSERT INTO timer_leases (name, holder, lease_until, ttl) VALUES ('timers', %s, %s, %s)
+                 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, lease_until = excluded.lease_until,
+                   ttl = excluded.ttl
+                 WHERE timer_leases.holder = excluded.holder OR timer_leases.lease_until < %s
+                 RETURNING name)
+               SELECT card_id, name, chat, due_at, ttl FROM timers
+               WHERE fired_at IS NULL AND due_at >= %s AND due_at <= %s AND EXISTS (SELECT 1 FROM lease)
+               ORDER BY due_at, card_id COLLATE "C", name COLLATE "C" LIMIT %s"""
+
+    def claim_timers(self, holder: str, now: float, lease_until: float, since: float, limit: int) -> list[Timer]:
+        # one statement, as claim_outbox: the lease, and only if it was taken the due timers through
+        # the partial index timers_due (those not yet fired)
+        rows = self._exec(self.CLAIM_TIMERS, (holder, lease_until, lease_until, now, since, now, limit)).rows
+        return [
+            Timer(chat=r["chat"], card_id=r["card_id"], name=r["name"], due_at=r["due_at"], ttl=r["ttl"]) for r in rows
+        ]
+
+    def fire_timer(self, timer: Timer, now: float) -> bool:
+        return (
+            self._exec(
+                "UPDATE timers SET fired_at = %s WHERE card_id = %s AND name = %s AND fired_at IS NULL",
+                (now, timer.card_id, timer.name),
+            ).rowcount
+            == 1
+        )
 
     # --- sweep -------------------------------------------------------------------------
     def sweep(self, now: float) -> int:

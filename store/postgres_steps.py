@@ -159,7 +159,8 @@ def grant_keys(w: ClaimWrite) -> list[tuple[str, str, str, str]]:
 
 def claim_grants(w: ClaimWrite) -> Sql:
     """The claim; only if won: the grant changes and the events (before, per change, after);
-    then the claimed row and the owner's grants in the chat as they were before the changes."""
+    then the claimed row, the owner's grants in the chat as they were before the changes, and
+    the claimed card's snapshot when it is in the objects table."""
     won = "EXISTS (SELECT 1 FROM c)"
     ctes = [f"c AS ({CLAIM})"]
     args: list[Any] = claim_args(w)
@@ -195,7 +196,14 @@ def claim_grants(w: ClaimWrite) -> Sql:
     args += more_args
     grants = """(SELECT json_agg(x ORDER BY x.chat COLLATE "C", x.kind COLLATE "C", x.name COLLATE "C")
                  FROM grants x, c WHERE x.usr = c.doc::json->>'owner' AND x.chat = c.chat)"""
-    return f"WITH {', '.join(ctes)} SELECT (SELECT row_to_json(c) FROM c) AS won, {grants} AS grants", args
+    # the won card's snapshot, where objects live in this database: the click reads it next (it is
+    # write-once, so this read now is the read it would make)
+    snap = "(SELECT o.{col} FROM objects o, c WHERE o.key = c.doc::json->'snapshot'->>'key')"
+    return (
+        f"WITH {', '.join(ctes)} SELECT (SELECT row_to_json(c) FROM c) AS won, {grants} AS grants, "
+        f"{snap.format(col='data')} AS snapshot_data, {snap.format(col='sha256')} AS snapshot_sha256",
+        args,
+    )
 
 
 __all__ = ["CLAIM", "POINTER_COLUMNS", "PUT_POINTER", "begin_turn", "claim_grants", "end_turn"]

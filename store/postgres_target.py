@@ -96,14 +96,17 @@ def parse_target(url: str) -> PgTarget:
 
 def connect_kwargs(t: PgTarget) -> dict[str, Any]:
     """What every connection of the pool is opened with: autocommit (a single statement is its own
-    transaction: one round trip), the statement timeout and schema as startup options (no extra
-    round trip per connection), and prepared statements only where no PgBouncer sits between."""
+    transaction: one round trip), the statement timeout, schema and float output as startup options
+    (no extra round trip per connection), and prepared statements only where no PgBouncer sits
+    between."""
     return {
         "autocommit": True,
         "row_factory": dict_row,
         # psycopg's default: prepare a statement on its 5th use; None never prepares (PgBouncer)
         "prepare_threshold": None if t.pgbouncer else 5,
-        "options": f"-c statement_timeout={t.statement_timeout_ms} -c search_path={t.schema}",
+        # extra_float_digits=1: every float (a lease, an expiry) comes back exactly as written, whatever
+        # the server's own default says
+        "options": f"-c statement_timeout={t.statement_timeout_ms} -c search_path={t.schema} -c extra_float_digits=1",
     }
 
 

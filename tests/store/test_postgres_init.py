@@ -143,6 +143,9 @@ def test_url_options_reach_the_connections(base: str, fresh: str) -> None:
     finally:
         rows.close()
     assert parse_target("postgresql://u:s3cret@h/db").shown == "postgresql://u:***@h/db"
+    # sslmode reaches libpq: the test server has no TLS, so requiring it is refused, saying why
+    with pytest.raises(ValueError, match=r"(?i)ssl"):
+        PostgresRows(f"{fresh}&sslmode=require&pool_timeout=2")
 
 
 def _prepared(rows: PostgresRows) -> int:
@@ -183,3 +186,43 @@ def test_objects_default_to_a_table_beside_the_rows(fresh: str) -> None:
         assert objects.get(ref) == b"snapshot" and objects.get_key("k/2") is None  # ...and roll back with it
     finally:
         rows.close()
+
+
+def test_a_store_urls_password_is_never_shown() -> None:
+    """/healthz and serve's start-up line show the store URL through shown_url."""
+    from chat_approvals.store.open import shown_url
+
+    assert (
+        shown_url("postgresql://app:s3cret@db:5432/approvals?sslmode=require")
+        == "postgresql://app:***@db:5432/approvals"
+    )
+    assert shown_url("sqlite:///var/approvals.db") == "sqlite:///var/approvals.db"
+    assert shown_url("dynamodb://t?region=eu-west-1") == "dynamodb://t"
+
+
+def test_floats_come_back_exactly_whatever_the_servers_default(fresh: str) -> None:
+    """A server configured with extra_float_digits=0 would round a lease to 15 digits; the store's
+    connections ask for exact output, in plain reads and in the compound steps' JSON alike."""
+    from chat_approvals.core.models import ClaimRead, ClaimWrite
+    from tests.support.store_conformance import make_pointer
+
+    init_postgres(fresh)
+    base = fresh.split("?")[0]
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(b"ALTER DATABASE postgres SET extra_float_digits = 0")
+    try:
+        rows = PostgresRows(fresh)
+        try:
+            now = 1_800_000_000.123456789
+            p = make_pointer("http:f").model_copy(update={"expires_at": now + 1800.000001234567})
+            assert rows.put_pointer(p, now)
+            assert rows.get_pointer("http:f") == p
+            read = ClaimRead(p.chat, p.card_id, p.secret_hash, p.claim_count)
+            won = rows.claim_grants(ClaimWrite(read, "w", now, now + 30.000000123, now + 600.000000456))
+            assert won is not None and won.pointer.lease_until == now + 30.000000123
+            assert won.pointer.expires_at == p.expires_at
+        finally:
+            rows.close()
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(b"ALTER DATABASE postgres RESET extra_float_digits")

@@ -36,6 +36,8 @@ BACKENDS = [
     "moto-dynamodb+table-objects",
     # rows and objects in one PostgreSQL database (scripts/test.d/30-postgres.sh starts one)
     "postgresql",
+    # PostgreSQL rows, the objects in S3 beside them (`--objects s3://...` for large snapshots)
+    "postgresql+moto-s3",
 ]
 PG = "CHAT_APPROVALS_TEST_PG"
 PG_SKIP = "CHAT_APPROVALS_TEST_PG_SKIP"  # scripts/test.d/30-postgres.sh: why there is no server (even under CI)
@@ -156,6 +158,15 @@ def open_backend(name: str, tmp_path: Path) -> Iterator[StoreBackend]:
     if name == "postgresql":
         with pg_backend(tmp_path, clock) as backend:
             yield backend
+        return
+    if name == "postgresql+moto-s3":
+        from chat_approvals.store.s3_objects import open_s3_objects
+
+        moto = require_env(PG, MOTO)[MOTO]
+        ensure_bucket(moto)
+        s3 = open_s3_objects(f"s3://{BUCKET}/p{secrets.token_hex(6)}?region={REGION}&endpoint_url={moto}", clock)
+        with pg_backend(tmp_path, clock) as pg:
+            yield StoreBackend(name, pg.rows, s3, clock, s3_corrupter(moto, BUCKET, s3.prefix))
         return
 
     env = require_env(DYNALITE, MOTO) if name.startswith("dynalite") else require_env(MOTO)
