@@ -560,24 +560,8 @@ class SqliteRows(RowStore):
 
     # --- compound steps: the base's sequence of calls, in one transaction (one commit) ------
     def begin_turn(self, chat: str, holder: str, user: str, now: float, lease_until: float) -> TurnStart:
-        """The turn lease's commit does not wait for its own fsync (synchronous=NORMAL for this one
-        transaction): it reaches the disk with the turn's next commit, which is fsync'd (the
-        pointer, R7, or the history with the lease's release), because the WAL is one file
-        written in order and that commit's fsync covers every frame before it. Every other
-        process sees the lease at once either way (SQLite's lock, not the fsync, orders them), and
-        a process that dies keeps it written (it is in the WAL). Only an OS crash or power cut
-        can undo it, and that stops every process holding it with it: a lease exists to keep
-        live processes apart. Nothing the turn reports or posts depends on it being on disk."""
-        conn = self._conn()
-        outer = getattr(self._local, "depth", 0) == 0  # a pragma applies to the whole transaction
-        if outer:
-            conn.execute("PRAGMA synchronous=NORMAL")
-        try:
-            with self._tx():
-                return super().begin_turn(chat, holder, user, now, lease_until)
-        finally:
-            if outer:
-                conn.execute("PRAGMA synchronous=FULL")  # every other commit of this connection
+        with self._tx():
+            return super().begin_turn(chat, holder, user, now, lease_until)
 
     def end_turn(
         self,
