@@ -683,17 +683,36 @@ class DynamoRows(Transactions, RowStore):
         return _key("timers-due", str(int(t.due_at // _DAY))), f"{t.due_at:017.3f}|{t.card_id}|{t.name}"
 
     def put_timers(self, timers: Sequence[Timer]) -> None:
-        for t in timers:
-            pk, sk = self._due_key(t)
-            fields = {"chat": _s(t.chat), "card_id": _s(t.card_id), "name": _s(t.name), "due_at": _n(t.due_at)}
-            common = {"ttl": _ttl(t.ttl), "ttl_at": _n(t.ttl), **fields}
-            self._call("put_item", Item={"pk": _s(pk), "sk": _s(sk), **common})  # the index first
-            item = {"pk": _s(_key("timer", t.card_id)), "sk": _s(t.name), **common}
+        items = [self._timer_items(t) for t in timers]
+        if not items:
+            return
+        # One TransactWriteItems for a new card's timers (its due-index entries and the timer items,
+        # write-once): one request per card instead of two per timer. Cancelled when one exists
+        # already (kept as it is, fired or not): then item by item, as without transactions.
+        if self._transactions and len(items) <= 50:
+            ops: list[dict[str, Any]] = []
+            for index, item in items:
+                ops.append({"Put": {"TableName": self.table, "Item": index}})
+                ops.append(self._put_op(item, "attribute_not_exists(#pk)"))
+            tx = self._transact_ops(ops, _nonce())
+            if tx is not None and tx.applied:
+                return
+        for index, item in items:
+            self._call("put_item", Item=index)  # the index first
             try:  # not _write: a timer names no object, so the step's pending objects need not flush first
                 self._call("put_item", Item=item, ConditionExpression="attribute_not_exists(pk)")
             except ClientError as e:  # _call re-raises only a failed condition: it exists (kept as it is)
                 if error_code(e) != "ConditionalCheckFailedException":
                     raise
+
+    def _timer_items(self, t: Timer) -> tuple[Item, Item]:
+        """A timer's due-index entry (found by due time) and its item (decides "fired once")."""
+        pk, sk = self._due_key(t)
+        fields = {"chat": _s(t.chat), "card_id": _s(t.card_id), "name": _s(t.name), "due_at": _n(t.due_at)}
+        common = {"ttl": _ttl(t.ttl), "ttl_at": _n(t.ttl), **fields}
+        index: Item = {"pk": _s(pk), "sk": _s(sk), **common}
+        item: Item = {"pk": _s(_key("timer", t.card_id)), "sk": _s(t.name), **common}
+        return index, item
 
     def claim_timers(self, holder: str, now: float, lease_until: float, since: float, limit: int) -> list[Timer]:
         nonce = _nonce()
