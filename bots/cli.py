@@ -532,7 +532,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, ServerConfig], int]] = {
 
 
 def _env_secrets() -> list[str]:
-    names = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "CHAT_APPROVALS_TEAMS_APP_PASSWORD")
+    names = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "CHAT_APPROVALS_TEAMS_APP_PASSWORD",
+             "SLACK_CLIENT_SECRET", "CHAT_APPROVALS_SLACK_TOKEN_KEY")  # fmt: skip
     return [os.environ.get(n, "") for n in names]
 
 

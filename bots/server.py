@@ -76,14 +76,16 @@ def open_root(
     clock = clock or SystemClock()
     # The policy first: a bad file stops start-up (PolicyError names the line) before anything opens.
     policy = load_policy(cfg.policy) if cfg.policy else None
-    slack = SlackLookup.of(SlackConfig.from_env(), clock)  # the policy's Slack workspace and user groups
-    approvers = ApproverDirectory(policy, teams_tenant=_teams_tenant(), slack=slack) if policy is not None else None
     on_grants = checked_gate(gate or (lambda backend: build_gate(cfg, clock, backend=backend)))
     metrics = Metrics(clock.now)
     rows = _opening(cfg.store, "--store", lambda: open_rows(cfg.store))
     objects = _opening(cfg.objects_url(), "--objects", lambda: open_objects(cfg.objects_url(), clock))
+    store = StoreIO(observe(rows, metrics), observe(objects, metrics))
+    # The policy's Slack workspace and user groups (installed by OAuth: each workspace's token, from the store).
+    slack = SlackLookup.of(SlackConfig.from_env(), clock, store.ports().rows)
+    approvers = ApproverDirectory(policy, teams_tenant=_teams_tenant(), slack=slack) if policy is not None else None
     return bootstrap(
-        StoreIO(observe(rows, metrics), observe(objects, metrics)),
+        store,
         settings=cfg.protocol(),
         clock=clock,
         gate=on_grants,

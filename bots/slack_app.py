@@ -25,14 +25,17 @@ from chat_approvals.bots.admission import Admission
 from chat_approvals.bots.slack_commands import SlackCommands
 from chat_approvals.bots.slack_config import COMMAND, SlackConfig, web_client
 from chat_approvals.bots.slack_ingress import bolt_app, clicker, http_handler
+from chat_approvals.bots.slack_oauth import RefreshFailed, SlackOAuth
 from chat_approvals.bots.slack_socket import CheckedSocketModeHandler
-from chat_approvals.bots.slack_web import SlackWeb
+from chat_approvals.bots.slack_web import NoToken, SlackWeb, Workspace, payload_workspace
 from chat_approvals.bots.turn_limits import turn_refusal
 from chat_approvals.cards import effects as fx
 from chat_approvals.cards import slack_blocks as sb
+from chat_approvals.cards import wording as cw
 from chat_approvals.cards.slack_answer import ReasonWithApproval, SlackClick, SlackPayloadError, parse_click
 from chat_approvals.cards.slack_chat import SlackCardLocation, chat_key, parse_chat_key
 from chat_approvals.core.approvals import Approvals
+from chat_approvals.core.identity import parse_slack_user
 from chat_approvals.core.models import CardOffer, StoreFault, TurnResult
 from chat_approvals.core.protocol import Claimed
 
@@ -65,14 +68,16 @@ class SlackFrontEnd:
     ) -> None:
         self.approvals = approvals
         self.cfg = cfg
-        self.web = SlackWeb(cfg, client)
+        # Many workspaces (issue 31): Bolt's OAuth flow, and each call with its workspace's token.
+        self.oauth = SlackOAuth.build(cfg, approvals) if cfg.oauth else None
+        self.web = SlackWeb(cfg, client, tokens=self.oauth.tokens if self.oauth is not None else None)
         self.admission = admission or Admission(approvals.metrics)
-        self.commands = SlackCommands(approvals, self.web)
+        self.commands = SlackCommands(approvals, self.web, self.oauth)
         self._tasks: set[asyncio.Task[None]] = set()
         self._clicks: dict[tuple[str, str], list[_Click]] = {}  # (card id, actor) -> its clicks in flight
         self._socket: CheckedSocketModeHandler | None = None
 
-        self.bolt = bolt_app(cfg, self.web, self)
+        self.bolt = bolt_app(cfg, self.web, self, self.oauth)
         self.handle_http = http_handler(cfg.signing_secret, self.bolt, self.admit_click)
         self._unsubscribe = approvals.on_claimed(self._on_claimed)
         policy = approvals.policy
@@ -128,8 +133,17 @@ class SlackFrontEnd:
     # ------------------------------------------------------------------ turns
 
     async def turn(
-        self, *, event_id: str | None, team: str, channel: str, user: str, text: str, thread_ts: str
+        self,
+        *,
+        event_id: str | None,
+        team: str,
+        channel: str,
+        user: str,
+        text: str,
+        thread_ts: str,
+        enterprise: str | None = None,
     ) -> None:
+        ws = Workspace(team, enterprise)
         try:
             if event_id and not await self.approvals.first_delivery(f"slack:event:{event_id}"):
                 log.info("slack event %s already delivered: no second turn", event_id)
@@ -137,16 +151,17 @@ class SlackFrontEnd:
             chat = chat_key(team, channel, thread_ts)
             refusal = turn_refusal(text)  # what a turn may carry, before it takes a lease (issue 27.2)
             if refusal is not None:
-                await self.web.post(channel, thread_ts, sb.reply_message(refusal))
+                await self.web.post(channel, thread_ts, sb.reply_message(refusal), workspace=ws)
                 return
+            user = await self.person(user)
             result = await self.approvals.run_turn(chat=chat, user=user, text=text, platform="slack")
         except StoreFault as e:
             log.warning("slack turn: store fault: %s", e)
-            await self.web.post(channel, thread_ts, sb.reply_message(UNAVAILABLE))
+            await self.web.post(channel, thread_ts, sb.reply_message(UNAVAILABLE), workspace=ws)
             return
-        await self.show_turn(chat, channel, thread_ts, result)
+        await self.show_turn(chat, channel, thread_ts, result, workspace=ws)
 
-    async def welcome(self, team: str, channel: str) -> None:
+    async def welcome(self, team: str, channel: str, enterprise: str | None = None) -> None:
         """Two example prompts, once per chat: the key is kept for years, on every replica."""
         try:
             if not await self.approvals.first_delivery(f"slack:welcome:{team}:{channel}", keep=WELCOME_KEPT):
@@ -154,40 +169,65 @@ class SlackFrontEnd:
         except StoreFault as e:
             log.warning("slack welcome: store fault: %s", e)
             return  # no welcome rather than a second one later
-        await self.web.post(channel, None, sb.welcome_message())
+        await self.web.post(channel, None, sb.welcome_message(), workspace=Workspace(team, enterprise))
 
-    async def show_turn(self, chat: str, channel: str, thread_ts: str, result: TurnResult) -> None:
+    async def uninstalled(self, enterprise_id: str | None, team_id: str | None) -> None:
+        """app_uninstalled, or the bot token revoked: forget the installation (OAuth mode)."""
+        if self.oauth is None:
+            log.warning("slack says the app was removed from team %s; set a new SLACK_BOT_TOKEN", team_id)
+            return
+        await self.oauth.uninstalled(enterprise_id, team_id)
+
+    async def person(self, key: str) -> str:
+        """R17's identity of a message's writer, as an org-wide install has it (bots/slack_oauth.py)."""
+        if self.oauth is None:
+            return key
+        who = parse_slack_user(key)
+        if who is None:
+            return key
+        return await self.oauth.person(key, who.enterprise, who.user) or key
+
+    async def show_turn(
+        self, chat: str, channel: str, thread_ts: str, result: TurnResult, *, workspace: Workspace | None = None
+    ) -> None:
         """The turn's reply in the thread; a card (first or chained) as a new message there."""
         effect = fx.turn_effect(result)
         if isinstance(effect, fx.PostCard):
-            await self._post_card(chat, channel, thread_ts, effect.offer)
+            await self._post_card(chat, channel, thread_ts, effect.offer, workspace)
         elif isinstance(effect, fx.Waiting):
-            await self.web.post(channel, thread_ts, sb.waiting_message(effect.hint))
+            await self.web.post(channel, thread_ts, sb.waiting_message(effect.hint), workspace=workspace)
         else:
-            await self.web.post(channel, thread_ts, sb.reply_message(effect.text))
+            await self.web.post(channel, thread_ts, sb.reply_message(effect.text), workspace=workspace)
 
-    async def _post_card(self, chat: str, channel: str, thread_ts: str, offer: CardOffer) -> None:
+    async def _post_card(
+        self, chat: str, channel: str, thread_ts: str, offer: CardOffer, ws: Workspace | None = None
+    ) -> None:
         route = self.route_to if offer.card.policy is not None and self.route_to != channel else None
         msg = sb.card_message(offer.card, offer.secret, offer.votes, routed_to=route)
-        ts = await self.web.post(channel, thread_ts, msg)
+        ts = await self.web.post(channel, thread_ts, msg, workspace=ws)
         if ts is None:  # not posted after retries: a card nobody sees must not hold the chat
             await self.approvals.withdraw(chat=chat, card_id=offer.card.card_id, why="slack post failed")
-            await self.web.post(channel, thread_ts, sb.reply_message(wording.WITHDRAWN))
+            await self.web.post(channel, thread_ts, sb.reply_message(wording.WITHDRAWN), workspace=ws)
             return
-        loc = SlackCardLocation.of(channel, ts, thread_ts)
+        # Many workspaces: the location names the card's own, whose token every later call uses.
+        where = {"team": ws.team, "enterprise": ws.enterprise} if ws is not None and self.oauth is not None else {}
+        loc = SlackCardLocation.of(channel, ts, thread_ts, **where)
         if loc is not None and route is not None:
-            loc = replace(loc, routed=await self._route(route, channel, ts, offer))
+            loc = replace(loc, routed=await self._route(route, channel, ts, offer, ws))
         if loc is not None:
             await self.approvals.record_card_location(chat=chat, card_id=offer.card.card_id, location=loc.stored())
         # A card shown again: its earlier copies (both, if routed) become read-only. After the
         # new post, so they never point "below" at a card that failed to appear.
-        await self.web.update(SlackCardLocation.parse(offer.replaces), sb.shown_again_message(offer.card))
+        await self.web.update(SlackCardLocation.parse(offer.replaces), sb.shown_again_message(offer.card), workspace=ws)
 
-    async def _route(self, route: str, channel: str, ts: str, offer: CardOffer) -> SlackCardLocation | None:
+    async def _route(
+        self, route: str, channel: str, ts: str, offer: CardOffer, ws: Workspace | None = None
+    ) -> SlackCardLocation | None:
         """Routing: the card also goes to the approvers' channel, with a link to the requesting
         thread. Returns where it went (kept with the card's location, so both update in place)."""
-        link = await self.web.permalink(channel, ts)
-        routed = await self.web.post(route, None, sb.card_message(offer.card, offer.secret, offer.votes, link=link))
+        link = await self.web.permalink(channel, ts, workspace=ws)
+        msg = sb.card_message(offer.card, offer.secret, offer.votes, link=link)
+        routed = await self.web.post(route, None, msg, workspace=ws)
         return SlackCardLocation.of(route, routed, None)
 
     # ------------------------------------------------------------------ clicks
@@ -214,16 +254,25 @@ class SlackFrontEnd:
             self.approvals.metrics.resumes.labels("slack", "invalid").inc()  # never reaches the facade
             await self._tell_clicker(body, sb.refusal_invalid(str(e) if isinstance(e, ReasonWithApproval) else None))
             return
-        here = SlackCardLocation.of(c.channel, c.message_ts, c.thread_ts)
-        key, mine = (c.card_id, c.actor), _Click(here)
+        ws = payload_workspace(body)
+        try:
+            actor = await self._clicker(c, ws, body)
+        except StoreFault as e:
+            log.warning("slack click: store fault: %s", e)
+            await self.web.ephemeral(c.channel, c.user, c.thread_ts, sb.reply_message(UNAVAILABLE), workspace=ws)
+            return
+        if actor is None:
+            return  # not installed (or no fresh token): told through the response_url, nothing changed
+        here = SlackCardLocation.of(c.channel, c.message_ts, c.thread_ts, team=ws.team, enterprise=ws.enterprise)
+        key, mine = (c.card_id, actor), _Click(here)
         self._clicks.setdefault(key, []).append(mine)
         try:
             res = await self.approvals.resume(
-                card_id=c.card_id, user=c.actor, secret=c.secret, answer=c.answer, platform="slack"
+                card_id=c.card_id, user=actor, secret=c.secret, answer=c.answer, platform="slack"
             )  # platform: metrics and logs only
         except StoreFault as e:
             log.warning("slack click: store fault: %s", e)
-            await self.web.ephemeral(c.channel, c.user, c.thread_ts, sb.reply_message(UNAVAILABLE))
+            await self.web.ephemeral(c.channel, c.user, c.thread_ts, sb.reply_message(UNAVAILABLE), workspace=ws)
             return
         finally:
             self._forget(key, mine)
@@ -233,6 +282,25 @@ class SlackFrontEnd:
         for effect in fx.resume_effects(res):
             await self._carry_out(c, effect, loc)
 
+    async def _clicker(self, c: SlackClick, ws: Workspace, body: dict[str, Any]) -> str | None:
+        """Who clicked (R17), or None when the click's workspace has no usable installation (OAuth
+        mode, issue 31): then the clicker is told why through the click's response_url, which needs
+        no token, and nothing is changed. In an enterprise whose install is org-wide, the person is
+        the enterprise's user (a click there may carry `team: null`); elsewhere the strict rule."""
+        if self.oauth is None:
+            return c.actor
+        actor = await self.oauth.person(c.actor, ws.enterprise, c.user) or c.actor
+        try:
+            await self.oauth.tokens.bot_token(ws)
+        except NoToken as e:
+            log.info("slack click refused: %s", e)
+            self.approvals.metrics.resumes.labels("slack", "not_installed").inc()
+            text = cw.TOKEN_REFRESH_FAILED if isinstance(e, RefreshFailed) else cw.NOT_INSTALLED
+            url = body.get("response_url")
+            await self.web.respond(url if isinstance(url, str) else None, sb.reply_message(f":warning: {text}"))
+            return None
+        return actor
+
     def _forget(self, key: tuple[str, str], click: _Click) -> None:
         clicks = self._clicks.get(key, [])
         if click in clicks:
@@ -241,6 +309,7 @@ class SlackFrontEnd:
             self._clicks.pop(key, None)
 
     async def _carry_out(self, c: SlackClick, effect: fx.ClickEffect, loc: SlackCardLocation | None) -> None:
+        ws = Workspace.of(loc)
         if isinstance(effect, fx.ShowVotes):
             await self._show_votes(c, effect, loc)
         elif isinstance(effect, fx.ShowOutcome):
@@ -251,9 +320,9 @@ class SlackFrontEnd:
         elif isinstance(effect, fx.ShowTurn):
             where = parse_chat_key(effect.chat)
             if where is not None:
-                await self.show_turn(effect.chat, where.channel, where.thread_ts, effect.result)
+                await self.show_turn(effect.chat, where.channel, where.thread_ts, effect.result, workspace=ws)
         else:
-            await self.web.ephemeral(c.channel, c.user, c.thread_ts, sb.refusal_message(effect))
+            await self.web.ephemeral(c.channel, c.user, c.thread_ts, sb.refusal_message(effect), workspace=ws)
 
     async def _show_votes(self, c: SlackClick, votes: fx.ShowVotes, loc: SlackCardLocation | None) -> None:
         """A vote that did not complete the quorum: both copies of the card show the votes so far,
@@ -264,14 +333,14 @@ class SlackFrontEnd:
         routed_to = routed.channel if routed is not None else None
         await self.web.update(loc.here, sb.card_message(votes.card, c.secret, votes.votes, routed_to=routed_to))
         if routed is not None:
-            link = await self.web.permalink(loc.channel, loc.ts)
+            link = await self.web.permalink(loc.channel, loc.ts, workspace=Workspace.of(loc))
             await self.web.update(routed, sb.card_message(votes.card, c.secret, votes.votes, link=link))
 
     async def _tell_clicker(self, body: dict[str, Any], msg: sb.SlackMessage) -> None:
         """A click we could not read or queue: tell the clicker, if the payload says who and where."""
         user, channel, thread_ts = clicker(body)
         if user and channel:
-            await self.web.ephemeral(channel, user, thread_ts, msg)
+            await self.web.ephemeral(channel, user, thread_ts, msg, workspace=payload_workspace(body))
 
 
 # ---------------------------------------------------------------------- mounting
@@ -291,12 +360,17 @@ def mount_slack(
     Returns None (and mounts nothing) when Slack is not configured."""
     cfg = cfg or SlackConfig.from_env()
     if not cfg.enabled:
-        log.debug("Slack is off: set SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET (HTTP) or SLACK_APP_TOKEN (Socket Mode)")
+        log.debug(
+            "Slack is off: set SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET (HTTP) or SLACK_APP_TOKEN (Socket Mode), "
+            "or SLACK_CLIENT_ID and SLACK_CLIENT_SECRET with SLACK_SIGNING_SECRET (many workspaces)"
+        )
         return None
     front = SlackFrontEnd(approvals, cfg, client=client, admission=admission)
     app[SLACK] = front
     if cfg.http_mode:
         app.router.add_post(cfg.path, front.handle_http)
+    if front.oauth is not None and front.bolt.oauth_flow is not None:
+        front.oauth.mount(app, front.bolt.oauth_flow)  # GET /slack/install and /slack/oauth_redirect
 
     async def lifecycle(_: web.Application) -> Any:
         await front.web.warm_up()

@@ -10,7 +10,8 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncRespond
 
 import chat_approvals.core.protocol.wording as wording
-from chat_approvals.bots.slack_web import SlackWeb
+from chat_approvals.bots.slack_oauth import SlackOAuth
+from chat_approvals.bots.slack_web import SlackWeb, payload_workspace
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.slack_answer import (
     SlackPayloadError,
@@ -29,9 +30,13 @@ UNAVAILABLE = f":warning: {wording.STORE_UNAVAILABLE}"
 
 
 class SlackCommands:
-    def __init__(self, approvals: Approvals, web: SlackWeb) -> None:
+    def __init__(self, approvals: Approvals, web: SlackWeb, oauth: SlackOAuth | None = None) -> None:
         self.approvals = approvals
         self.web = web
+        self.oauth = oauth  # many workspaces: an org-wide install's person is the enterprise's (R17)
+
+    async def _person(self, strict: str | None, enterprise: object, user: object) -> str | None:
+        return strict if self.oauth is None else await self.oauth.person(strict, enterprise, user)
 
     async def answer_at_once(
         self, ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond
@@ -57,8 +62,9 @@ class SlackCommands:
         return revoked
 
     async def command(self, command: dict[str, Any], verb: str, subject: str | None, respond: AsyncRespond) -> None:
-        user, team = command_actor(command), str(command.get("team_id") or "")
+        team = str(command.get("team_id") or "")
         try:
+            user = await self._person(command_actor(command), command.get("enterprise_id"), command.get("user_id"))
             if user is None:  # no full identity: nothing of anyone's can be listed or revoked
                 msg = sb.reply_message("Your workspace could not be told from this command; nothing was changed.")
             elif verb == "revoke" and subject:
@@ -80,12 +86,14 @@ class SlackCommands:
             return
         team = r.team or read_block_actions(body).team_id or ""
         try:
+            ws = payload_workspace(body)
+            user = await self._person(r.user, ws.enterprise, (body.get("user") or {}).get("id")) or r.user
             if not in_workspace(r.chat, team):
                 revoked: list[Grant] = []
             else:
-                revoked = await self.approvals.revoke(user=r.user, chat=r.chat, subject=r.subject)
+                revoked = await self.approvals.revoke(user=user, chat=r.chat, subject=r.subject)
             notice = sb.revoked_message(r.subject, revoked).text
-            msg = sb.grants_message(await self._workspace_grants(r.user, team), notice=sb.escape(notice))
+            msg = sb.grants_message(await self._workspace_grants(user, team), notice=sb.escape(notice))
         except StoreFault as e:
             log.warning("slack revoke: store fault: %s", e)
             msg = sb.reply_message(UNAVAILABLE)

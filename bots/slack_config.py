@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -15,11 +15,15 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 DEFAULT_API_URL = "https://slack.com/api/"
 COMMAND = "/approvals"  # as in manifest/slack*.yaml
+# What the app asks for when installed by OAuth (as in manifest/slack.yaml; docs/slack.md says why each).
+DEFAULT_SCOPES = "app_mentions:read,im:history,chat:write,commands,usergroups:read,channels:read,groups:read"
 
 
 class SlackConfig(BaseModel):
     """Slack credentials and endpoints. HTTP mode needs the signing secret and the bot token;
-    Socket Mode needs the app-level token (`xapp-`) and the bot token."""
+    Socket Mode needs the app-level token (`xapp-`) and the bot token. Many workspaces (issue 31):
+    the OAuth app's client id and secret instead of a bot token, with the signing secret (HTTP
+    only: the install's redirect is a web page) and the key that seals tokens at rest."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -28,20 +32,65 @@ class SlackConfig(BaseModel):
     app_token: str = ""
     api_url: str = DEFAULT_API_URL
     path: str = "/slack/events"
+    # OAuth (many workspaces): Bolt's usual variables, and ours for the sealing key and rotation.
+    client_id: str = ""
+    client_secret: str = ""
+    scopes: str = DEFAULT_SCOPES
+    redirect_uri: str = ""
+    token_key: str = ""  # Fernet key(s), comma-separated, the first seals (bots/slack_install.py)
+    token_rotation_minutes: int = Field(default=120, ge=1)  # Bolt refreshes a token this long before expiry
+    install_path: str = "/slack/install"
+    redirect_path: str = "/slack/oauth_redirect"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SlackConfig:
         env = os.environ if env is None else env
+        minutes = env.get("CHAT_APPROVALS_SLACK_TOKEN_ROTATION_MINUTES", "")
         return cls(
             bot_token=env.get("SLACK_BOT_TOKEN", ""),
             signing_secret=env.get("SLACK_SIGNING_SECRET", ""),
             app_token=env.get("SLACK_APP_TOKEN", ""),
             api_url=env.get("CHAT_APPROVALS_SLACK_API_URL", "") or DEFAULT_API_URL,
+            client_id=env.get("SLACK_CLIENT_ID", ""),
+            client_secret=env.get("SLACK_CLIENT_SECRET", ""),
+            scopes=env.get("SLACK_SCOPES", "") or DEFAULT_SCOPES,
+            redirect_uri=env.get("SLACK_REDIRECT_URI", ""),
+            token_key=env.get("CHAT_APPROVALS_SLACK_TOKEN_KEY", ""),
+            token_rotation_minutes=int(minutes) if minutes.isdigit() and int(minutes) > 0 else 120,
         )
+
+    @property
+    def oauth(self) -> bool:
+        """Installed by OAuth in many workspaces (each click uses its workspace's token)."""
+        return bool(self.client_id and self.client_secret)
+
+    def _check_oauth(self) -> None:
+        if bool(self.client_id) != bool(self.client_secret):
+            given, missing = (
+                ("SLACK_CLIENT_ID", "SLACK_CLIENT_SECRET")
+                if self.client_id
+                else ("SLACK_CLIENT_SECRET", "SLACK_CLIENT_ID")
+            )
+            raise ValueError(f"{given} is set but {missing} is not (both are on the app's Basic Information page)")
+        if not self.oauth:
+            return
+        if self.bot_token:
+            raise ValueError(
+                "SLACK_BOT_TOKEN and SLACK_CLIENT_ID are both set: one workspace with its bot token, or many "
+                "installed by OAuth; unset one"
+            )
+        if self.app_token or not self.signing_secret:
+            raise ValueError("OAuth installs need SLACK_SIGNING_SECRET (HTTP events) and no SLACK_APP_TOKEN")
+        from chat_approvals.bots.slack_install import TokenBox  # the key's shape, checked at start-up
+
+        TokenBox.parse(self.token_key)
 
     def check(self) -> None:
         """A half-configured Slack says which variable is missing or malformed (serve calls this
         before it starts): otherwise it would be silently off, or fail at the first event."""
+        self._check_oauth()
+        if self.oauth:
+            return
         if (self.signing_secret or self.app_token) and not self.bot_token:
             given = "SLACK_SIGNING_SECRET" if self.signing_secret else "SLACK_APP_TOKEN"
             raise ValueError(f"{given} is set but SLACK_BOT_TOKEN is not (the bot token, xoxb-...)")
@@ -59,7 +108,7 @@ class SlackConfig(BaseModel):
 
     @property
     def http_mode(self) -> bool:
-        return bool(self.bot_token and self.signing_secret)
+        return bool((self.bot_token or self.oauth) and self.signing_secret)
 
     @property
     def socket_mode(self) -> bool:
@@ -73,7 +122,11 @@ class SlackConfig(BaseModel):
         modes = [f"HTTP at {self.path}"] * self.http_mode + ["Socket Mode"] * self.socket_mode
         if not modes:
             return "off (set SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET, or with SLACK_APP_TOKEN)"
-        return " and ".join(modes) + f", Web API {self.base_url}"
+        if self.oauth:
+            who = f"many workspaces by OAuth (install at {self.install_path}, redirect {self.redirect_path}), "
+        else:
+            who = "one workspace (SLACK_BOT_TOKEN), "
+        return who + " and ".join(modes) + f", Web API {self.base_url}"
 
     @property
     def base_url(self) -> str:

@@ -20,10 +20,13 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.authorization.async_authorize import AsyncAuthorize
+from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from chat_approvals.bots.slack_commands import SlackCommands
 from chat_approvals.bots.slack_config import COMMAND, SlackConfig, web_client
+from chat_approvals.bots.slack_oauth import SlackOAuth
 from chat_approvals.bots.slack_shapes import slack_body_problem
 from chat_approvals.bots.slack_web import SlackWeb
 from chat_approvals.cards import slack_blocks as sb
@@ -56,14 +59,25 @@ class Front(Protocol):
     def spawn(self, work: Coroutine[Any, Any, None], what: str) -> None: ...
 
     async def turn(
-        self, *, event_id: str | None, team: str, channel: str, user: str, text: str, thread_ts: str
+        self,
+        *,
+        event_id: str | None,
+        team: str,
+        channel: str,
+        user: str,
+        text: str,
+        thread_ts: str,
+        enterprise: str | None = None,
     ) -> None: ...
 
-    async def welcome(self, team: str, channel: str) -> None: ...
+    async def welcome(self, team: str, channel: str, enterprise: str | None = None) -> None: ...
+
+    async def uninstalled(self, enterprise_id: str | None, team_id: str | None) -> None: ...
 
 
-def bolt_app(cfg: SlackConfig, web: SlackWeb, front: Front) -> AsyncApp:
-    """Bolt, with listeners that only spawn the front end's work and ack."""
+def bolt_app(cfg: SlackConfig, web: SlackWeb, front: Front, oauth: SlackOAuth | None = None) -> AsyncApp:
+    """Bolt, with listeners that only spawn the front end's work and ack. `oauth`: many
+    workspaces (Bolt's OAuth flow, each request authorized by its workspace's installation)."""
 
     # Bolt passes arguments by name (a bound method's `self` would confuse it).
     async def authorize(enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
@@ -75,11 +89,22 @@ def bolt_app(cfg: SlackConfig, web: SlackWeb, front: Front) -> AsyncApp:
         client=web_client(cfg),
         # Socket Mode skips verification; HTTP mode always verifies (never turned off).
         signing_secret=cfg.signing_secret,
-        authorize=authorize,
+        authorize=authorize if oauth is None else InstalledAuthorize(oauth),  # type: ignore[arg-type]
+        oauth_settings=oauth.settings if oauth is not None else None,
         # Our listeners only spawn work and ack, so running them before the response costs
         # nothing and spares Bolt's 10 ms ack polling; the work itself runs after the ack.
         process_before_response=True,
     )
+
+    @bolt.event("app_uninstalled")
+    async def on_uninstalled(context: AsyncBoltContext) -> None:
+        await front.uninstalled(context.enterprise_id, context.team_id)
+
+    @bolt.event("tokens_revoked")
+    async def on_revoked(event: dict[str, Any], context: AsyncBoltContext) -> None:
+        tokens = event.get("tokens")
+        if isinstance(tokens, dict) and tokens.get("bot"):  # the bot's token: the installation is gone
+            await front.uninstalled(context.enterprise_id, context.team_id)
 
     @bolt.event("app_mention")
     async def on_mention(event: dict[str, Any], body: dict[str, Any], context: dict[str, Any]) -> None:
@@ -130,8 +155,30 @@ def bolt_app(cfg: SlackConfig, web: SlackWeb, front: Front) -> AsyncApp:
     return bolt
 
 
+class InstalledAuthorize(AsyncAuthorize):
+    """Bolt's authorize for many workspaces: the request's installation, from the store (Bolt
+    takes an `AsyncAuthorize`, not a plain function, beside its OAuth settings)."""
+
+    def __init__(self, oauth: SlackOAuth) -> None:
+        self.oauth = oauth
+
+    async def __call__(
+        self,
+        *,
+        context: AsyncBoltContext,
+        enterprise_id: str | None,
+        team_id: str | None,
+        user_id: str | None,
+        actor_enterprise_id: str | None = None,
+        actor_team_id: str | None = None,
+        actor_user_id: str | None = None,
+    ) -> AuthorizeResult | None:
+        return await self.oauth.tokens.authorize(enterprise_id, team_id, context.is_enterprise_install)
+
+
 def _on_message(front: Front, event: dict[str, Any], body: dict[str, Any], context: Mapping[str, Any]) -> None:
     team = context.get("team_id") or body.get("team_id") or event.get("team")
+    enterprise = context.get("enterprise_id") or body.get("enterprise_id")
     channel, user, ts = event.get("channel"), event_actor(context, body, event), event.get("ts")
     if not (team and channel and user and ts):
         log.info("slack event without team/channel/user identity/ts dropped")
@@ -143,6 +190,7 @@ def _on_message(front: Front, event: dict[str, Any], body: dict[str, Any], conte
         user=str(user),
         text=message_text(str(event.get("text") or "")),
         thread_ts=str(event.get("thread_ts") or ts),
+        enterprise=str(enterprise) if enterprise else None,
     )
     front.spawn(work, "turn")
 
@@ -159,7 +207,8 @@ def _welcome(front: Front, event: dict[str, Any], body: dict[str, Any], context:
     ):
         log.info("slack welcome event without a team/channel id dropped")
         return
-    front.spawn(front.welcome(team, channel), "welcome")
+    enterprise = context.get("enterprise_id") or body.get("enterprise_id")
+    front.spawn(front.welcome(team, channel, str(enterprise) if enterprise else None), "welcome")
 
 
 def http_handler(signing_secret: str, bolt: AsyncApp, admit_click: Callable[[dict[str, Any]], None]) -> Handler:

@@ -73,9 +73,16 @@ def is_listed(
         for e in lists.slack:
             if e.enterprise is not None and e.enterprise != who.enterprise:
                 continue
-            team = e.team if e.team is not None else slack_team
-            if team is None or team != who.team:
-                continue
+            if who.org_wide:
+                # An org-wide install's person (issue 31): any workspace of the enterprise. A bare id
+                # or group names the org's people, `E:T:U` one of them; `T:U` cannot be placed in the
+                # org without its enterprise, so it matches nobody here.
+                if e.team is not None and e.enterprise is None:
+                    continue
+            else:
+                team = e.team if e.team is not None else slack_team
+                if team is None or team != who.team:
+                    continue
             if e.user is not None and e.user == who.user:
                 return True
             if e.group is not None and who.user in group_members.get(e.group, frozenset()):

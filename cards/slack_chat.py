@@ -45,18 +45,34 @@ class SlackCardLocation:
     ts: str
     thread_ts: str | None = None
     routed: SlackCardLocation | None = None  # the copy in the approvers' channel (policy routing)
+    # The workspace whose token posted it (issue 31: every later call for the card uses that token).
+    team: str | None = None
+    enterprise: str | None = None
 
     @classmethod
-    def of(cls, channel: str | None, ts: str | None, thread_ts: str | None) -> SlackCardLocation | None:
-        return cls(channel, ts, thread_ts or None) if channel and ts else None
+    def of(
+        cls,
+        channel: str | None,
+        ts: str | None,
+        thread_ts: str | None,
+        *,
+        team: str | None = None,
+        enterprise: str | None = None,
+    ) -> SlackCardLocation | None:
+        return (
+            cls(channel, ts, thread_ts or None, team=team or None, enterprise=enterprise or None)
+            if channel and ts
+            else None
+        )
 
     @classmethod
     def parse(cls, stored: Mapping[str, str] | None) -> SlackCardLocation | None:
         """None for a location of another platform (or none at all)."""
         if not stored:
             return None
-        loc = cls.of(stored.get("channel"), stored.get("ts"), stored.get("thread_ts"))
-        routed = cls.of(stored.get("routed_channel"), stored.get("routed_ts"), None)
+        ws = {"team": stored.get("team"), "enterprise": stored.get("enterprise")}
+        loc = cls.of(stored.get("channel"), stored.get("ts"), stored.get("thread_ts"), **ws)
+        routed = cls.of(stored.get("routed_channel"), stored.get("routed_ts"), None, **ws)
         return replace(loc, routed=routed) if loc is not None and routed is not None else loc
 
     def stored(self) -> dict[str, str]:
@@ -65,6 +81,10 @@ class SlackCardLocation:
             loc["thread_ts"] = self.thread_ts
         if self.routed is not None:
             loc.update(routed_channel=self.routed.channel, routed_ts=self.routed.ts)
+        if self.team:
+            loc["team"] = self.team
+        if self.enterprise:
+            loc["enterprise"] = self.enterprise
         return loc
 
     @property

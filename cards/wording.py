@@ -309,3 +309,14 @@ WHAT_I_DO = (
     "or you revoke it."
 )
 WELCOME = "Hello! " + WHAT_I_DO
+
+# ----------------------------------------------------------------------------- Slack installs (issue 31)
+
+NOT_INSTALLED = (
+    "This app is not installed in your workspace (or was removed from it), so it cannot act on this card; "
+    "nothing was changed. Ask an admin to install it again."
+)
+TOKEN_REFRESH_FAILED = (
+    "Slack did not renew this app's access to your workspace just now; nothing was changed. "
+    "Try again in a minute, or ask an admin to reinstall the app."
+)

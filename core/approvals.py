@@ -23,6 +23,7 @@ from chat_approvals.core.models import (
     TurnResult,
 )
 from chat_approvals.core.observe.metrics import Metrics
+from chat_approvals.core.ports import InstallationRecords
 from chat_approvals.core.protocol.events import Claimed, Subscriber
 from chat_approvals.core.protocol.policy import ApproverCheck, Policy
 from chat_approvals.core.sandbox.egress.backend import GrantsBackend
@@ -166,6 +167,11 @@ class Approvals:
         """True once per `key` while it is kept (`keep` seconds; default the event-dedupe TTL)."""
         now = self.clock.now()
         return await self._rows.claim_event(key, now=now, ttl=now + (keep or self.settings.event_dedupe_ttl))
+
+    @property
+    def installations(self) -> InstallationRecords:
+        """The Slack installations' records (issue 31): opaque strings by key, kept in this store."""
+        return self._rows
 
     async def record_refusal(self, refusal: Refusal) -> bool:
         return await self._grants.record_refusal(refusal)

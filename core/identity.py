@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from chat_approvals.core.text import display_problem
 
 NO_ENTERPRISE = "-"
+# The team part of a person of an Enterprise Grid org whose install is org-wide (issue 31): there
+# the enterprise and the user id are the whole identity, whatever workspace they write from.
+ORG_WIDE = "*"
 # A GUID; the Agents Playground's built-in ids have 13 digits in the last group, so that is allowed too.
 GUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12,13}"
 _GUID = re.compile(GUID)
@@ -67,11 +70,23 @@ class SlackUser:
             return None
         return cls(e, t, u)
 
+    @classmethod
+    def across(cls, enterprise: object, user: object) -> SlackUser | None:
+        """A person of an org-wide install: the enterprise and the user, any workspace of the org."""
+        e, u = _slack_id(enterprise, "E"), _slack_id(user, "UWB")
+        return cls(e, ORG_WIDE, u) if e is not None and u is not None else None
+
+    @property
+    def org_wide(self) -> bool:
+        return self.team == ORG_WIDE
+
 
 def parse_slack_user(key: str) -> SlackUser | None:
     parts = key.split(":")
     if len(parts) != 4 or parts[0] != "slack":
         return None
+    if parts[2] == ORG_WIDE:
+        return SlackUser.across(parts[1], parts[3])
     return SlackUser.of(None if parts[1] == NO_ENTERPRISE else parts[1], parts[2], parts[3])
 
 

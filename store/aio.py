@@ -184,6 +184,15 @@ class Rows(ports.Rows):
     async def sweep(self, *, now: float) -> int:
         return await self._io.run(self._b.sweep, now)
 
+    async def put_installation(self, key: str, record: str) -> None:
+        await self._io.run(self._b.put_installation, key, record)
+
+    async def installation(self, key: str) -> str | None:
+        return await self._io.read(self._b.get_installation, key)
+
+    async def delete_installation(self, key: str) -> bool:
+        return await self._io.run(self._b.delete_installation, key)
+
 
 class Objects(ports.Objects):
     """The objects port: write-once, checksummed blobs."""

@@ -190,6 +190,22 @@ class RowStore(ABC):
     def get_session(self, chat: str) -> str | None:
         """The object key of the chat's latest history, if any."""
 
+    # --- Slack installations (issue 31): Bolt's InstallationStore on this store ---------
+    # Opaque records by key (bots/slack_install.py builds both and encrypts the tokens inside, R19);
+    # no expiry: an installation lasts until it is replaced or Slack says it was removed. Not
+    # abstract, so a backend that predates them still opens (and says so if they are used).
+    def put_installation(self, key: str, record: str) -> None:
+        """Create or replace the record under `key`."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no Slack installations")
+
+    def get_installation(self, key: str) -> str | None:
+        """The record under `key`, or None (a strongly consistent read)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no Slack installations")
+
+    def delete_installation(self, key: str) -> bool:
+        """Remove the record; False when there was none."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no Slack installations")
+
     # --- physical expiry ---------------------------------------------------------------
     @abstractmethod
     def sweep(self, now: float) -> int:

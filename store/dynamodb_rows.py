@@ -14,6 +14,7 @@ chat key, user id or name can collide with a separator):
 | audit event   | ["audit", chat]             | "<ns:020d>.<nonce>"     |
 | outbox item   | ["outbox", sink]            | item id (sorts in append order) |
 | outbox lease  | ["outbox-lease", sink]      | "lease"                 |
+| Slack install | ["slack-install", key]      | "install" (no ttl)      |
 
 An audit event and its outbox items are one TransactWriteItems where the endpoint has it (AWS,
 moto); where it does not (dynalite), the outbox items are put first, then the event, so an event
@@ -102,6 +103,9 @@ from chat_approvals.store.dynamodb_transactions import Transactions
 __all__ = ["TTL_ATTRIBUTE", "DynamoRows", "create_table", "delete_table", "open_dynamodb_rows"]
 
 log = logging.getLogger(__name__)
+
+
+INSTALL_SK = "install"
 
 
 class DynamoRows(Transactions, RowStore):
@@ -453,6 +457,20 @@ class DynamoRows(Transactions, RowStore):
         cond = "attribute_not_exists(#pk) OR #ttl_at < :now"  # past its ttl though not yet swept
         r = self._write("put_item", pk, EVENT_SK, nonce, cond, Item=item, ExpressionAttributeValues={":now": _n(now)})
         return r is not None
+
+    # --- Slack installations (issue 31): opaque records, no expiry -----------------------
+    def put_installation(self, key: str, record: str) -> None:
+        item: Item = {"pk": _s(_key("slack-install", key)), "sk": _s(INSTALL_SK), "record": _s(record)}
+        self._flush_objects()
+        self._call("put_item", Item=item)  # create or replace: idempotent, so a retry is harmless
+
+    def get_installation(self, key: str) -> str | None:
+        item = self._get(_key("slack-install", key), INSTALL_SK)
+        return None if item is None else _get_s(item, "record")
+
+    def delete_installation(self, key: str) -> bool:
+        pk = _key("slack-install", key)
+        return self._write("delete_item", pk, INSTALL_SK, None, "attribute_exists(#pk)") is not None
 
     # --- sessions -----------------------------------------------------------------------
     def put_session(self, chat: str, key: str, seq: float, ttl: float) -> bool:

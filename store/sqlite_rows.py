@@ -91,6 +91,7 @@ CREATE TABLE IF NOT EXISTS outbox (
   PRIMARY KEY (sink, id)
 );
 CREATE INDEX IF NOT EXISTS outbox_ttl ON outbox(ttl);
+CREATE TABLE IF NOT EXISTS slack_installations (key TEXT PRIMARY KEY, record TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS outbox_leases (sink TEXT PRIMARY KEY, holder TEXT NOT NULL, lease_until REAL NOT NULL,
   ttl REAL NOT NULL);
 """
@@ -492,6 +493,21 @@ class SqliteRows(RowStore):
             (key, ttl, now),
         )
         return cur.rowcount == 1
+
+    # --- Slack installations (issue 31) -------------------------------------------------
+    def put_installation(self, key: str, record: str) -> None:
+        self._exec(
+            """INSERT INTO slack_installations (key, record) VALUES (?, ?)
+               ON CONFLICT(key) DO UPDATE SET record = excluded.record""",
+            (key, record),
+        )
+
+    def get_installation(self, key: str) -> str | None:
+        row = self._exec("SELECT record FROM slack_installations WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row["record"])
+
+    def delete_installation(self, key: str) -> bool:
+        return self._exec("DELETE FROM slack_installations WHERE key = ?", (key,)).rowcount == 1
 
     # --- sessions ----------------------------------------------------------------------
     def put_session(self, chat: str, key: str, seq: float, ttl: float) -> bool:

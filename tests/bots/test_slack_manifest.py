@@ -25,7 +25,8 @@ METHOD_SCOPES: dict[str, str | None] = {
 # Scopes for what Slack sends us: events, interactivity and the slash command.
 # member_joined_channel (the welcome when the bot is added) needs channels:read / groups:read.
 EVENT_SCOPES = {"app_mentions:read", "im:history", "commands", "channels:read", "groups:read"}
-EVENTS = ["app_mention", "message.im", "app_home_opened", "member_joined_channel"]
+EVENTS = ["app_mention", "message.im", "app_home_opened", "member_joined_channel", "app_uninstalled", "tokens_revoked"]
+MANIFESTS = ["slack.yaml", "slack.socket-mode.yaml", "slack.oauth.yaml"]
 SCOPES = EVENT_SCOPES | {s for s in METHOD_SCOPES.values() if s}
 
 
@@ -34,7 +35,7 @@ def load(name: str) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.parametrize("name", ["slack.yaml", "slack.socket-mode.yaml"])
+@pytest.mark.parametrize("name", MANIFESTS)
 def test_manifest_declares_what_the_app_serves(name: str) -> None:
     m = load(name)
     assert set(m["oauth_config"]["scopes"]["bot"]) == SCOPES
@@ -60,13 +61,14 @@ def test_every_web_api_call_has_its_scope_in_the_manifests() -> None:
     called = set(re.findall(r"\bclient\.([a-z]+_[A-Za-z_]+)\b", source))
     assert {"usergroups_users_list", "chat_postMessage"} <= called  # the pattern still finds calls
     assert called <= METHOD_SCOPES.keys(), f"scope not recorded for {sorted(called - METHOD_SCOPES.keys())}"
-    for name in ["slack.yaml", "slack.socket-mode.yaml"]:
+    for name in MANIFESTS:
         granted = set(load(name)["oauth_config"]["scopes"]["bot"])
         assert {METHOD_SCOPES[m] for m in called} - {None} <= granted, name
 
 
-def test_http_manifest_points_everything_at_one_endpoint() -> None:
-    m = load("slack.yaml")
+@pytest.mark.parametrize("name", ["slack.yaml", "slack.oauth.yaml"])
+def test_http_manifest_points_everything_at_one_endpoint(name: str) -> None:
+    m = load(name)
     path = SlackConfig().path
     urls = [
         m["settings"]["event_subscriptions"]["request_url"],
@@ -83,3 +85,16 @@ def test_socket_mode_manifest_has_no_request_urls() -> None:
     assert "request_url" not in m["settings"]["event_subscriptions"]
     assert "request_url" not in m["settings"]["interactivity"]
     assert "url" not in m["features"]["slash_commands"][0]
+
+
+def test_oauth_manifest_redirects_to_the_install_route_and_rotates_tokens() -> None:
+    """Issue 31: the redirect URL is Bolt's callback route, rotation and org-wide installs are on, and
+    the scopes asked for at install time (SLACK_SCOPES' default) are the manifest's."""
+    m = load("slack.oauth.yaml")
+    cfg = SlackConfig()
+    (redirect,) = m["oauth_config"]["redirect_urls"]
+    assert redirect.startswith("https://") and redirect.endswith(cfg.redirect_path)
+    assert m["settings"]["token_rotation_enabled"] is True and m["settings"]["org_deploy_enabled"] is True
+    assert set(cfg.scopes.split(",")) == set(m["oauth_config"]["scopes"]["bot"])
+    # the single-token manifests keep long-lived tokens: a rotating token would stop SLACK_BOT_TOKEN
+    assert load("slack.yaml")["settings"]["token_rotation_enabled"] is False

@@ -35,10 +35,17 @@ def block_actions(
     block_id: str = "b",
     response_url: str = "http://127.0.0.1:9/actions/none",
     team: str = TEAM,
+    enterprise: str | None = None,
+    org_wide: bool = False,
 ) -> dict[str, Any]:
+    """`enterprise`: an Enterprise Grid workspace's click; `org_wide`: as Slack sends it to an
+    org-wide install, `team: null` (the user keeps their team)."""
     p: dict[str, Any] = copy.deepcopy(fixture("block_actions_with_message.json"))
     p["user"] = {"id": user, "username": user.lower(), "name": user.lower(), "team_id": team}
-    p["team"] = {"id": team, "domain": "approvals-test"}
+    p["team"] = None if org_wide else {"id": team, "domain": "approvals-test"}
+    if enterprise:
+        p["enterprise"] = {"id": enterprise, "name": "Grid"}
+        p["is_enterprise_install"] = org_wide
     p["container"] = {
         "type": "message",
         "message_ts": message_ts,
@@ -84,12 +91,28 @@ def slash_command(*, text: str, user: str, channel: str, response_url: str, team
     return f
 
 
-def message_im(*, text: str, user: str, channel: str, event_id: str, ts: str, team: str = TEAM) -> dict[str, Any]:
+def message_im(
+    *,
+    text: str,
+    user: str,
+    channel: str,
+    event_id: str,
+    ts: str,
+    team: str = TEAM,
+    enterprise: str | None = None,
+    org_wide: bool = False,
+) -> dict[str, Any]:
+    """`enterprise`: in an Enterprise Grid workspace; `org_wide`: delivered to an org-wide install
+    (the authorization names the enterprise, no team)."""
     p: dict[str, Any] = copy.deepcopy(fixture("event_message_im_docs.json"))
     p["team_id"] = team
     p["event"].update(text=text, user=user, channel=channel, ts=ts, event_ts=ts)
     p["event_id"] = event_id
-    p["authorizations"] = [{"team_id": team, "user_id": "U0BOTUSER", "is_bot": True, "is_enterprise_install": False}]
+    auth = {"team_id": None if org_wide else team, "user_id": "U0BOTUSER", "is_bot": True}
+    p["authorizations"] = [{**auth, "enterprise_id": enterprise, "is_enterprise_install": org_wide}]
+    if enterprise:
+        p["enterprise_id"] = enterprise
+        p["event"]["user_team"] = team
     return p
 
 
@@ -132,3 +155,27 @@ def form_body(fields: dict[str, str]) -> tuple[bytes, str]:
 
 def json_body(payload: dict[str, Any]) -> tuple[bytes, str]:
     return json.dumps(payload).encode(), "application/json"
+
+
+def uninstalled(*, team: str | None, enterprise: str | None = None, event_id: str = "EvUninstall") -> dict[str, Any]:
+    """`app_uninstalled`, as Slack sends it when a workspace (or, team None, an org) removes the app."""
+    return {
+        "token": "x",
+        "team_id": team,
+        "enterprise_id": enterprise,
+        "api_app_id": "A0APPROV1",
+        "event": {"type": "app_uninstalled", "event_ts": f"{time.time():.6f}"},
+        "type": "event_callback",
+        "event_id": event_id,
+        "event_time": int(time.time()),
+        "authorizations": [
+            {"team_id": team, "enterprise_id": enterprise, "user_id": "U0BOTUSER", "is_bot": True,
+             "is_enterprise_install": team is None}
+        ],
+    }  # fmt: skip
+
+
+def tokens_revoked(*, team: str, event_id: str = "EvRevoked") -> dict[str, Any]:
+    body = uninstalled(team=team, event_id=event_id)
+    body["event"] = {"type": "tokens_revoked", "tokens": {"oauth": [], "bot": ["U0BOTUSER"]}}
+    return body

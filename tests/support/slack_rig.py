@@ -8,9 +8,11 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 from aiohttp import web
@@ -21,21 +23,25 @@ from chat_approvals.bots.approvers import ApproverDirectory, SlackLookup
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
 from chat_approvals.bots.slack_app import SLACK, SlackFrontEnd
+from chat_approvals.bots.slack_config import SlackConfig
+from chat_approvals.bots.slack_install import TokenBox
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.core.agent.factory import AgentFactory
 from chat_approvals.core.bootstrap import Root, bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.identity import SlackUser
+from chat_approvals.core.ports import InstallationRecords
 from chat_approvals.core.protocol.policy import parse_policy
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.open import open_objects, open_rows
 from tests.support import slack_payloads as P
-from tests.support.slack_standin import Call, SlackStandIn
+from tests.support.slack_standin import CLIENT_ID, CLIENT_SECRET, SINGLE_TOKEN, Call, SlackStandIn
 
 # Bolt reads SLACK_* itself (SLACK_CLIENT_ID + SLACK_CLIENT_SECRET would switch it to OAuth).
 for _k in [k for k in os.environ if k.startswith("SLACK_")]:
     del os.environ[_k]
 
+STATE_COOKIE = "slack-app-oauth-state"  # Bolt's default cookie for the OAuth state
 OWNER = "U0OWNER"
 OTHER = "U0OTHER"
 OWNER_KEY = SlackUser(None, P.TEAM, OWNER).key  # R17: the identity grants and owners are keyed by
@@ -47,12 +53,15 @@ def open_root(
     clock: ManualClock,
     factory: AgentFactory | None = None,
     policy: str | None = None,
-    slack: SlackLookup | None = None,
+    slack: SlackLookup | Callable[[InstallationRecords], SlackLookup | None] | None = None,
     store: str | None = None,
 ) -> Root[StoreIO]:
-    """`store`: a store URL (e.g. postgresql://...), rows and objects both; else a SQLite file in `folder`."""
+    """`slack`: the policy's Slack lookup, or how to make it on the store's installations (OAuth).
+    `store`: a store URL (e.g. postgresql://...), rows and objects both; else a SQLite file in `folder`."""
     db = store or f"sqlite:///{folder}/rows.db"  # objects in the same file: the server's default (issue 12)
     store = StoreIO(open_rows(db), open_objects(db, clock))
+    if callable(slack):
+        slack = slack(store.ports().rows)
     if policy is None:
         return bootstrap(store, clock=clock, agent_factory=factory)
     p = parse_policy(policy)  # issue 13: the approval policy, with the approvers the server would build
@@ -87,8 +96,11 @@ class SlackRig:
         policy: str | None = None,
         server: dict[str, Any] | None = None,
         store: str | None = None,
+        oauth: bool = False,
     ) -> None:
         self.store_url = store  # a store URL for rows and objects (PostgreSQL); None: SQLite in the folder
+        self.oauth = oauth  # issue 31: installed by OAuth in many workspaces, no SLACK_BOT_TOKEN
+        self.token_key = TokenBox.new_key()
         self.factory = factory
         self.policy = policy
         self.server = server or {}  # ServerConfig fields (e.g. bots/admission.py's resume_workers)
@@ -109,14 +121,28 @@ class SlackRig:
             await self.standin.start()
         # The policy's Slack lookup (workspace, user groups) asks the stand-in, as serve's asks Slack.
         lookup = SlackLookup(AsyncWebClient(token="xoxb-test-token", base_url=self.standin.api_url), self.clock)
-        self.root = open_root(self.folder, self.clock, self.factory, self.policy, lookup, self.store_url)
-        self.approvals, self.store = self.root.approvals, self.root.store
         env = {
-            "SLACK_BOT_TOKEN": "xoxb-test-token",
+            "SLACK_BOT_TOKEN": "" if self.oauth else SINGLE_TOKEN,
             "SLACK_SIGNING_SECRET": "" if self.socket_mode else P.SIGNING_SECRET,
             "SLACK_APP_TOKEN": "xapp-1-test" if self.socket_mode else "",
             "CHAT_APPROVALS_SLACK_API_URL": self.standin.api_url,
+            "SLACK_CLIENT_ID": CLIENT_ID if self.oauth else "",
+            "SLACK_CLIENT_SECRET": CLIENT_SECRET if self.oauth else "",
+            "CHAT_APPROVALS_SLACK_TOKEN_KEY": self.token_key if self.oauth else "",
         }
+        if self.oauth:  # as serve builds it: each workspace's token from the store's installations
+            cfg_slack = SlackConfig.from_env(env)
+            self.root = open_root(
+                self.folder,
+                self.clock,
+                self.factory,
+                self.policy,
+                lambda r: SlackLookup.of(cfg_slack, self.clock, r),
+                self.store_url,
+            )
+        else:
+            self.root = open_root(self.folder, self.clock, self.factory, self.policy, lookup, self.store_url)
+        self.approvals, self.store = self.root.approvals, self.root.store
         # The server mounts Slack from the environment, as `chat-approvals serve` does.
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
@@ -219,6 +245,42 @@ class SlackRig:
     async def command(self, text: str, *, user: str = OWNER, channel: str = DM) -> tuple[int, str]:
         fields = P.slash_command(text=text, user=user, channel=channel, response_url=self.standin.response_url("cmd"))
         return await self.send(*P.form_body(fields))
+
+    # ------------------------------------------------------------------ OAuth installs (issue 31)
+
+    async def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, str, Any]:
+        assert self.session is not None
+        url = f"http://127.0.0.1:{self.port}{path}"
+        async with self.session.get(url, headers=headers or {}, allow_redirects=False) as r:
+            return r.status, await r.text(), r.headers
+
+    async def begin_install(self) -> str:
+        """GET /slack/install as a browser: the state Bolt issued, from the cookie it set (and the
+        same state in the authorize link it shows)."""
+        status, html, headers = await self.get("/slack/install")
+        assert status == 200, html
+        cookie = SimpleCookie(headers.get("Set-Cookie", ""))
+        state = cookie[STATE_COOKIE].value
+        assert f"state={state}" in html
+        return state
+
+    async def finish_install(self, state: str, code: str, *, cookie: str | None = None) -> tuple[int, str]:
+        """The browser back from slack.com: the redirect with the code and the state (and the
+        state's cookie, unless `cookie` says otherwise)."""
+        query = urlencode({"code": code, "state": state})
+        status, html, _ = await self.get(
+            f"/slack/oauth_redirect?{query}", {"Cookie": f"{STATE_COOKIE}={state if cookie is None else cookie}"}
+        )
+        return status, html
+
+    async def install(self, team: str | None, enterprise: str | None = None) -> str:
+        """The whole install as a person does it; returns the bot token Slack issued."""
+        state = await self.begin_install()
+        before = set(self.standin.tokens)
+        status, html = await self.finish_install(state, self.standin.consent(team, enterprise))
+        assert status == 200, html
+        (token,) = set(self.standin.tokens) - before
+        return token
 
     # ------------------------------------------------------------------ store views
 

@@ -8,6 +8,7 @@ over a WebSocket, returning the ack the app sends back.
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import time
@@ -20,6 +21,19 @@ from aiohttp import WSMsgType, web
 TEAM = "T0APPROV1"
 BOT_USER = "U0BOTUSER"
 BOT_ID = "B0BOTID01"
+SINGLE_TOKEN = "xoxb-test-token"  # the one workspace's token (SLACK_BOT_TOKEN in the rigs)
+CLIENT_ID = "1111.2222"  # the OAuth app's credentials (issue 31)
+CLIENT_SECRET = "test-client-secret"
+
+
+@dataclass
+class Grant:
+    """A token the stand-in issued by OAuth: whose it is, until when, and whether it still works."""
+
+    team: str | None  # None: an org-wide install (the enterprise's)
+    enterprise: str | None
+    expires_at: float | None = None
+    expired: bool = False  # the test says this token no longer works (time passed, or revoked)
 
 
 @dataclass
@@ -38,6 +52,13 @@ class SlackStandIn:
         self.fail: dict[str, list[str]] = {}  # method -> errors to answer with, in order
         self.usergroups: dict[str, list[str]] = {}  # S… -> its members' user ids
         self.hold: dict[str, asyncio.Event] = {}  # method -> answered only once the event is set
+        # OAuth (issue 31): codes a person's consent would give, the tokens issued, and how they rotate.
+        self.codes: dict[str, Grant] = {}
+        self.tokens: dict[str, Grant] = {}
+        self.refresh_tokens: dict[str, str] = {}  # refresh token -> the access token it replaces
+        self.token_lifetime: int | None = None  # seconds; None: tokens that never expire (no rotation)
+        self.refresh_fails = False
+        self._n = itertools.count(1)
         self._ts = itertools.count(1)
         self._ws: web.WebSocketResponse | None = None
         self._connected = asyncio.Event()
@@ -109,6 +130,7 @@ class SlackStandIn:
         args = await self._args(request)
         auth = request.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
+        basic = auth.removeprefix("Basic ") if auth.startswith("Basic ") else None
         call = Call(method, args, token)
 
         def ok(**body: Any) -> web.Response:
@@ -123,17 +145,76 @@ class SlackStandIn:
         if held is not None:
             await held.wait()  # a slow Slack: the test sets the event (and bounds its own wait)
         try:
-            return self._answer(method, args, token, ok, err)
+            return self._answer(method, args, token, ok, err, basic)
         finally:
             await self._record(call)  # recorded with its answer, so waiters see both
 
-    def _answer(self, method: str, args: dict[str, Any], token: str | None, ok: Any, err: Any) -> web.Response:
+    # ------------------------------------------------------------------ OAuth (issue 31)
+
+    def consent(self, team: str | None, enterprise: str | None = None) -> str:
+        """What a person's "Allow" on slack.com gives the redirect: a one-time code. `team` None with
+        an enterprise: an org-wide install on Enterprise Grid."""
+        code = f"code-{next(self._n)}"
+        self.codes[code] = Grant(team, enterprise)
+        return code
+
+    def _issue(self, grant: Grant) -> dict[str, Any]:
+        n = next(self._n)
+        token = f"xoxb-{grant.team or grant.enterprise}-{n}"
+        body: dict[str, Any] = {"access_token": token, "token_type": "bot"}
+        issued = Grant(grant.team, grant.enterprise)
+        if self.token_lifetime is not None:
+            issued.expires_at = time.time() + self.token_lifetime
+            refresh = f"xoxe-1-{grant.team or grant.enterprise}-{n}"
+            self.refresh_tokens[refresh] = token
+            body.update(refresh_token=refresh, expires_in=self.token_lifetime)
+        self.tokens[token] = issued
+        return body
+
+    def _oauth(self, args: dict[str, Any], basic: str | None, ok: Any, err: Any) -> web.Response:
+        if basic != base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode():
+            return err("invalid_client_id")
+        if args.get("grant_type") == "refresh_token":
+            old = self.refresh_tokens.pop(str(args.get("refresh_token")), None)
+            if old is None or self.refresh_fails:
+                return err("invalid_refresh_token")
+            return ok(**self._issue(self.tokens[old]))
+        grant = self.codes.pop(str(args.get("code")), None)  # a code works once
+        if grant is None:
+            return err("invalid_code")
+        org_wide = grant.team is None
+        return ok(
+            app_id="A0APPROV1",
+            authed_user={"id": "U0INSTALLER"},
+            scope="chat:write,commands",
+            bot_user_id=BOT_USER,
+            team=None if org_wide else {"id": grant.team, "name": f"Team {grant.team}"},
+            enterprise={"id": grant.enterprise, "name": "Grid"} if grant.enterprise else None,
+            is_enterprise_install=org_wide,
+            **self._issue(grant),
+        )
+
+    def whose(self, token: str | None) -> Grant | None:
+        """The workspace a token belongs to: one the stand-in issued by OAuth, else any other bot
+        token is the single-token mode's one workspace."""
+        if token in self.tokens:
+            return self.tokens[token]
+        return Grant(TEAM, None) if (token or "").startswith("xoxb-") else None
+
+    def _answer(
+        self, method: str, args: dict[str, Any], token: str | None, ok: Any, err: Any, basic: str | None = None
+    ) -> web.Response:
         if method == "apps.connections.open":
             if not (token or "").startswith("xapp-"):
                 return err("invalid_auth")
             return ok(url=f"ws://127.0.0.1:{self.port}/link")
-        if not (token or "").startswith("xoxb-"):
+        if method == "oauth.v2.access":
+            return self._oauth(args, basic, ok, err)
+        grant = self.whose(token)
+        if grant is None:
             return err("invalid_auth")
+        if grant.expired or (grant.expires_at is not None and grant.expires_at < time.time()):
+            return err("token_expired")
         pending = self.fail.get(method)
         if pending:
             error = pending.pop(0)
@@ -141,7 +222,9 @@ class SlackStandIn:
                 return err(error, status=429, headers={"Retry-After": "0"})
             return err(error)
         if method == "auth.test":
-            return ok(team_id=TEAM, team="Approvals Test", user_id=BOT_USER, bot_id=BOT_ID, url="https://x/")
+            team, bot = grant.team, BOT_ID if token not in self.tokens else f"B0{grant.team or grant.enterprise}"
+            return ok(team_id=team, enterprise_id=grant.enterprise, team="Approvals Test", user_id=BOT_USER,
+                      bot_id=bot, url="https://x/", is_enterprise_install=team is None)  # fmt: skip
         if method in ("chat.postMessage", "chat.update"):
             channel = args.get("channel")
             if not channel or not (args.get("text") or args.get("blocks")):

@@ -704,6 +704,25 @@ def test_claim_event_dedupes_until_its_ttl(store: StoreBackend) -> None:
 # --- audit ----------------------------------------------------------------------------------
 
 
+def test_slack_installations_put_replace_read_delete_and_never_swept(store: StoreBackend) -> None:
+    """Issue 31: Bolt's installation store on this store: one opaque record per key, replaced in
+    place, read back exactly, removed once, and kept by the sweep (an install has no expiry)."""
+    rows = store.rows
+    assert rows.get_installation("slack:-:T1") is None
+    rows.put_installation("slack:-:T1", '{"v": 1}')
+    rows.put_installation("slack:E1:*", '{"org": "\u00e9"}')
+    rows.put_installation("slack:-:T1", '{"v": 2}')  # a rotated token replaces the record
+    assert rows.get_installation("slack:-:T1") == '{"v": 2}'
+    assert rows.get_installation("slack:E1:*") == '{"org": "\u00e9"}'
+    assert rows.get_installation("slack:-:T") is None  # exact keys, not prefixes
+    rows.sweep(T0 + 10 * RETENTION)
+    assert rows.get_installation("slack:-:T1") == '{"v": 2}'
+    assert rows.delete_installation("slack:-:T1")
+    assert not rows.delete_installation("slack:-:T1")
+    assert rows.get_installation("slack:-:T1") is None
+    assert rows.get_installation("slack:E1:*") is not None
+
+
 def test_audit_keeps_append_order_per_chat(store: StoreBackend) -> None:
     rows = store.rows
     events = [
