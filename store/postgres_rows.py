@@ -460,6 +460,21 @@ class PostgresRows(RowStore):
         row = self._exec("SELECT key FROM sessions WHERE chat = %s", (chat,)).fetchone()
         return None if row is None else str(row["key"])
 
+    # --- Slack installations (issue 31): one opaque record per key, no expiry ------------------
+    def put_installation(self, key: str, record: str) -> None:
+        self._exec(
+            """INSERT INTO slack_installations (key, record) VALUES (%s, %s)
+               ON CONFLICT (key) DO UPDATE SET record = excluded.record""",
+            (key, record),
+        )
+
+    def get_installation(self, key: str) -> str | None:
+        row = self._exec("SELECT record FROM slack_installations WHERE key = %s", (key,)).fetchone()
+        return None if row is None else str(row["record"])
+
+    def delete_installation(self, key: str) -> bool:
+        return self._exec("DELETE FROM slack_installations WHERE key = %s", (key,)).rowcount == 1
+
     # --- audit -------------------------------------------------------------------------
     def append_audit(self, event: AuditEvent, ttl: float, outbox: Sequence[OutboxItem] = ()) -> None:
         self._insert_audit(event, ttl, outbox)

@@ -92,6 +92,14 @@ CREATE TABLE objects (
 CREATE INDEX objects_written ON objects (written_at);
 """,
     ),
+    (
+        2,
+        "slack installations",
+        # issue 31: Bolt's installation store; opaque sealed records, no expiry (never swept)
+        """
+CREATE TABLE slack_installations (key text PRIMARY KEY, record text NOT NULL);
+""",
+    ),
 )
 
 REQUIRED = MIGRATIONS[-1][0]  # the version this code needs
