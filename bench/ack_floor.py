@@ -20,6 +20,7 @@ import os
 
 from aiohttp import web
 
+from chat_approvals.bots.cli import LISTEN_BACKLOG
 from chat_approvals.bots.cpus import pin_process
 from chat_approvals.bots.slack_ingress import refuse_unsigned
 from tests.support.slack_payloads import SIGNING_SECRET
@@ -46,7 +47,9 @@ def main() -> None:
     p.add_argument("--secret", default=SIGNING_SECRET, help="Slack signing secret (default: the tests')")
     args = p.parse_args()
     pin_process(os.environ.get("CHAT_APPROVALS_CPUS", ""))  # as the server it stands for (bench_slack --pin)
-    web.run_app(floor_app(args.secret), host=args.host, port=args.port, access_log=None, print=None)
+    web.run_app(
+        floor_app(args.secret), host=args.host, port=args.port, access_log=None, print=None, backlog=LISTEN_BACKLOG
+    )  # as `chat-approvals serve` listens
 
 
 if __name__ == "__main__":

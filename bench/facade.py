@@ -19,7 +19,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 from chat_approvals.core.agent import default_factory
 from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.core.clock import SystemClock
-from chat_approvals.core.models import Answer
+from chat_approvals.core.models import Answer, CardOffer
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.base import ObjectStore, RowStore
 from chat_approvals.store.open import open_objects, open_rows
@@ -78,18 +78,27 @@ class FacadeCycle:
     from the stored snapshot, as a click that reaches another process does."""
 
     def __init__(
-        self, root: Path, objects: str = "sqlite", held_agents: bool = True, store_url: str | None = None
+        self,
+        root: Path,
+        objects: str = "sqlite",
+        held_agents: bool = True,
+        store_url: str | None = None,
+        urls: tuple[str, str] | None = None,
     ) -> None:
-        """`store_url`: another store for rows and objects both (e.g. postgresql://...), instead."""
+        """`store_url`: another store for rows and objects both (e.g. postgresql://...), instead.
+        `urls`: (store URL, objects URL) opened instead of either, as `chat-approvals serve --store
+        ... --objects ...` opens them (any backend)."""
         self.root = root
         self.tally: Counter[str] = Counter()
         clock = SystemClock()
         # opened from URLs as `chat-approvals serve --store ... --objects ...` opens them
         db = store_url or f"sqlite:///{(root / 'approvals.db').resolve()}"
-        rows = open_rows(db)
         if objects not in OBJECTS:
             raise ValueError(f"objects: one of {sorted(OBJECTS)}")
-        store = open_objects(db if objects == "sqlite" or store_url else str((root / "objects").resolve()), clock)
+        folder = str((root / "objects").resolve())
+        rows_url, objects_url = urls or (db, db if objects == "sqlite" or store_url else folder)
+        rows = open_rows(rows_url)
+        store = open_objects(objects_url, clock)
         self.io = CountingIO(rows, store, self.tally)
         # held_agents False: every click resumes from the stored snapshot, as in another process
         self.approvals = bootstrap(
@@ -97,15 +106,19 @@ class FacadeCycle:
         ).approvals
 
     async def cycle(self, chat: str) -> None:
-        a = self.approvals
-        turn = await a.run_turn(chat=chat, user=USER, text=TEXT, platform="http")
+        await self.click(await self.pause(chat))
+
+    async def pause(self, chat: str) -> CardOffer:
+        """The turn, paused on a card (its pointer durable, R7): the card's offer."""
+        turn = await self.approvals.run_turn(chat=chat, user=USER, text=TEXT, platform="http")
         if turn.offer is None:
             raise CycleFailed(f"no card offered: {turn}")
-        res = await a.resume(
-            card_id=turn.offer.card.card_id,
-            user=USER,
-            secret=turn.offer.secret,
-            answer=Answer(approved=True),
+        return turn.offer
+
+    async def click(self, offer: CardOffer) -> None:
+        """The card's owner approves: the claim, the resumed run, the stored answer (R10, R12)."""
+        res = await self.approvals.resume(
+            card_id=offer.card.card_id, user=USER, secret=offer.secret, answer=Answer(approved=True)
         )
         if res.outcome != "resumed" or res.result is None or res.result.status != "answered":
             raise CycleFailed(f"resume did not answer: {res}")

@@ -105,7 +105,21 @@ class ApproverDirectory:
         self.teams_tenant = teams_tenant
         self.slack = slack
 
+    async def is_one_of(self, user: str, ids: list[str]) -> bool:
+        """Is `user` one of `ids`, written as in [approvers] (a card's escalation approvers, issue
+        33)? Matched as the directory matches its own lists, Slack user groups included."""
+        if user.startswith("slack:"):
+            lists = ApproverLists.parse([], ids, [])
+        elif user.startswith("teams:"):
+            lists = ApproverLists.parse([], [], ids)
+        else:
+            lists = ApproverLists.parse(ids, [], [])
+        return await self._listed(lists, user)
+
     async def is_approver(self, user: str) -> bool:
+        return await self._listed(self.lists, user)
+
+    async def _listed(self, lists: ApproverLists, user: str) -> bool:
         team = None
         if user.startswith("slack:") and self.slack is not None:
             try:
@@ -113,11 +127,11 @@ class ApproverDirectory:
             except (SlackApiError, aiohttp.ClientError, TimeoutError) as e:
                 log.warning("slack workspace unknown (bare approver ids match nobody): %s", e)
         kw = {"slack_team": team, "teams_tenant": self.teams_tenant}
-        if is_listed(self.lists, user, group_members={}, **kw):
+        if is_listed(lists, user, group_members={}, **kw):
             return True
-        if not user.startswith("slack:") or self.slack is None or not self.lists.slack_groups:
+        if not user.startswith("slack:") or self.slack is None or not lists.slack_groups:
             return False
         who = parse_slack_user(user)
         where = None if who is None else Workspace(None if who.org_wide else who.team, who.enterprise)
-        members = {g: await self.slack.groups.members(g, where) for g in self.lists.slack_groups}
-        return is_listed(self.lists, user, group_members=members, **kw)
+        members = {g: await self.slack.groups.members(g, where) for g in lists.slack_groups}
+        return is_listed(lists, user, group_members=members, **kw)

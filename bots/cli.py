@@ -398,7 +398,7 @@ def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
             say(ready_line(cfg))
 
         app.on_startup.append(ready)
-        web.run_app(app, sock=sock, print=None)
+        web.run_app(app, sock=sock, print=None, backlog=LISTEN_BACKLOG)
     finally:
         sock.close()
         root.close()
@@ -416,6 +416,13 @@ def ready_line(cfg: ServerConfig) -> str:
     return f"Ready: {_http(cfg.host, cfg.port)} ; Ctrl-C to stop"
 
 
+# Connections the kernel holds for the server before it accepts them. At aiohttp's 128, a burst
+# of clicks (1,000 at once, each on its own connection, issue 34) overflowed the queue and each
+# connection past it waited for the client's retry, a second later. The kernel caps it
+# (net.core.somaxconn).
+LISTEN_BACKLOG = 4096
+
+
 def bind(host: str, port: int) -> socket.socket:
     """The listening socket, bound before anything is announced. A busy port is one line, not a
     traceback from inside the server's start-up."""
@@ -427,7 +434,7 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp does: no wait after a restart
         sock.bind(address)
-        sock.listen(128)
+        sock.listen(LISTEN_BACKLOG)
     except OSError as e:
         sock.close()
         if e.errno == errno.EADDRINUSE:

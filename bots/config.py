@@ -34,6 +34,7 @@ class ServerConfig(BaseSettings):
     notes_dir: str = "var/notes"  # the default agent's save_note writes here, a folder per chat
     api_token: str = ""  # comma-separated bearer tokens; empty = the HTTP front end is off
     sweep_every: float = 600.0
+    timer_every: float = Field(default=5.0, gt=0)  # seconds between looks for due reminders/escalations/expiries
     policy: str | None = None  # the approval policy file (TOML, docs/policy.md); None: only the owner answers
 
     # operating it: docs/operating.md
@@ -73,6 +74,7 @@ class ServerConfig(BaseSettings):
     gate_grant_recheck: float = Field(default=5.0, gt=0)  # seconds between re-checks of an open granted connection
 
     card_expiry: float = Field(default=Settings().card_expiry)
+    max_card_life: float = Field(default=Settings().max_card_life)  # caps a policy's expires_after
     grant_ttl: float = Field(default=Settings().grant_ttl)
     lease: float = Field(default=Settings().lease)
     heartbeat_every: float = Field(default=Settings().heartbeat_every)

@@ -21,7 +21,7 @@ REDACTED = "[redacted]"
 
 _PATTERNS = [
     re.compile(r"(?i)(bearer\s+)[^\s\"',;]+"),
-    re.compile(r"xox[abposr]-[A-Za-z0-9-]+"),  # Slack bot/user/app tokens
+    re.compile(r"xox[abposre]-[A-Za-z0-9-]+"),  # Slack bot/user/app tokens
     re.compile(r"xapp-[A-Za-z0-9-]+"),
     # a card secret is token_urlsafe(32): 43 url-safe characters, standing alone
     re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])"),

@@ -243,10 +243,12 @@ def build_app(
     gate: Gate | None = None,
     outbox: Outbox | None = None,
     teams_validator: TokenValidator | None = None,
+    timers: bool | None = None,
 ) -> web.Application:
     """`gate`, `outbox`: the root's (`serve_app` passes them); the outbox is needed only with
     --audit-webhook. `teams_validator` is for tests only (a validator pointed at a local OpenID
-    configuration); with an app id the server builds its own, on Bot Framework's endpoints."""
+    configuration); with an app id the server builds its own, on Bot Framework's endpoints.
+    `timers`: run the durable timers' loop (reminders, escalation, expiry); None: with `sweep`."""
     metrics = approvals.metrics
     app = web.Application(middlewares=[ack_timer(metrics, "/slack/events"), store_faults])
     app[CONFIG] = cfg
@@ -277,6 +279,8 @@ def build_app(
     if sweep:
         kept = kept_results_dir(cfg) if gate is not None else None
         app.cleanup_ctx.append(_sweeper(approvals, cfg.sweep_every, kept))
+    if sweep if timers is None else timers:
+        app.cleanup_ctx.append(_timer_loop(approvals, cfg.timer_every))
     return app
 
 
@@ -354,6 +358,28 @@ def _sweeper(
                         log.info("sweep removed %d expired rows/objects", removed)
                 except Exception as e:
                     log.warning("sweep failed: %s", e)
+                await asyncio.sleep(every)
+
+        task = asyncio.create_task(loop())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return ctx
+
+
+def _timer_loop(approvals: Approvals, every: float) -> Callable[[web.Application], AsyncIterator[None]]:
+    """Issue 33: every replica looks for due timers every `every` seconds; the one holding the
+    timers' lease fires them (core/protocol/timers.py), the others find the lease taken."""
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        async def loop() -> None:
+            while True:
+                try:
+                    await approvals.fire_timers()
+                except Exception as e:  # a store fault: try again on the next look
+                    log.warning("timers failed: %s", e)
                 await asyncio.sleep(every)
 
         task = asyncio.create_task(loop())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, field, replace
@@ -25,19 +26,26 @@ from chat_approvals.bots.admission import Admission
 from chat_approvals.bots.slack_commands import SlackCommands
 from chat_approvals.bots.slack_config import COMMAND, SlackConfig, web_client
 from chat_approvals.bots.slack_ingress import bolt_app, clicker, http_handler
-from chat_approvals.bots.slack_oauth import RefreshFailed, SlackOAuth
+from chat_approvals.bots.slack_oauth import SlackOAuth
 from chat_approvals.bots.slack_socket import CheckedSocketModeHandler
-from chat_approvals.bots.slack_web import NoToken, SlackWeb, Workspace, payload_workspace
+from chat_approvals.bots.slack_timers import show_timer
+from chat_approvals.bots.slack_web import SlackWeb, Workspace, payload_workspace
 from chat_approvals.bots.turn_limits import turn_refusal
 from chat_approvals.cards import effects as fx
 from chat_approvals.cards import slack_blocks as sb
-from chat_approvals.cards import wording as cw
-from chat_approvals.cards.slack_answer import ReasonWithApproval, SlackClick, SlackPayloadError, parse_click
+from chat_approvals.cards import slack_edit
+from chat_approvals.cards.slack_answer import (
+    SlackClick,
+    SlackPayloadError,
+    ToldRefusal,
+    parse_click,
+)
 from chat_approvals.cards.slack_chat import SlackCardLocation, chat_key, parse_chat_key
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.identity import parse_slack_user
 from chat_approvals.core.models import CardOffer, StoreFault, TurnResult
 from chat_approvals.core.protocol import Claimed
+from chat_approvals.core.protocol.timers import TimerFired
 
 __all__ = ["COMMAND", "SLACK", "SlackConfig", "SlackFrontEnd", "mount_slack", "web_client"]
 
@@ -80,6 +88,7 @@ class SlackFrontEnd:
         self.bolt = bolt_app(cfg, self.web, self, self.oauth)
         self.handle_http = http_handler(cfg.signing_secret, self.bolt, self.admit_click)
         self._unsubscribe = approvals.on_claimed(self._on_claimed)
+        self._unsubscribe_timers = approvals.on_timer(self._on_timer)  # issue 33
         policy = approvals.policy
         self.route_to: str | None = policy.routing.slack_channel if policy is not None else None
 
@@ -126,6 +135,7 @@ class SlackFrontEnd:
         with contextlib.suppress(TimeoutError):
             await self.drain(timeout=10.0)
         self._unsubscribe()  # after the drain: a click still resuming shows "Resuming…" too
+        self._unsubscribe_timers()
         for task in list(self._tasks):
             task.cancel()
         await self.web.close()
@@ -230,6 +240,16 @@ class SlackFrontEnd:
         routed = await self.web.post(route, None, msg, workspace=ws)
         return SlackCardLocation.of(route, routed, None)
 
+    async def _on_timer(self, event: TimerFired) -> None:
+        """A reminder, an escalation or an expiry (bots/slack_timers.py), after the timer loop's
+        emit returns: a Slack round trip must not hold the other timers up."""
+        self.spawn(show_timer(self.web, event, self.approvals, self._show_in_chat), f"timer {event.kind}")
+
+    async def _show_in_chat(self, chat: str, result: TurnResult, workspace: Workspace | None = None) -> None:
+        where = parse_chat_key(chat)
+        if where is not None:
+            await self.show_turn(chat, where.channel, where.thread_ts, result, workspace=workspace)
+
     # ------------------------------------------------------------------ clicks
 
     async def _on_claimed(self, event: Claimed) -> None:
@@ -252,14 +272,40 @@ class SlackFrontEnd:
         except SlackPayloadError as e:
             log.info("slack click refused: %s", e)
             self.approvals.metrics.resumes.labels("slack", "invalid").inc()  # never reaches the facade
-            await self._tell_clicker(body, sb.refusal_invalid(str(e) if isinstance(e, ReasonWithApproval) else None))
+            await self._tell_clicker(body, sb.refusal_invalid(str(e) if isinstance(e, ToldRefusal) else None))
             return
+        await self.answer(c, body)
+
+    async def open_edit(self, body: dict[str, Any]) -> None:
+        """Approve with edits… (issue 32): open the modal with the card's input, for an open card
+        whose secret the button carries; anything else is told to the clicker."""
+        value = ((body.get("actions") or [{}])[0] or {}).get("value")
+        trigger = body.get("trigger_id")
+        try:
+            ref = json.loads(value) if isinstance(value, str) else None
+        except ValueError:
+            ref = None
+        if not isinstance(ref, dict) or not isinstance(trigger, str):
+            await self._tell_clicker(body, sb.refusal_invalid())
+            return
+        card = await self.approvals.card_to_edit(card_id=str(ref.get("card")), secret=str(ref.get("secret")))
+        _, channel, thread_ts = clicker(body)
+        where = {"channel": channel, "ts": (body.get("container") or {}).get("message_ts"), "thread": thread_ts}
+        view = slack_edit.edit_view(card, str(ref.get("secret")), where) if card is not None else None
+        if view is None:
+            await self._tell_clicker(body, sb.refusal_unknown() if card is None else sb.refusal_invalid())
+            return
+        await self.web.open_view(trigger, view, workspace=payload_workspace(body))
+
+    async def answer(self, c: SlackClick, body: dict[str, Any]) -> None:
+        """A readable click (or a submitted edit, `body` its payload): resume, then carry out what
+        the result says."""
         ws = payload_workspace(body)
         try:
             actor = await self._clicker(c, ws, body)
-        except StoreFault as e:
+        except StoreFault as e:  # the installation could not be read: told without a token
             log.warning("slack click: store fault: %s", e)
-            await self.web.ephemeral(c.channel, c.user, c.thread_ts, sb.reply_message(UNAVAILABLE), workspace=ws)
+            await self.web.respond(_response_url(body), sb.reply_message(UNAVAILABLE))
             return
         if actor is None:
             return  # not installed (or no fresh token): told through the response_url, nothing changed
@@ -283,22 +329,15 @@ class SlackFrontEnd:
             await self._carry_out(c, effect, loc)
 
     async def _clicker(self, c: SlackClick, ws: Workspace, body: dict[str, Any]) -> str | None:
-        """Who clicked (R17), or None when the click's workspace has no usable installation (OAuth
-        mode, issue 31): then the clicker is told why through the click's response_url, which needs
-        no token, and nothing is changed. In an enterprise whose install is org-wide, the person is
-        the enterprise's user (a click there may carry `team: null`); elsewhere the strict rule."""
+        """Who clicked (R17); None when the click's workspace has no usable installation (OAuth,
+        issue 31): the clicker is told why through the response_url (no token needed), and
+        nothing changes. StoreFault when the installations cannot be read."""
         if self.oauth is None:
             return c.actor
-        actor = await self.oauth.person(c.actor, ws.enterprise, c.user) or c.actor
-        try:
-            await self.oauth.tokens.bot_token(ws)
-        except NoToken as e:
-            log.info("slack click refused: %s", e)
+        actor, refusal = await self.oauth.clicker(c.actor, ws, c.user)
+        if refusal is not None:
             self.approvals.metrics.resumes.labels("slack", "not_installed").inc()
-            text = cw.TOKEN_REFRESH_FAILED if isinstance(e, RefreshFailed) else cw.NOT_INSTALLED
-            url = body.get("response_url")
-            await self.web.respond(url if isinstance(url, str) else None, sb.reply_message(f":warning: {text}"))
-            return None
+            await self.web.respond(_response_url(body), sb.reply_message(f":warning: {refusal}"))
         return actor
 
     def _forget(self, key: tuple[str, str], click: _Click) -> None:
@@ -341,6 +380,11 @@ class SlackFrontEnd:
         user, channel, thread_ts = clicker(body)
         if user and channel:
             await self.web.ephemeral(channel, user, thread_ts, msg, workspace=payload_workspace(body))
+
+
+def _response_url(body: dict[str, Any]) -> str | None:
+    url = body.get("response_url")
+    return url if isinstance(url, str) else None
 
 
 # ---------------------------------------------------------------------- mounting

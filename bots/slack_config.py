@@ -45,7 +45,11 @@ class SlackConfig(BaseModel):
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SlackConfig:
         env = os.environ if env is None else env
-        minutes = env.get("CHAT_APPROVALS_SLACK_TOKEN_ROTATION_MINUTES", "")
+        minutes = env.get("CHAT_APPROVALS_SLACK_TOKEN_ROTATION_MINUTES", "").strip() or "120"
+        if not minutes.isdigit() or int(minutes) < 1:
+            raise ValueError(
+                "CHAT_APPROVALS_SLACK_TOKEN_ROTATION_MINUTES must be a whole number of minutes, at least 1"
+            )
         return cls(
             bot_token=env.get("SLACK_BOT_TOKEN", ""),
             signing_secret=env.get("SLACK_SIGNING_SECRET", ""),
@@ -56,7 +60,7 @@ class SlackConfig(BaseModel):
             scopes=env.get("SLACK_SCOPES", "") or DEFAULT_SCOPES,
             redirect_uri=env.get("SLACK_REDIRECT_URI", ""),
             token_key=env.get("CHAT_APPROVALS_SLACK_TOKEN_KEY", ""),
-            token_rotation_minutes=int(minutes) if minutes.isdigit() and int(minutes) > 0 else 120,
+            token_rotation_minutes=int(minutes),
         )
 
     @property

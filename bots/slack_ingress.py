@@ -27,10 +27,11 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from chat_approvals.bots.slack_commands import SlackCommands
 from chat_approvals.bots.slack_config import COMMAND, SlackConfig, web_client
 from chat_approvals.bots.slack_oauth import SlackOAuth
-from chat_approvals.bots.slack_shapes import slack_body_problem
+from chat_approvals.bots.slack_shapes import slack_body_problem, socket_payload_problem
 from chat_approvals.bots.slack_web import SlackWeb
+from chat_approvals.cards import slack_batch, slack_edit
 from chat_approvals.cards import slack_blocks as sb
-from chat_approvals.cards.slack_answer import event_actor, message_text
+from chat_approvals.cards.slack_answer import SlackClick, SlackPayloadError, event_actor, message_text
 
 log = logging.getLogger("chat_approvals.slack")
 
@@ -45,7 +46,7 @@ class _NoTokenNotice(logging.Filter):
 bolt_log = logging.getLogger("chat_approvals.slack.bolt")
 bolt_log.addFilter(_NoTokenNotice())
 
-CLICK_ACTIONS = frozenset({sb.ACTION_APPROVE, sb.ACTION_APPROVE_ONCE, sb.ACTION_DENY})
+CLICK_ACTIONS = frozenset({sb.ACTION_APPROVE, sb.ACTION_APPROVE_ONCE, sb.ACTION_DENY, slack_batch.ACTION_ITEMS})
 Handler = Callable[[web.Request], Any]
 
 
@@ -55,6 +56,10 @@ class Front(Protocol):
     commands: SlackCommands
 
     def admit_click(self, body: dict[str, Any]) -> None: ...
+
+    async def open_edit(self, body: dict[str, Any]) -> None: ...
+
+    async def answer(self, c: SlackClick, body: dict[str, Any]) -> None: ...
 
     def spawn(self, work: Coroutine[Any, Any, None], what: str) -> None: ...
 
@@ -96,15 +101,16 @@ def bolt_app(cfg: SlackConfig, web: SlackWeb, front: Front, oauth: SlackOAuth | 
         process_before_response=True,
     )
 
+    # The installation is forgotten after the ack, like every other piece of work here.
     @bolt.event("app_uninstalled")
     async def on_uninstalled(context: AsyncBoltContext) -> None:
-        await front.uninstalled(context.enterprise_id, context.team_id)
+        front.spawn(front.uninstalled(context.enterprise_id, context.team_id), "uninstall")
 
     @bolt.event("tokens_revoked")
     async def on_revoked(event: dict[str, Any], context: AsyncBoltContext) -> None:
         tokens = event.get("tokens")
         if isinstance(tokens, dict) and tokens.get("bot"):  # the bot's token: the installation is gone
-            await front.uninstalled(context.enterprise_id, context.team_id)
+            front.spawn(front.uninstalled(context.enterprise_id, context.team_id), "tokens revoked")
 
     @bolt.event("app_mention")
     async def on_mention(event: dict[str, Any], body: dict[str, Any], context: dict[str, Any]) -> None:
@@ -132,7 +138,7 @@ def bolt_app(cfg: SlackConfig, web: SlackWeb, front: Front, oauth: SlackOAuth | 
         front.admit_click(body)  # Socket Mode; over HTTP, clicks are acknowledged before Bolt
         await ack()
 
-    for action in (sb.ACTION_APPROVE, sb.ACTION_APPROVE_ONCE, sb.ACTION_DENY):
+    for action in CLICK_ACTIONS:
         bolt.action(action)(on_click)
 
     async def on_choice(ack: AsyncAck) -> None:
@@ -140,6 +146,26 @@ def bolt_app(cfg: SlackConfig, web: SlackWeb, front: Front, oauth: SlackOAuth | 
 
     bolt.action(re.compile("^" + re.escape(sb.ACTION_PACKAGES)))(on_choice)
     bolt.action(sb.ACTION_DURATION)(on_choice)
+    bolt.action(slack_batch.ACTION_ITEM)(on_choice)  # a batch item's decision (issue 32)
+
+    @bolt.action(slack_edit.ACTION_EDIT)
+    async def on_edit(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        front.spawn(front.open_edit(body), "edit modal")  # the trigger id lasts 3 s: at once
+
+    @bolt.view(slack_edit.VIEW_EDIT)
+    async def on_edit_submitted(ack: AsyncAck, body: dict[str, Any]) -> None:
+        try:
+            click = slack_edit.parse_edit_submission(body)
+        except slack_edit.FieldErrors as e:
+            await ack(response_action="errors", errors=e.errors)  # shown next to each field
+            return
+        except SlackPayloadError as e:  # shown on the modal's first field (an error must name a block)
+            first = slack_edit.first_input(body)
+            await (ack(response_action="errors", errors={first: str(e)}) if first else ack())
+            return
+        await ack()  # the modal closes; the outcome updates the card, a refusal comes as an ephemeral
+        front.spawn(front.answer(click, body), "edited approval")
 
     @bolt.action(sb.ACTION_REVOKE)
     async def on_revoke(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
@@ -221,15 +247,19 @@ def http_handler(signing_secret: str, bolt: AsyncApp, admit_click: Callable[[dic
         refused = refuse_unsigned(signing_secret, raw, request.headers)
         if refused is not None:
             return refused
-        refused = _unreadable(raw, request.headers)  # the shape first: Bolt and the click path read it
-        if refused is not None:
-            return refused
-        click = _card_click(raw)
+        click = _card_click(raw) if not _is_json(request.headers) else None
         if click is not None:
-            # The ack is this request's only job: signature checked, payload read, the resume
-            # queued. Bolt's middleware chain adds nothing to an Approve/Deny click, so it is skipped.
+            # The ack is this request's only job: signature checked, payload read once, its shape
+            # checked (as `_unreadable` would, on the payload already parsed), the resume queued.
+            # Bolt's middleware chain adds nothing to an Approve/Deny click, so it is skipped.
+            problem = socket_payload_problem("interactive", click)
+            if problem is not None:
+                return _plain(400, problem)
             admit_click(click)
             return web.Response(status=200)
+        refused = _unreadable(raw, request.headers)  # the shape first: Bolt reads it
+        if refused is not None:
+            return refused
         bolt_request = AsyncBoltRequest(body=raw.decode(), query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
         response: web.Response = await to_aiohttp_response(await bolt.async_dispatch(bolt_request))
         return response
@@ -284,6 +314,11 @@ def _unreadable(raw: bytes, headers: Mapping[str, str]) -> web.Response | None:
     if problem is not None:
         return _plain(400, problem)
     return None
+
+
+def _is_json(headers: Mapping[str, str]) -> bool:
+    """Sent as JSON: the body is read as JSON (`_readable_shape`), never as a form."""
+    return headers.get("Content-Type", "").split(";")[0].strip() == "application/json"
 
 
 def _card_click(raw: bytes) -> dict[str, Any] | None:

@@ -29,9 +29,10 @@ from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 from chat_approvals.bots.slack_config import SlackConfig, web_client
 from chat_approvals.bots.slack_install import SignedStates, StoreInstallations, TokenBox, record_key
 from chat_approvals.bots.slack_web import NoToken, Workspace
+from chat_approvals.cards import wording as cw
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.identity import SlackUser
-from chat_approvals.core.models import StoreFault
+from chat_approvals.core.models import StoreFault, StoreUnavailable
 from chat_approvals.core.ports import InstallationRecords
 
 log = logging.getLogger("chat_approvals.slack.oauth")
@@ -41,6 +42,11 @@ STATE_SECONDS = 600  # an install begun and not finished within ten minutes star
 
 class NotInstalled(NoToken):
     """No installation for the workspace (never installed, uninstalled, or its token revoked)."""
+
+
+class TokenUnreadable(NoToken, StoreUnavailable):
+    """The store could not be read: the installation is not known to be gone (an outage to the
+    front end, no call to Slack)."""
 
 
 class RefreshFailed(NoToken):
@@ -62,7 +68,7 @@ class InstalledTokens:
         try:
             bot = await self.store.async_find_bot(enterprise_id=ws.enterprise, team_id=ws.team)
         except StoreFault as e:
-            raise NoToken(f"the installation could not be read: {e}") from e
+            raise TokenUnreadable(f"the installation could not be read: {e}") from e
         if bot is None:
             raise NotInstalled(f"not installed for team {ws.team} enterprise {ws.enterprise}")
         return bot
@@ -169,6 +175,19 @@ class SlackOAuth:
             return strict
         across = SlackUser.across(enterprise, user)
         return across.key if across is not None else strict
+
+    async def clicker(self, strict: str, ws: Workspace, user: str) -> tuple[str | None, str | None]:
+        """A click's person (`person`) if its workspace has a usable installation; else (None, the
+        sentence that tells the clicker why). StoreFault when the installations cannot be read."""
+        actor = await self.person(strict, ws.enterprise, user) or strict
+        try:
+            await self.tokens.bot_token(ws)
+        except TokenUnreadable:
+            raise  # a StoreFault: the click is told the store is unavailable
+        except NoToken as e:
+            log.info("slack click refused: %s", e)
+            return None, cw.TOKEN_REFRESH_FAILED if isinstance(e, RefreshFailed) else cw.NOT_INSTALLED
+        return actor, None
 
     async def uninstalled(self, enterprise_id: str | None, team_id: str | None) -> None:
         """app_uninstalled, or the bot's token revoked: the installation is removed."""

@@ -151,6 +151,8 @@ class SlackWeb:
         if loc is None:
             return False
         workspace = workspace or Workspace.of(loc)
+        if loc.escalated is not None:  # issue 33: the copy posted to the escalation approvers
+            await self.update(loc.escalated, msg, workspace=workspace)
         if loc.routed is not None:
             await self.update(loc.routed, msg, workspace=workspace)
             loc = loc.here
@@ -208,3 +210,7 @@ class SlackWeb:
             "chat.getPermalink", self.client.chat_getPermalink, workspace, channel=channel, message_ts=ts
         )
         return str(link["permalink"]) if link is not None and link.get("permalink") else None
+
+    async def open_view(self, trigger_id: str, view: dict[str, Any], *, workspace: Workspace | None = None) -> None:
+        """views.open: the Approve with edits modal (issue 32); the trigger id lasts 3 s."""
+        await self._api("views.open", self.client.views_open, workspace, trigger_id=trigger_id, view=view)

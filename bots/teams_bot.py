@@ -98,6 +98,7 @@ def mount_teams(
 
     async def close_clients(_app: web.Application) -> None:
         bot.unsubscribe()
+        bot.unsubscribe_timers()
         await teams_compat.close_clients(adapter)  # on cleanup: after drain, so no turn still posts
 
     app.router.add_post(ROUTE, messages)

@@ -45,6 +45,7 @@ from chat_approvals.bots.teams_activity import (
 from chat_approvals.bots.teams_compat import TeamsCardLocation
 from chat_approvals.bots.teams_config import TeamsConfig
 from chat_approvals.bots.teams_post import TeamsPoster, display_name, is_personal
+from chat_approvals.bots.teams_timers import show_timer
 from chat_approvals.bots.turn_limits import turn_refusal
 from chat_approvals.cards import adaptive, adaptive_parse
 from chat_approvals.cards import effects as fx
@@ -53,6 +54,7 @@ from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.identity import unverified
 from chat_approvals.core.models import ApprovalCard, ResumeResult, StoreFault, TurnResult
 from chat_approvals.core.protocol import Claimed
+from chat_approvals.core.protocol.timers import TimerFired
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +83,12 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         route_to = policy.routing.teams_conversation if policy is not None else None
         self.post = TeamsPoster(approvals, adapter, cfg.auth.app_id, route_to)
         self.unsubscribe = approvals.on_claimed(self._on_claimed)
+        self.unsubscribe_timers = approvals.on_timer(self._on_timer)  # issue 33
+
+    async def _on_timer(self, event: TimerFired) -> None:
+        """A reminder or an expiry (bots/teams_timers.py), in the background: a Teams round trip
+        must not hold the other timers up."""
+        self._spawn(show_timer(self.post, event, self.approvals))
 
     async def _on_claimed(self, event: Claimed) -> None:
         """A click of this front end's won its claim: the invoke may answer with the resolved card."""
@@ -274,6 +282,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         if r.card is not None and r.answer is not None and location is not None:
             outcome = adaptive.outcome_card(r.card, r.answer, by, r.answered_at or 0.0, result)
             await self.post.replace_in(location.routed, outcome)
+            await self.post.replace_in(location.escalated, outcome)  # issue 33
 
         async def work(turn: TurnContext) -> None:
             here = location or TeamsCardLocation.of(turn.activity)

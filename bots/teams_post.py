@@ -115,6 +115,7 @@ class TeamsPoster:
         if location is not None:
             await self.replace_in(location.here, card)
             await self.replace_in(location.routed, routed_card)
+            await self.replace_in(location.escalated, routed_card)  # issue 33
         here = act.conversation.id if act.conversation else None
         return card if location is None or here == location.conversation_id else routed_card
 

@@ -12,10 +12,11 @@ approve a subset; Teams merges that input into `data` under `packages` (R15: a s
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from chat_approvals.cards import wording as words
+from chat_approvals.cards.edit_fields import editable
 from chat_approvals.cards.subject_text import question_fields, readable_input
 from chat_approvals.core.models import (
     MAX_REASON,
@@ -23,6 +24,7 @@ from chat_approvals.core.models import (
     ApprovalCard,
     Grant,
     TurnResult,
+    Vote,
     duration_label,
 )
 
@@ -101,6 +103,10 @@ STYLE = words.Style(time=card_time, person=_person, thing=_escape, text=_escape,
 
 def _what(card: ApprovalCard, open_card: bool = False) -> list[dict[str, Any]]:
     """What is asked for; an open card's own sentence already names a few URLs: not repeated."""
+    if card.kind == "batch":  # issue 32: every item (cards/adaptive_batch.py)
+        from chat_approvals.cards import adaptive_batch
+
+        return adaptive_batch.items_body(card, open_card, _escape, STYLE)
     if card.tool is not None or card.question is not None:
         return _call_what(card)
     body: list[dict[str, Any]] = []
@@ -151,9 +157,8 @@ def _execute(title: str, verb: str, data: dict[str, str], inputs: str, style: st
     return action
 
 
-def _deny(card: ApprovalCard, data: dict[str, str]) -> dict[str, Any]:
-    """Deny opens its own small card holding the reason: the reason is never near Approve."""
-    reason = {
+def _reason_input() -> dict[str, Any]:
+    return {
         "type": "Input.Text",
         "id": REASON_INPUT,
         "label": words.REASON_LABEL,
@@ -161,10 +166,15 @@ def _deny(card: ApprovalCard, data: dict[str, str]) -> dict[str, Any]:
         "maxLength": MAX_REASON,
         "isRequired": False,
     }
+
+
+def _deny(card: ApprovalCard, data: dict[str, str]) -> dict[str, Any]:
+    """Deny opens its own small card holding the reason: the reason is never near Approve."""
+    reason = _reason_input()
     confirm = _execute(CONFIRM_DENY, VERB_DENY, data, "auto", "destructive")
     return {
         "type": "Action.ShowCard",
-        "title": "Deny",
+        "title": "Deny all" if card.kind == "batch" else "Deny",
         "card": {"type": "AdaptiveCard", "body": [reason], "actions": [confirm]},
     }
 
@@ -216,11 +226,22 @@ def approval_card(card: ApprovalCard, secret: str, voters: list[str] | None = No
     body.append(_text("\n".join(f"- **{c.label}**: {c.does}" for c in words.choices(card, STYLE))))
     body.append(_text(words.answer_by(card, STYLE) + " · " + words.who_answers(card, STYLE), weight="Bolder"))
     body.append(_ids(card))
-    if card.tool is not None:
+    if card.kind == "batch":
+        from chat_approvals.cards import adaptive_batch
+
+        approvals = [_execute("Approve all once", VERB_APPROVE_ONCE, data, "none", "positive")]
+        if any(i.tool is not None for i in card.items):
+            approvals.append(_execute("Approve all for this chat", VERB_APPROVE, data, inputs))
+        approvals.append(adaptive_batch.decide_each(data, _reason_input()))
+    elif card.tool is not None:
         approvals = [
             _execute("Approve once", VERB_APPROVE_ONCE, data, "none", "positive"),
             _execute("Approve for this chat", VERB_APPROVE, data, inputs),
         ]
+        if editable(card):  # issue 32: approve with edits
+            from chat_approvals.cards import adaptive_batch
+
+            approvals.append(adaptive_batch.edit_action(card, data, _escape))
     else:
         approvals = [_execute("Approve", VERB_APPROVE, data, inputs, "positive")]
     return _card(body, [*approvals, _deny(card, data)])
@@ -235,6 +256,12 @@ def _answered_body(card: ApprovalCard, answer: Answer, by: str, at: float) -> li
     reason = words.deny_reason(answer, STYLE)
     if reason:
         body.append(_text(reason))
+    edited = words.edited_call(card, answer)
+    if edited is not None:  # R22: the call exactly as approved
+        body.append(_text("Input as approved (edited)", weight="Bolder", spacing="Small"))
+        body.append(_text(_escape(edited[0]), fontType="Monospace", spacing="None"))
+        body.append(_text(edited[1], isSubtle=True, size="Small", spacing="None"))
+        body.append(_text("Proposed by the agent (not run as proposed):", weight="Bolder", spacing="Small"))
     body.append(_text(words.requested_by(card, STYLE), isSubtle=True))
     return [*body, *_what(card)]
 
@@ -398,3 +425,38 @@ def invoke_error_body(status: int, message: str) -> dict[str, Any]:
     """The wire body of a refused invoke (Universal Actions error response)."""
     code = "BadRequest" if status == 400 else "Error"
     return {"statusCode": status, "type": ERROR_CONTENT_TYPE, "value": {"code": code, "message": message}}
+
+
+# ----------------------------------------------------------------------------- timers (issue 33)
+
+
+def expired_unanswered_card(card: ApprovalCard) -> Card:
+    """Every copy of a card whose expiry timer fired, replaced in place: read-only."""
+    return _card(
+        [
+            _title("Expired without an answer", "Warning"),
+            _text(words.expired_unanswered(card, STYLE)),
+            *_what(card),
+            _ids(card),
+        ]
+    )
+
+
+def reminder_text(
+    card: ApprovalCard, votes: Sequence[Vote], mention: Callable[[str], str], escalated: bool = False
+) -> str:
+    """A reminder in the card's conversation; `mention` writes a person as an `<at>` mention."""
+    # a message, not a card: Adaptive Cards' DATE()/TIME() are not rendered there, so plain UTC
+    style = words.Style(
+        time=format_time, person=lambda u, _n: mention(u), thing=_escape, text=_escape, approver=mention
+    )
+    return words.reminder(card, votes, style, escalated)
+
+
+def with_notice(card: Card, text: str) -> Card:
+    """A card with a line above it (an escalation's "escalated to …")."""
+    return {**card, "body": [_text(text, weight="Bolder", color="Attention"), *card["body"]]}
+
+
+def escalated_text(card: ApprovalCard) -> str:
+    return words.escalated(card, STYLE)

@@ -18,6 +18,8 @@ from typing import Literal
 
 from chat_approvals.core.models import Answer, ApprovalCard, CardOffer, ResumeResult, TurnResult, Vote
 
+SYSTEM = "system"  # who answered a card the server denied at its expiry (core/protocol/resume.py)
+EDIT_REFUSALS = ("Invalid edit", "Invalid answer: this card does not take edits", "Invalid answer: an edited")
 RefusalKind = Literal["vote_recorded", "answered", "in_progress", "expired", "forbidden", "invalid", "unknown"]
 
 
@@ -59,6 +61,7 @@ class Refuse:
     policy_said: str | None = None  # forbidden by the policy: its own sentence
     votes: Sequence[Vote] = ()
     needed: int = 0
+    message: str | None = None  # invalid: a sentence the person can act on (an edit the tool's schema refused)
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,8 @@ def resume_effects(res: ResumeResult) -> list[ClickEffect]:
     """Everything a click's result shows, in order. Only a caller that proved it knows the card
     (res.card set) sees the card's content; the rest get a refusal that gives nothing away."""
     card = res.card
+    if res.outcome == "replayed" and res.answered_by == SYSTEM:  # issue 33: denied at its expiry, unanswered
+        return [Refuse("expired")]  # the card keeps saying so; the clicker is told it expired
     if res.outcome == "vote_recorded" and card is not None:
         votes = res.votes or []
         return [ShowVotes(card, votes), Refuse("vote_recorded", votes=votes, needed=res.needed or 0)]
@@ -119,8 +124,9 @@ def resume_effects(res: ResumeResult) -> list[ClickEffect]:
     if res.outcome == "forbidden":
         policy_said = res.message if card is not None and card.policy is not None else None
         return [Refuse("forbidden", card, owner=res.owner, policy_said=policy_said)]
-    if res.outcome == "invalid":
-        return [Refuse("invalid")]
+    if res.outcome == "invalid":  # an edit's refusal says why (issue 32); others keep the generic words
+        told = res.message if res.message and res.message.startswith(EDIT_REFUSALS) else None
+        return [Refuse("invalid", message=told)]
     return [Refuse("unknown")]  # unknown, unauthorized: a wrong secret looks the same as an unknown card
 
 

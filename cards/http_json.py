@@ -8,14 +8,20 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from chat_approvals.cards import batch_wording as batch_words
 from chat_approvals.cards import wording as words
 from chat_approvals.core.identity import stated_http_user
 from chat_approvals.core.models import (
+    MAX_REASON,
+    ONCE,
     Answer,
     ApprovalCard,
+    CardItem,
     Grant,
     InvalidAnswer,
+    ItemAnswer,
     ResumeResult,
+    ToolCall,
     TurnResult,
     Vote,
     read_answer,
@@ -103,19 +109,57 @@ def parse_resume(card_id: str, raw: bytes) -> ResumeRequest:
         raise BadRequest("user and secret must be non-empty")
     if stated_http_user(body.user) is None:
         raise BadRequest(NOT_AN_HTTP_USER)
+    if len(body.responses) > 1 or (body.responses and body.responses[0].interruptId != card_id):
+        answer = _item_answers(card_id, body.responses)  # a batch card, one entry per item (issue 32)
+        return ResumeRequest(user=body.user, secret=body.secret, answer=answer)
     if len(body.responses) != 1:
         raise BadRequest("responses must hold exactly one entry")
-    entry = body.responses[0]
-    if entry.interruptId != card_id:
-        raise BadRequest("responses[0].interruptId must be this card's id")
+    answer = _entry_answer(body.responses[0], "responses[0]")
+    return ResumeRequest(user=body.user, secret=body.secret, answer=answer)
+
+
+def _entry_answer(entry: _Entry, where: str) -> Answer:
     fields = entry.model_fields_set
     try:
         answer = read_answer(entry.status, entry.payload if "payload" in fields else None)
     except InvalidAnswer as e:
-        raise BadRequest(str(e)) from e
+        raise BadRequest(f"{where}: {e}" if where != "responses[0]" else str(e)) from e
     if entry.status == "resolved" and "payload" not in fields:
         raise BadRequest("a resolved answer needs its payload")
-    return ResumeRequest(user=body.user, secret=body.secret, answer=answer)
+    return answer
+
+
+MAX_ITEMS = 50  # entries of a batch answer read at most (a step pauses on a few)
+
+
+def _item_answers(card_id: str, entries: list[_Entry]) -> Answer:
+    """A batch card answered item by item: each entry names one item (`CARD_ID:N`) once. Whether
+    they are exactly the card's items is the resume service's check (a 422, nothing consumed)."""
+    if len(entries) > MAX_ITEMS:
+        raise BadRequest(f"responses may hold at most {MAX_ITEMS} entries")
+    items: list[ItemAnswer] = []
+    for n, entry in enumerate(entries):
+        prefix, sep, number = entry.interruptId.rpartition(":")
+        if prefix != card_id or not sep or not number.isdigit() or not number.isascii():
+            raise BadRequest(
+                f"responses[{n}].interruptId must be this card's id (one entry) "
+                "or one of its items' ids (one entry each)"
+            )
+        if any(a.item == entry.interruptId for a in items):
+            raise BadRequest(f"responses[{n}].interruptId answers an item a second time")
+        a = _entry_answer(entry, f"responses[{n}]")
+        if a.packages is not None:
+            raise BadRequest(f"responses[{n}]: an item has no packages")
+        items.append(
+            ItemAnswer(
+                item=entry.interruptId,
+                approved=a.approved,
+                duration=a.duration,
+                reason=a.reason,
+                edited_input=a.edited_input,
+            )
+        )
+    return Answer(approved=any(a.approved for a in items), items=items)
 
 
 def parse_turn(raw: bytes) -> TurnRequest:
@@ -138,10 +182,12 @@ def card_body(card: ApprovalCard, secret: str | None = None, votes: list[Vote] |
     (`name`, `input`, `fingerprint`, `truncated`), a question card `question` (`name`, `reason`).
     With a policy: `approvers` (the mode), `quorum`, `votes` (users so far), `durations`
     (offered; empty: none to choose) and `default_duration`."""
-    body = card.model_dump(exclude={"policy"})
+    body = card.model_dump(exclude={"policy", "items"})
     for key in ("tool", "question"):
         if body.get(key) is None:
             body.pop(key, None)
+    if card.items:  # a batch card: every interrupt of its step, each answered by its `interruptId`
+        body["items"] = [item_body(i, card) for i in card.items]
     body["expires_at_iso"] = iso(card.expires_at)
     if card.policy is not None:
         body["approvers"] = card.policy.approvers
@@ -149,10 +195,99 @@ def card_body(card: ApprovalCard, secret: str | None = None, votes: list[Vote] |
         body["votes"] = [v.user for v in votes or []]
         body["durations"] = list(card.policy.durations)
         body["default_duration"] = card.policy.default_duration
+        body["edits"] = card.policy.edits  # approve with edits: `edited_input`, checked against tool.input_schema
     body["text"] = card_text(card, votes or [])
+    # AG-UI's interrupt fields (issue 33): when it expires, and the JSON Schema of its answer
+    body["expiresAt"] = iso(card.expires_at)
+    body["responseSchema"] = response_schema(card)
     if secret is not None:
         body["secret"] = secret
     return body
+
+
+JSON_SCHEMA = "https://json-schema.org/draft/2020-12/schema"
+
+
+def offered_durations(card: ApprovalCard) -> list[str]:
+    """What `duration` may be (core/protocol/card_kinds.answer_problem): the policy's; a tool card
+    also takes `once`; a question card none."""
+    offered = list(card.policy.durations) if card.policy is not None else []
+    if card.kind == "tool" and ONCE not in offered:
+        offered.insert(0, ONCE)
+    return [] if card.kind == "question" else offered
+
+
+def response_schema(card: ApprovalCard) -> dict[str, Any]:
+    """The JSON Schema of the payload this card accepts (R15), generated from the card: `approved`;
+    `packages` (a subset of the card's); `duration` (one it offers, with an approval); `reason`
+    (with a deny); `edited_input` (the tool's own input schema, where the policy allows edits).
+    What the resume refuses, the schema refuses; the server still checks. A batch card's items
+    each carry their own (AG-UI: one schema per interrupt)."""
+    packages = list(card.packages) if card.kind == "download" else []
+    return answer_schema(offered_durations(card), packages, edit_schema(card, card.tool))
+
+
+def item_schema(card: ApprovalCard, item: CardItem) -> dict[str, Any]:
+    """The payload one item of a batch card accepts (its `responses` entry's `payload`)."""
+    durations = [] if item.kind == "question" else offered_durations(card.model_copy(update={"kind": "tool"}))
+    return answer_schema(durations, [], edit_schema(card, item.tool))
+
+
+def edit_schema(card: ApprovalCard, tool: ToolCall | None) -> dict[str, Any] | None:
+    """The tool's own input schema where this card takes edits (issue 32), else None."""
+    edits = card.policy is not None and bool(card.policy.edits)
+    if not edits or tool is None or tool.input_schema is None or card.kind == "download":
+        return None
+    return {**tool.input_schema, "description": "approve with edits: the tool's whole input, as it should run"}
+
+
+def answer_schema(durations: list[str], packages: list[str], edited: dict[str, Any] | None) -> dict[str, Any]:
+    props: dict[str, Any] = {"approved": {"type": "boolean", "description": "true approves; false denies"}}
+    if packages:
+        props["packages"] = {
+            "type": "array",
+            "items": {"enum": packages},
+            "uniqueItems": True,
+            "description": "the packages approved (default: all of them)",
+        }
+    if durations:
+        props["duration"] = {"enum": durations, "description": "how long the approval lasts (once: this turn only)"}
+    props["reason"] = {"type": "string", "maxLength": MAX_REASON, "description": "with a deny: why (the agent is told)"}
+    rules: list[dict[str, Any]] = [
+        {"if": {"properties": {"approved": {"const": True}}}, "then": {"not": {"required": ["reason"]}}},
+    ]
+    if durations:
+        rules.append(
+            {"if": {"properties": {"approved": {"const": False}}}, "then": {"not": {"required": ["duration"]}}}
+        )
+    if edited is not None:
+        props["edited_input"] = edited
+        # an edit goes only with an approval, and approves this one call (no duration, no grant)
+        rules.append(
+            {"if": {"properties": {"approved": {"const": False}}}, "then": {"not": {"required": ["edited_input"]}}}
+        )
+        if durations:
+            rules.append({"if": {"required": ["edited_input"]}, "then": {"not": {"required": ["duration"]}}})
+    return {
+        "$schema": JSON_SCHEMA,
+        "type": "object",
+        "properties": props,
+        "required": ["approved"],
+        "additionalProperties": False,
+        "allOf": rules,
+    }
+
+
+def item_body(item: CardItem, card: ApprovalCard) -> dict[str, Any]:
+    """One item of a batch card: `interruptId` (what its response entry names), `kind`, its
+    `tool` (`name`, `input`, `fingerprint`, `truncated`) or `question`, and its `label`."""
+    out: dict[str, Any] = {"interruptId": item.item_id, "kind": item.kind, "label": batch_words.item_label(item, STYLE)}
+    if item.tool is not None:
+        out["tool"] = item.tool.model_dump()
+    if item.question is not None:
+        out["question"] = item.question.model_dump()
+    out["responseSchema"] = item_schema(card, item)
+    return out
 
 
 def _plain(text: str) -> str:
@@ -200,6 +335,11 @@ def answered_text(card: ApprovalCard, answer: Answer, by: str, at: float) -> dic
     reason = words.deny_reason(answer, STYLE)
     if reason:
         out["reason"] = reason
+    if card.tool is not None and answer.edited_input is not None:  # R22: exactly what was approved
+        out["proposed_input"] = card.tool.input
+        out["proposed_fingerprint"] = card.tool.fingerprint
+        out["approved_input"] = answer.edited_input
+        out["approved_fingerprint"] = words.fingerprint_of(card.tool.name, answer.edited_input)
     return out
 
 

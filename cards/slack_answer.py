@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from chat_approvals.cards import slack_batch
 from chat_approvals.cards.slack_blocks import (
     ACTION_APPROVE,
     ACTION_APPROVE_ONCE,
@@ -26,7 +27,7 @@ from chat_approvals.cards.slack_blocks import (
 )
 from chat_approvals.cards.wording import REASON_WITH_APPROVAL
 from chat_approvals.core.identity import SlackUser, unverified
-from chat_approvals.core.models import ONCE, Answer, InvalidAnswer, is_card_id, read_answer
+from chat_approvals.core.models import ONCE, Answer, InvalidAnswer, ItemAnswer, is_card_id, read_answer
 
 
 class SlackPayloadError(ValueError):
@@ -244,8 +245,66 @@ def _typed_reason(ba: BlockActions, card_id: str) -> str | None:
     return None
 
 
-class ReasonWithApproval(SlackPayloadError):
+class ToldRefusal(SlackPayloadError):
+    """A click refused with a sentence for the person (ephemeral); nothing changes."""
+
+
+class ReasonWithApproval(ToldRefusal):
     """A deny reason typed, then Approve clicked: refused, and the person is told why."""
+
+
+CHOOSE_EACH = "Choose a decision for every item first (or use Approve all / Deny all); nothing was sent."
+
+
+def _item_decisions(ba: BlockActions, card_id: str) -> list[dict[str, object]]:
+    """A batch card's per-item selects (issue 32), each item the message shows once: its id and the
+    choice made (`approve_once` | `approve` | `deny`). An item left undecided refuses the click."""
+    prefix = slack_batch.BLOCK_ITEM + card_id + ":"
+    values = ba.state.values if ba.state else {}
+    shown = [b.get("block_id") for b in (ba.message.blocks if ba.message else []) if isinstance(b, dict)]
+    block_ids = list(dict.fromkeys([b for b in shown if isinstance(b, str) and b.startswith(prefix)]))
+    block_ids += [b for b in values if b.startswith(prefix) and b not in block_ids]
+    out: list[dict[str, object]] = []
+    for block_id in block_ids:
+        chosen = None
+        for value in (values.get(block_id) or {}).values():
+            if value.type not in (None, "static_select"):
+                raise SlackPayloadError("an item's decision is not a select")
+            if value.selected_option is not None:
+                chosen = value.selected_option.value
+        if chosen is None:
+            raise ToldRefusal(CHOOSE_EACH)
+        if chosen not in slack_batch.ITEM_CHOICES:
+            raise SlackPayloadError("an item's decision is not one the card offers")
+        out.append({"item": block_id.removeprefix(slack_batch.BLOCK_ITEM), "choice": chosen})
+    if not out:
+        raise SlackPayloadError("no item decisions on this click")
+    return out
+
+
+def _items_answer(ba: BlockActions, card_id: str) -> Answer:
+    """Send the decisions above: each item as chosen; the card's duration select for an item
+    approved for the chat; the typed reason for each denied item."""
+    duration = _chosen_duration(ba, card_id)
+    reason = _typed_reason(ba, card_id)
+    items: list[ItemAnswer] = []
+    for d in _item_decisions(ba, card_id):
+        choice = d["choice"]
+        body: dict[str, object] = {"approved": choice != "deny"}
+        if choice == "approve_once":
+            body["duration"] = ONCE
+        elif choice == "approve" and duration is not None:
+            body["duration"] = duration
+        elif choice == "deny" and reason is not None:
+            body["reason"] = reason
+        try:
+            a = read_answer("resolved", body)
+        except InvalidAnswer as e:
+            raise SlackPayloadError(str(e)) from e
+        items.append(ItemAnswer(item=str(d["item"]), approved=a.approved, duration=a.duration, reason=a.reason))
+    if reason is not None and all(i.approved for i in items):
+        raise ReasonWithApproval(REASON_WITH_APPROVAL)
+    return Answer(approved=any(i.approved for i in items), items=items)
 
 
 def parse_click(payload: object) -> SlackClick:
@@ -253,9 +312,11 @@ def parse_click(payload: object) -> SlackClick:
     `Approve once` (a tool card) approves this call only (`duration: once`: no grant)."""
     ba = read_block_actions(payload)
     action = ba.actions[0]
-    if action.action_id not in (ACTION_APPROVE, ACTION_APPROVE_ONCE, ACTION_DENY):
+    if action.action_id not in (ACTION_APPROVE, ACTION_APPROVE_ONCE, ACTION_DENY, slack_batch.ACTION_ITEMS):
         raise SlackPayloadError(f"unknown action {action.action_id!r}")
     value: _CardValue = _loads(action.value, _CardValue, "approval")
+    if action.action_id == slack_batch.ACTION_ITEMS:  # a batch card decided item by item (issue 32)
+        return _click(ba, value, _items_answer(ba, value.card))
     if action.action_id != ACTION_DENY and _typed_reason(ba, value.card) is not None:
         raise ReasonWithApproval(REASON_WITH_APPROVAL)  # refused with a message, never dropped
     if action.action_id == ACTION_APPROVE:
@@ -277,6 +338,10 @@ def parse_click(payload: object) -> SlackClick:
         answer = read_answer("resolved", body)
     except InvalidAnswer as e:
         raise SlackPayloadError(str(e)) from e
+    return _click(ba, value, answer)
+
+
+def _click(ba: BlockActions, value: _CardValue, answer: Answer) -> SlackClick:
     return SlackClick(
         card_id=value.card,
         secret=value.secret,

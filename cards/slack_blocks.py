@@ -33,6 +33,7 @@ from slack_sdk.models.blocks import (
 )
 
 from chat_approvals.cards import wording as words
+from chat_approvals.cards.edit_fields import editable
 from chat_approvals.cards.effects import Refuse
 from chat_approvals.cards.slack_chat import parse_chat_key
 from chat_approvals.cards.subject_text import question_fields, readable_input
@@ -139,6 +140,10 @@ def _what(card: ApprovalCard, open_card: bool = False) -> list[Block]:
     """What is asked for: URLs, packages; a tool call; a question. Shared by every state (an open
     card's own sentence already names a few URLs and packages: not repeated)."""
     blocks: list[Block] = []
+    if card.kind == "batch":  # issue 32: every item (cards/slack_batch.py)
+        from chat_approvals.cards import slack_batch
+
+        return slack_batch.items_blocks(card, open_card)
     if card.tool is not None:
         shown = _pre(readable_input(card, MAX_INPUT_SHOWN))
         blocks.append(_section(f"*Tool* {code(card.tool.name)}\n*Input*\n{shown}"))
@@ -159,6 +164,8 @@ def _what(card: ApprovalCard, open_card: bool = False) -> list[Block]:
 
 
 def _summary(card: ApprovalCard) -> str:
+    if card.kind == "batch":
+        return escape(words.subject(card))
     if card.tool is not None:
         return "the call of " + code(card.tool.name)
     if card.question is not None:
@@ -273,10 +280,10 @@ def _ids(card: ApprovalCard) -> ContextBlock:
     return ContextBlock(elements=[MarkdownTextObject(text=" · ".join(parts))])
 
 
-def _deny_button(value: str, text: str) -> ButtonElement:
+def _deny_button(value: str, text: str, label: str = "Deny") -> ButtonElement:
     return ButtonElement(
         action_id=ACTION_DENY,
-        text=PlainTextObject(text="Deny"),
+        text=PlainTextObject(text=label),
         style="danger",
         value=value,
         confirm=ConfirmObject(title="Deny this request?", text=text, confirm="Deny", deny="Cancel", style="danger"),
@@ -323,13 +330,23 @@ def card_message(
     blocks.append(_section(_choices_text(card)))
     approve: list[ButtonElement] = []
     deny_text = "The agent goes on without it."
-    if card.tool is not None:
+    if card.kind == "batch":
+        from chat_approvals.cards import slack_batch
+
+        blocks.append(_section(slack_batch.DECIDE_EACH))
+        approve = slack_batch.answer_buttons(card, value)
+        deny_text = "Nothing runs; the agent is told no for each."
+    elif card.tool is not None:
         approve = [
             ButtonElement(
                 action_id=ACTION_APPROVE_ONCE, text=PlainTextObject(text="Approve once"), style="primary", value=value
             ),
             ButtonElement(action_id=ACTION_APPROVE, text=PlainTextObject(text="Approve for this chat"), value=value),
         ]
+        if editable(card):  # issue 32: opens a modal with the input (cards/slack_edit.py)
+            approve.append(
+                ButtonElement(action_id="approvals.edit", text=PlainTextObject(text="Approve with edits…"), value=value)
+            )
         deny_text = f"{card.tool.name} does not run; the agent is told why."
     else:
         approve = [
@@ -337,7 +354,8 @@ def card_message(
         ]
     blocks.append(ActionsBlock(block_id=f"approvals.answer:{card.card_id}", elements=approve))
     blocks.append(_reason_input(card))
-    blocks.append(ActionsBlock(block_id=f"approvals.deny:{card.card_id}", elements=[_deny_button(value, deny_text)]))
+    deny = _deny_button(value, deny_text, "Deny all" if card.kind == "batch" else "Deny")
+    blocks.append(ActionsBlock(block_id=f"approvals.deny:{card.card_id}", elements=[deny]))
     blocks.append(_footer(card))
     return SlackMessage(text=words.preview(card), blocks=blocks)
 
@@ -369,9 +387,13 @@ def outcome_message(
     by = _names(votes) if answer.approved and len(votes) > 1 else user_ref(answered_by)
     blocks: list[Block] = [
         _section(f"*{words.requested_by(card, STYLE)}*\n{_outcome_line(card, answer, by, answered_at)}"),
-        *_what(card),
-        _ids(card),
     ]
+    edited = words.edited_call(card, answer)
+    if edited is not None:  # R22: the call exactly as approved, then the proposed one
+        shown = _pre(edited[0][:MAX_INPUT_SHOWN])
+        blocks.append(_section(f"*Input as approved (edited)* · {escape(edited[1])}\n{shown}"))
+        blocks.append(_section("*Proposed by the agent (not run as proposed):*"))
+    blocks += [*_what(card), _ids(card)]
     return SlackMessage(text=f"{words.decision(card, answer)} by {slack_user_id(answered_by)}", blocks=blocks)
 
 
@@ -552,5 +574,28 @@ def refusal_message(r: Refuse) -> SlackMessage:
     if r.kind == "forbidden":
         return refusal_forbidden(r.owner, r.policy_said)
     if r.kind == "invalid":
-        return refusal_invalid()
+        return refusal_invalid(r.message) if r.message else refusal_invalid()
     return refusal_unknown()
+
+
+# ----------------------------------------------------------------------------- timers (issue 33)
+
+
+def expired_unanswered_message(card: ApprovalCard) -> SlackMessage:
+    """Every copy of a card whose expiry timer fired, updated in place."""
+    blocks: list[Block] = [_section(f":alarm_clock: {words.expired_unanswered(card, STYLE)}"), *_what(card), _ids(card)]
+    return SlackMessage(text="This approval request expired without an answer; the agent was told.", blocks=blocks)
+
+
+def reminder_message(card: ApprovalCard, votes: Sequence[Vote], escalated: bool = False) -> SlackMessage:
+    """A thread reply under a card, mentioning those who have not answered."""
+    return _plain(f":bell: {words.reminder(card, votes, STYLE, escalated)}")
+
+
+def escalated_line(card: ApprovalCard) -> str:
+    return f":rotating_light: {words.escalated(card, STYLE)}"
+
+
+def with_notice(msg: SlackMessage, line: str) -> SlackMessage:
+    """A card message with a line above it (an escalation's "escalated to …")."""
+    return SlackMessage(text=msg.text, blocks=[_section(line), *msg.blocks])

@@ -45,6 +45,7 @@ class SlackCardLocation:
     ts: str
     thread_ts: str | None = None
     routed: SlackCardLocation | None = None  # the copy in the approvers' channel (policy routing)
+    escalated: SlackCardLocation | None = None  # the copy posted to the escalation approvers (issue 33)
     # The workspace whose token posted it (issue 31: every later call for the card uses that token).
     team: str | None = None
     enterprise: str | None = None
@@ -73,6 +74,11 @@ class SlackCardLocation:
         ws = {"team": stored.get("team"), "enterprise": stored.get("enterprise")}
         loc = cls.of(stored.get("channel"), stored.get("ts"), stored.get("thread_ts"), **ws)
         routed = cls.of(stored.get("routed_channel"), stored.get("routed_ts"), None, **ws)
+        escalated = cls.of(
+            stored.get("escalated_channel"), stored.get("escalated_ts"), stored.get("escalated_thread"), **ws
+        )
+        if loc is not None and escalated is not None:
+            loc = replace(loc, escalated=escalated)
         return replace(loc, routed=routed) if loc is not None and routed is not None else loc
 
     def stored(self) -> dict[str, str]:
@@ -81,6 +87,10 @@ class SlackCardLocation:
             loc["thread_ts"] = self.thread_ts
         if self.routed is not None:
             loc.update(routed_channel=self.routed.channel, routed_ts=self.routed.ts)
+        if self.escalated is not None:
+            loc.update(escalated_channel=self.escalated.channel, escalated_ts=self.escalated.ts)
+            if self.escalated.thread_ts:
+                loc["escalated_thread"] = self.escalated.thread_ts
         if self.team:
             loc["team"] = self.team
         if self.enterprise:
@@ -90,4 +100,4 @@ class SlackCardLocation:
     @property
     def here(self) -> SlackCardLocation:
         """This copy alone (the requester's), without the approvers' one."""
-        return replace(self, routed=None)
+        return replace(self, routed=None, escalated=None)

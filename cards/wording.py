@@ -9,10 +9,20 @@ choice does and until when; nothing here reads as the approval's end unless it i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from chat_approvals.core.models import ONCE, Answer, ApprovalCard, Vote, duration_label, duration_seconds
+from chat_approvals.cards import batch_wording as batch
+from chat_approvals.core.models import (
+    ONCE,
+    Answer,
+    ApprovalCard,
+    Vote,
+    call_fingerprint,
+    duration_label,
+    duration_seconds,
+)
 
 MAX_NAMED = 5  # hosts or packages named in one sentence before "and N more"
 
@@ -57,6 +67,8 @@ def _named(items: Sequence[str], style: Style) -> str:
 
 def subject(card: ApprovalCard) -> str:
     """Plain, short: what the card is about (previews, fallbacks, titles). Not escaped."""
+    if card.kind == "batch":
+        return batch.subject(card)
     if card.tool is not None:
         return f"run {card.tool.name}"
     if card.question is not None:
@@ -71,6 +83,8 @@ def preview(card: ApprovalCard) -> str:
 
 
 def title(card: ApprovalCard) -> str:
+    if card.kind == "batch":
+        return batch.title(card)
     if card.tool is not None:
         return f"Approval needed: run {card.tool.name}"
     if card.question is not None:
@@ -95,6 +109,8 @@ def _reason_adds(card: ApprovalCard) -> bool:
 
 def asks(card: ApprovalCard, style: Style) -> str:
     """What is asked, in one plain sentence."""
+    if card.kind == "batch":
+        return batch.asks(card, style)
     if card.tool is not None:
         return f"The agent wants to run {style.thing(card.tool.name)} with the input below. It has not run yet."
     if card.question is not None:
@@ -174,10 +190,18 @@ def _how_long(card: ApprovalCard, style: Style) -> str:
 
 def choices(card: ApprovalCard, style: Style) -> list[Choice]:
     """Each button and what it does, in the order shown; Deny last (its reason box sits with it)."""
+    if card.kind == "batch":
+        return batch.choices(card, style, _how_long(card, style))
     if card.tool is not None:
         name = style.thing(card.tool.name)
+        edits = (
+            [Choice("approve_edited", "Approve with edits", f"Change the input, then run {name} once with it.")]
+            if card.policy is not None and card.policy.edits and card.tool.input_schema is not None
+            else []
+        )
         return [
             Choice("approve_once", "Approve once", f"Run {name} once, with exactly this input."),
+            *edits,
             Choice(
                 "approve",
                 "Approve for this chat",
@@ -228,6 +252,8 @@ def votes(card: ApprovalCard, voters: Sequence[str]) -> str | None:
 
 def grant_end(card: ApprovalCard, answer: Answer, at: float) -> float | None:
     """When the grant an approval wrote ends; None: no grant (once, a question, a deny)."""
+    if card.kind == "batch":
+        return None  # per item: each item's line says what it allows
     if not answer.approved or card.question is not None or answer.duration == ONCE:
         return None
     if answer.duration:
@@ -238,6 +264,10 @@ def grant_end(card: ApprovalCard, answer: Answer, at: float) -> float | None:
 
 def decision(card: ApprovalCard, answer: Answer) -> str:
     """The headline word of an answered card: "Approved once", "Approved", "Denied"."""
+    if card.kind == "batch":
+        return batch.decision(card, answer)
+    if answer.approved and answer.edited_input is not None:
+        return "Approved with edits"
     if not answer.approved:
         return "Denied"
     if card.tool is not None:
@@ -248,6 +278,8 @@ def decision(card: ApprovalCard, answer: Answer) -> str:
 def answered(card: ApprovalCard, answer: Answer, by: str, at: float, style: Style) -> str:
     """The answered card's sentence: the decision, by whom, when, and what it allows until when.
     `by` is already styled (a name, a mention, or several)."""
+    if card.kind == "batch":
+        return batch.answered(card, answer, by, at, style)
     head = f"{decision(card, answer)} by {by} at {style.time(at)}."
     if not answer.approved:
         if card.tool is not None:
@@ -260,6 +292,8 @@ def answered(card: ApprovalCard, answer: Answer, by: str, at: float, style: Styl
         until = "for this turn only"
     else:  # no length known: a card stored before cards carried it
         until = f"until {style.time(end)}" if end is not None else "as the server's grant length allows"
+    if card.tool is not None and answer.edited_input is not None:  # issue 32: the edited call is shown
+        return head + f" {style.thing(card.tool.name)} runs once with the edited input below, not the proposed one."
     if card.tool is not None:
         name = style.thing(card.tool.name)
         if answer.duration == ONCE:
@@ -273,6 +307,19 @@ def answered(card: ApprovalCard, answer: Answer, by: str, at: float, style: Styl
     if left:
         text += f" Not allowed: {_named(left, style)}."
     return text
+
+
+def edited_call(card: ApprovalCard, answer: Answer) -> tuple[str, str] | None:
+    """An approval with edits: (the approved input as JSON, its call id), for the answered card."""
+    if card.tool is None or answer.edited_input is None:
+        return None
+    text = json.dumps(answer.edited_input, indent=2, ensure_ascii=False, sort_keys=True)
+    return text, f"Call id {fingerprint_of(card.tool.name, answer.edited_input)[:16]} (as approved)"
+
+
+def fingerprint_of(name: str, value: object) -> str:
+    """The same SHA-256 the gate binds a call with (core/agent/tool_gate.fingerprint)."""
+    return call_fingerprint(name, value)
 
 
 def deny_reason(answer: Answer, style: Style) -> str | None:
@@ -309,6 +356,61 @@ WHAT_I_DO = (
     "or you revoke it."
 )
 WELCOME = "Hello! " + WHAT_I_DO
+
+
+# ----------------------------------------------------------------------------- timers (issue 33)
+
+
+def waiting_for(card: ApprovalCard, votes_: Sequence[Vote], escalated: bool = False) -> tuple[list[str], list[str]]:
+    """Who has not answered yet: (identities, policy approver entries). The requester while they
+    may answer; the card's approver entries (its own front end's ids) except those who voted (a
+    user group is always named: who in it voted is not known here); once `escalated`, its
+    escalation approvers too."""
+    policy = card.policy
+    mode = policy.approvers if policy is not None else "owner"
+    voted = {v.user for v in votes_}
+    voted_ids = {v.user.rsplit(":", 1)[-1].lower() for v in votes_}
+    people = [card.owner] if mode != "approvers" and card.owner not in voted else []
+    entries = [] if policy is None or mode == "owner" else list(policy.approver_ids)
+    if escalated and policy is not None:
+        entries += [e for e in policy.escalate_to if e not in entries]
+    return people, [e for e in entries if e.rsplit(":", 1)[-1].lower() not in voted_ids]
+
+
+def _who(card: ApprovalCard, people: Sequence[str], entries: Sequence[str], style: Style) -> str:
+    named = [style.person(p, card.owner_name if p == card.owner else None) for p in people]
+    named += [style.approver(e) for e in entries[:MAX_NAMED]]
+    if len(entries) > MAX_NAMED:
+        named.append(f"{len(entries) - MAX_NAMED} more")
+    if not named:
+        return "its approvers"
+    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+
+
+def reminder(card: ApprovalCard, votes_: Sequence[Vote], style: Style, escalated: bool = False) -> str:
+    """A reminder posted where the card is, naming (mentioning) those who have not answered."""
+    people, entries = waiting_for(card, votes_, escalated)
+    return (
+        f"Reminder for {_who(card, people, entries, style)}: this approval request is still waiting "
+        f"for an answer ({subject(card)}). {answer_by(card, style)}; without an answer nothing is approved."
+    )
+
+
+def escalated(card: ApprovalCard, style: Style) -> str:
+    """Every copy of an escalated card says so, and to whom."""
+    policy = card.policy
+    ids = policy.escalate_to if policy is not None else []
+    after = hours(policy.escalate_after) if policy is not None and policy.escalate_after else "a while"
+    return f"No answer after {after}: escalated to {_who(card, [], ids, style)}, who may answer it too."
+
+
+def expired_unanswered(card: ApprovalCard, style: Style) -> str:
+    """A card whose expiry timer fired: every copy is updated to this."""
+    return (
+        f"Expired at {style.time(card.expires_at)} without an answer; the agent was told. "
+        "Nothing was approved. Ask the agent again."
+    )
+
 
 # ----------------------------------------------------------------------------- Slack installs (issue 31)
 

@@ -12,9 +12,12 @@ from collections.abc import Callable
 
 import chat_approvals.core.observe.tracing as tracing
 import chat_approvals.core.protocol.wording as wording
+from chat_approvals.core.ids import hash_secret, is_card_id, mint_secret, secret_matches
 from chat_approvals.core.models import (
     Answer,
+    ApprovalCard,
     AuditEvent,
+    CardOffer,
     Clock,
     Grant,
     Refusal,
@@ -26,6 +29,7 @@ from chat_approvals.core.observe.metrics import Metrics
 from chat_approvals.core.ports import InstallationRecords
 from chat_approvals.core.protocol.events import Claimed, Subscriber
 from chat_approvals.core.protocol.policy import ApproverCheck, Policy
+from chat_approvals.core.protocol.timers import TimerFired, TimerRunner, longest_life
 from chat_approvals.core.sandbox.egress.backend import GrantsBackend
 from chat_approvals.core.services import Services
 from chat_approvals.core.settings import Settings
@@ -61,6 +65,8 @@ class Approvals:
         self._pauser = services.pauser
         self.turns = services.turns
         self.resumes = services.resumes
+        # issue 33: the durable timers (reminders, escalation, expiry); the server's loop ticks them
+        self.timers = TimerRunner(self._rows, self.trail, settings, clock, worker_id, self.resumes.deny_unanswered)
 
     @property
     def gate_backend(self) -> GrantsBackend:
@@ -125,6 +131,37 @@ class Approvals:
         log.info("resume %s", res.outcome, extra={"platform": via, "outcome": res.outcome, **where})
         return res
 
+    async def reissue(self, *, chat: str, card_id: str) -> CardOffer | None:
+        """The open card again with a fresh secret (R19: rotated, one conditional write), for a
+        front end that shows it to more people (an escalation, issue 33) and re-renders every copy.
+        None when the card is no longer answerable."""
+        now = self.clock.now()
+        p = await self._rows.pointer(chat=chat)
+        if p is None or p.card_id != card_id:
+            return None
+        secret = mint_secret()
+        if not await self._rows.rotate_secret(p, new_hash=hash_secret(secret), now=now):
+            return None
+        return CardOffer(card=p.card, secret=secret, votes=p.votes, replaces=p.card_location)
+
+    def on_timer(self, subscriber: Subscriber[TimerFired]) -> Callable[[], None]:
+        """Subscribe a front end to fired timers (reminders, escalation, expiry); returns the unsubscribe."""
+        return self.timers.fired.subscribe(subscriber)
+
+    async def fire_timers(self) -> int:
+        """Fire the due timers, if this replica holds their lease (the server's timer loop)."""
+        return await self.timers.tick()
+
+    async def card_to_edit(self, *, card_id: str, secret: str) -> ApprovalCard | None:
+        """The open card to show in an edit form (issue 32, Slack's modal): only with its secret,
+        only while it is answerable; who may edit is checked when the edit is sent."""
+        if not is_card_id(card_id):
+            return None
+        p = await self._rows.pointer_by_card(card_id)
+        if p is None or not secret_matches(secret, p.secret_hash) or p.state not in ("pending", "claimed"):
+            return None
+        return p.card if p.expires_at > self.clock.now() else None
+
     def on_claimed(self, subscriber: Subscriber[Claimed]) -> Callable[[], None]:
         """Subscribe a front end to won claims (core/protocol/events.py); returns the unsubscribe."""
         return self.resumes.claimed.subscribe(subscriber)
@@ -181,7 +218,8 @@ class Approvals:
 
     def sweep_horizon(self) -> float:
         """Objects (and kept run results) older than this are past every card's life and resume."""
-        return self.clock.now() - (self.settings.card_expiry + self.settings.resume_deadline + self.settings.retention)
+        life = longest_life(self.policy, self.settings)  # a policy's cards may live longer than card_expiry
+        return self.clock.now() - (life + self.settings.resume_deadline + self.settings.retention)
 
     async def sweep(self) -> int:
         rows = await self._rows.sweep(now=self.clock.now())

@@ -27,6 +27,7 @@ from chat_approvals.core.models import (
     Refusal,
     SessionWrite,
     SubjectKind,
+    Timer,
     TurnStart,
     Vote,
 )
@@ -76,6 +77,7 @@ class Offer:
     audit: Sequence[AuditWrite]
     turn: tuple[str, str] | None = None
     holding: Fence | None = None
+    timers: Sequence[Timer] = ()  # issue 33: the card's timers, written before its pointer (best effort)
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,11 @@ class Rows(Protocol):
     async def put_session(self, *, chat: str, key: str, seq: float, ttl: float) -> bool: ...
     async def session(self, *, chat: str) -> str | None: ...
     async def sweep(self, *, now: float) -> int: ...
+    async def put_timers(self, timers: Sequence[Timer]) -> None: ...
+    async def claim_timers(
+        self, *, holder: str, now: float, lease_until: float, since: float, limit: int
+    ) -> list[Timer]: ...
+    async def fire_timer(self, timer: Timer, *, now: float) -> bool: ...
 
     # Slack installations (issue 31): opaque records, encrypted by their writer (bots/slack_install.py).
     async def put_installation(self, key: str, record: str) -> None: ...

@@ -16,6 +16,7 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     card_expiry: float = 30 * MINUTE
+    max_card_life: float = 1 * DAY  # a policy's `expires_after` is capped by this
     grant_ttl: float = 8 * HOUR
     lease: float = 30.0
     heartbeat_every: float = 10.0

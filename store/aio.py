@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
@@ -35,6 +35,7 @@ from chat_approvals.core.models import (
     SessionWrite,
     StoreUnavailable,
     SubjectKind,
+    Timer,
     Vote,
 )
 from chat_approvals.core.ports import Claim, History, Loaded, Offer, Offered, Started
@@ -184,6 +185,18 @@ class Rows(ports.Rows):
     async def sweep(self, *, now: float) -> int:
         return await self._io.run(self._b.sweep, now)
 
+    # --- durable timers (issue 33) -------------------------------------------------------
+    async def put_timers(self, timers: Sequence[Timer]) -> None:
+        await self._io.run(self._b.put_timers, list(timers))
+
+    async def claim_timers(
+        self, *, holder: str, now: float, lease_until: float, since: float, limit: int
+    ) -> list[Timer]:
+        return await self._io.run(self._b.claim_timers, holder, now, lease_until, since, limit)
+
+    async def fire_timer(self, timer: Timer, *, now: float) -> bool:
+        return await self._io.run(self._b.fire_timer, timer, now)
+
     async def put_installation(self, key: str, record: str) -> None:
         await self._io.run(self._b.put_installation, key, record)
 
@@ -274,6 +287,11 @@ class Steps(ports.Steps):
             except Exception as e:  # any fault of the object store: no pointer, no card
                 return Offered(False, e, "snapshot")
             p = step.pointer(ref)
+            if step.timers:  # before the pointer (a timer whose card never got one does nothing)
+                try:
+                    rows.put_timers(step.timers)
+                except StoreUnavailable as e:  # the card still works; it is just not reminded
+                    log.warning("timers of card %s not stored: %s", p.card_id, e)
             try:
                 if turn is not None:
                     written = rows.end_turn(turn[0], turn[1], now=now, pointer=p, audit=audit)

@@ -31,6 +31,7 @@ from chat_approvals.core.models import (
     SessionWrite,
     StoreUnavailable,
     SubjectKind,
+    Timer,
     TurnStart,
     Vote,
 )
@@ -189,6 +190,25 @@ class RowStore(ABC):
     @abstractmethod
     def get_session(self, chat: str) -> str | None:
         """The object key of the chat's latest history, if any."""
+
+    # --- durable timers (issue 33): reminders, escalation, expiry ------------------------
+    @abstractmethod
+    def put_timers(self, timers: Sequence[Timer]) -> None:
+        """Schedule a card's timers. A timer already stored (same card and name), fired or not,
+        is left as it is: scheduling again never fires anything twice."""
+
+    @abstractmethod
+    def claim_timers(self, holder: str, now: float, lease_until: float, since: float, limit: int) -> list[Timer]:
+        """Take (or renew) the timers' lease, one conditional write, as claim_outbox does: only if
+        nobody else holds it or their lease lapsed. Holding it: up to `limit` timers not yet fired
+        with `since <= due_at <= now`, earliest first, read through an index on the due time (never
+        a scan of every card). Not holding it: []. Given up by renewing into the past."""
+
+    @abstractmethod
+    def fire_timer(self, timer: Timer, now: float) -> bool:
+        """Mark the timer fired, one conditional write: True exactly once per scheduled timer,
+        False for every later call (and for a timer never scheduled). A fired timer is no longer
+        listed by claim_timers."""
 
     # --- Slack installations (issue 31): Bolt's InstallationStore on this store ---------
     # Opaque records by key (bots/slack_install.py builds both and encrypts the tokens inside, R19);

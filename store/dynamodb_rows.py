@@ -15,6 +15,15 @@ chat key, user id or name can collide with a separator):
 | outbox item   | ["outbox", sink]            | item id (sorts in append order) |
 | outbox lease  | ["outbox-lease", sink]      | "lease"                 |
 | Slack install | ["slack-install", key]      | "install" (no ttl)      |
+| timer         | ["timer", card_id]          | name (attr: fired_at once fired) |
+| timer due     | ["timers-due", DAY]         | "<due_at:017.3f>|card_id|name" |
+| timer lease   | ["timer-lease", "timers"]   | "lease"                 |
+
+Timers (issue 33): the "timer due" items are the index on the due time, one partition per UTC
+day (DAY = due_at // 86400), sorted by due time; claim_timers queries the days from `since` to
+`now`, never the whole table. The due entry is written before its timer item and deleted when
+the timer fires (one conditional update on the timer item decides "once"); a due entry left by a
+crash is deleted the next time it is listed.
 
 An audit event and its outbox items are one TransactWriteItems where the endpoint has it (AWS,
 moto); where it does not (dynalite), the outbox items are put first, then the event, so an event
@@ -64,6 +73,7 @@ from chat_approvals.core.models import (
     Refusal,
     SessionWrite,
     SubjectKind,
+    Timer,
     TurnStart,
     Vote,
 )
@@ -103,6 +113,8 @@ from chat_approvals.store.dynamodb_transactions import Transactions
 __all__ = ["TTL_ATTRIBUTE", "DynamoRows", "create_table", "delete_table", "open_dynamodb_rows"]
 
 log = logging.getLogger(__name__)
+
+_DAY = 86400.0  # the due-time index has one partition per UTC day
 
 
 INSTALL_SK = "install"
@@ -664,6 +676,83 @@ class DynamoRows(Transactions, RowStore):
     def delete_outbox(self, sink: str, item_id: str) -> bool:
         r = self._call("delete_item", Key={"pk": _s(_key("outbox", sink)), "sk": _s(item_id)}, ReturnValues="ALL_OLD")
         return bool(r.get("Attributes"))
+
+    # --- durable timers (issue 33) ----------------------------------------------------
+    @staticmethod
+    def _due_key(t: Timer) -> tuple[str, str]:
+        return _key("timers-due", str(int(t.due_at // _DAY))), f"{t.due_at:017.3f}|{t.card_id}|{t.name}"
+
+    def put_timers(self, timers: Sequence[Timer]) -> None:
+        for t in timers:
+            pk, sk = self._due_key(t)
+            fields = {"chat": _s(t.chat), "card_id": _s(t.card_id), "name": _s(t.name), "due_at": _n(t.due_at)}
+            common = {"ttl": _ttl(t.ttl), "ttl_at": _n(t.ttl), **fields}
+            self._call("put_item", Item={"pk": _s(pk), "sk": _s(sk), **common})  # the index first
+            item = {"pk": _s(_key("timer", t.card_id)), "sk": _s(t.name), **common}
+            try:  # not _write: a timer names no object, so the step's pending objects need not flush first
+                self._call("put_item", Item=item, ConditionExpression="attribute_not_exists(pk)")
+            except ClientError as e:  # _call re-raises only a failed condition: it exists (kept as it is)
+                if error_code(e) != "ConditionalCheckFailedException":
+                    raise
+
+    def claim_timers(self, holder: str, now: float, lease_until: float, since: float, limit: int) -> list[Timer]:
+        nonce = _nonce()
+        pk = _key("timer-lease", "timers")
+        item: Item = {
+            "pk": _s(pk),
+            "sk": _s(LEASE_SK),
+            "holder": _s(holder),
+            "lease_until": _n(lease_until),
+            "ttl": _ttl(lease_until),
+            "ttl_at": _n(lease_until),
+            "op": _s(nonce),
+        }
+        cond = "attribute_not_exists(#pk) OR #holder = :h OR #lease_until < :now"
+        values = {":now": _n(now), ":h": _s(holder)}
+        if self._write("put_item", pk, LEASE_SK, nonce, cond, Item=item, ExpressionAttributeValues=values) is None:
+            return []
+        out: list[Timer] = []
+        key = "#pk = :pk AND #sk BETWEEN :lo AND :hi"
+        for day in range(int(max(since, 0) // _DAY), int(now // _DAY) + 1):
+            page = self._query(
+                KeyConditionExpression=key,
+                ExpressionAttributeNames=_names(key),
+                ExpressionAttributeValues={
+                    ":pk": _s(_key("timers-due", str(day))),
+                    ":lo": _s(f"{since:017.3f}"),
+                    ":hi": _s(f"{now:017.3f}|~"),
+                },
+                ScanIndexForward=True,
+                Limit=limit,
+            )
+            for i in page:
+                out.append(
+                    Timer(
+                        chat=str(_get_s(i, "chat")),
+                        card_id=str(_get_s(i, "card_id")),
+                        name=str(_get_s(i, "name")),
+                        due_at=float(_get_f(i, "due_at") or 0.0),
+                        ttl=float(_get_f(i, "ttl_at") or 0.0),
+                    )
+                )
+                if len(out) >= limit:
+                    return out
+        return out
+
+    def fire_timer(self, timer: Timer, now: float) -> bool:
+        cond = "attribute_exists(#pk) AND attribute_not_exists(#fired_at)"
+        fired = self._write(
+            "update_item",
+            _key("timer", timer.card_id),
+            timer.name,
+            None,
+            cond,
+            UpdateExpression="SET #fired_at = :now",
+            ExpressionAttributeValues={":now": _n(now)},
+        )
+        pk, sk = self._due_key(timer)
+        self._call("delete_item", Key={"pk": _s(pk), "sk": _s(sk)})  # out of the due index, fired or stale
+        return fired is not None
 
     # --- sweep ------------------------------------------------------------------------
     def sweep(self, now: float) -> int:

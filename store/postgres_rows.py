@@ -41,6 +41,7 @@ from chat_approvals.core.models import (
     Refusal,
     SessionWrite,
     SubjectKind,
+    Timer,
     TurnStart,
     Vote,
 )
@@ -51,7 +52,19 @@ from chat_approvals.store.postgres_target import FAULTS, PgTarget, open_pool, pa
 
 _HOLDING = "chat = %s AND card_id = %s AND state = 'claimed' AND worker = %s AND claim_count = %s"
 _SWEEP_BATCH = 500
-SWEPT = ("pointers", "grants", "refusals", "events", "sessions", "audit", "turns", "outbox", "outbox_leases")
+SWEPT = (
+    "pointers",
+    "grants",
+    "refusals",
+    "events",
+    "sessions",
+    "audit",
+    "turns",
+    "outbox",
+    "outbox_leases",
+    "timers",
+    "timer_leases",
+)
 
 
 @dataclass(frozen=True)
@@ -452,15 +465,7 @@ class PostgresRows(RowStore):
         )
         return cur.rowcount == 1
 
-    # --- sessions ----------------------------------------------------------------------
-    def put_session(self, chat: str, key: str, seq: float, ttl: float) -> bool:
-        return self._exec(steps.PUT_SESSION, (chat, key, seq, ttl)).rowcount == 1
-
-    def get_session(self, chat: str) -> str | None:
-        row = self._exec("SELECT key FROM sessions WHERE chat = %s", (chat,)).fetchone()
-        return None if row is None else str(row["key"])
-
-    # --- Slack installations (issue 31): one opaque record per key, no expiry ------------------
+    # --- Slack installations (issue 31): opaque records, no expiry -----------------------
     def put_installation(self, key: str, record: str) -> None:
         self._exec(
             """INSERT INTO slack_installations (key, record) VALUES (%s, %s)
@@ -474,6 +479,14 @@ class PostgresRows(RowStore):
 
     def delete_installation(self, key: str) -> bool:
         return self._exec("DELETE FROM slack_installations WHERE key = %s", (key,)).rowcount == 1
+
+    # --- sessions ----------------------------------------------------------------------
+    def put_session(self, chat: str, key: str, seq: float, ttl: float) -> bool:
+        return self._exec(steps.PUT_SESSION, (chat, key, seq, ttl)).rowcount == 1
+
+    def get_session(self, chat: str) -> str | None:
+        row = self._exec("SELECT key FROM sessions WHERE chat = %s", (chat,)).fetchone()
+        return None if row is None else str(row["key"])
 
     # --- audit -------------------------------------------------------------------------
     def append_audit(self, event: AuditEvent, ttl: float, outbox: Sequence[OutboxItem] = ()) -> None:
@@ -585,6 +598,50 @@ class PostgresRows(RowStore):
 
     def delete_outbox(self, sink: str, item_id: str) -> bool:
         return self._exec("DELETE FROM outbox WHERE sink = %s AND id = %s", (sink, item_id)).rowcount == 1
+
+    # --- durable timers (issue 33) ----------------------------------------------------
+    def put_timers(self, timers: Sequence[Timer]) -> None:
+        if not timers:
+            return
+        self._exec(
+            """INSERT INTO timers (card_id, name, chat, due_at, ttl)
+               SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::float8[], %s::float8[])
+               ON CONFLICT (card_id, name) DO NOTHING""",
+            (
+                [t.card_id for t in timers],
+                [t.name for t in timers],
+                [t.chat for t in timers],
+                [t.due_at for t in timers],
+                [t.ttl for t in timers],
+            ),
+        )
+
+    CLAIM_TIMERS = """WITH lease AS (
+                 INSERT INTO timer_leases (name, holder, lease_until, ttl) VALUES ('timers', %s, %s, %s)
+                 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, lease_until = excluded.lease_until,
+                   ttl = excluded.ttl
+                 WHERE timer_leases.holder = excluded.holder OR timer_leases.lease_until < %s
+                 RETURNING name)
+               SELECT card_id, name, chat, due_at, ttl FROM timers
+               WHERE fired_at IS NULL AND due_at >= %s AND due_at <= %s AND EXISTS (SELECT 1 FROM lease)
+               ORDER BY due_at, card_id COLLATE "C", name COLLATE "C" LIMIT %s"""
+
+    def claim_timers(self, holder: str, now: float, lease_until: float, since: float, limit: int) -> list[Timer]:
+        # one statement, as claim_outbox: the lease, and only if it was taken the due timers through
+        # the partial index timers_due (those not yet fired)
+        rows = self._exec(self.CLAIM_TIMERS, (holder, lease_until, lease_until, now, since, now, limit)).rows
+        return [
+            Timer(chat=r["chat"], card_id=r["card_id"], name=r["name"], due_at=r["due_at"], ttl=r["ttl"]) for r in rows
+        ]
+
+    def fire_timer(self, timer: Timer, now: float) -> bool:
+        return (
+            self._exec(
+                "UPDATE timers SET fired_at = %s WHERE card_id = %s AND name = %s AND fired_at IS NULL",
+                (now, timer.card_id, timer.name),
+            ).rowcount
+            == 1
+        )
 
     # --- sweep -------------------------------------------------------------------------
     def sweep(self, now: float) -> int:

@@ -95,9 +95,27 @@ CREATE INDEX objects_written ON objects (written_at);
     (
         2,
         "slack installations",
-        # issue 31: Bolt's installation store; opaque sealed records, no expiry (never swept)
+        # issue 31: Bolt's installation store (bots/slack_install.py); no ttl, never swept
         """
 CREATE TABLE slack_installations (key text PRIMARY KEY, record text NOT NULL);
+""",
+    ),
+    (
+        3,
+        "durable timers (issue 33)",
+        """
+CREATE TABLE timers (
+  card_id text NOT NULL, name text NOT NULL, chat text NOT NULL,
+  due_at double precision NOT NULL, ttl double precision NOT NULL, fired_at double precision,
+  PRIMARY KEY (card_id, name)
+);
+CREATE INDEX timers_due ON timers (due_at) WHERE fired_at IS NULL;
+CREATE INDEX timers_ttl ON timers (ttl);
+CREATE TABLE timer_leases (
+  name text PRIMARY KEY, holder text NOT NULL, lease_until double precision NOT NULL,
+  ttl double precision NOT NULL
+);
+CREATE INDEX timer_leases_ttl ON timer_leases (ttl);
 """,
     ),
 )

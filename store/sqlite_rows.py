@@ -33,6 +33,7 @@ from chat_approvals.core.models import (
     Refusal,
     SessionWrite,
     SubjectKind,
+    Timer,
     TurnStart,
     Vote,
 )
@@ -93,6 +94,12 @@ CREATE TABLE IF NOT EXISTS outbox (
 CREATE INDEX IF NOT EXISTS outbox_ttl ON outbox(ttl);
 CREATE TABLE IF NOT EXISTS slack_installations (key TEXT PRIMARY KEY, record TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS outbox_leases (sink TEXT PRIMARY KEY, holder TEXT NOT NULL, lease_until REAL NOT NULL,
+  ttl REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS timers (card_id TEXT NOT NULL, name TEXT NOT NULL, chat TEXT NOT NULL,
+  due_at REAL NOT NULL, ttl REAL NOT NULL, fired_at REAL, PRIMARY KEY (card_id, name));
+CREATE INDEX IF NOT EXISTS timers_due ON timers(due_at) WHERE fired_at IS NULL;
+CREATE INDEX IF NOT EXISTS timers_ttl ON timers(ttl);
+CREATE TABLE IF NOT EXISTS timer_leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, lease_until REAL NOT NULL,
   ttl REAL NOT NULL);
 """
 
@@ -553,8 +560,24 @@ class SqliteRows(RowStore):
 
     # --- compound steps: the base's sequence of calls, in one transaction (one commit) ------
     def begin_turn(self, chat: str, holder: str, user: str, now: float, lease_until: float) -> TurnStart:
-        with self._tx():
-            return super().begin_turn(chat, holder, user, now, lease_until)
+        """The turn lease's commit does not wait for its own fsync (synchronous=NORMAL for this one
+        transaction): it reaches the disk with the turn's next commit, which is fsync'd (the
+        pointer, R7, or the history with the lease's release), because the WAL is one file
+        written in order and that commit's fsync covers every frame before it. Every other
+        process sees the lease at once either way (SQLite's lock, not the fsync, orders them), and
+        a process that dies keeps it written (it is in the WAL). Only an OS crash or power cut
+        can undo it, and that stops every process holding it with it: a lease exists to keep
+        live processes apart. Nothing the turn reports or posts depends on it being on disk."""
+        conn = self._conn()
+        outer = getattr(self._local, "depth", 0) == 0  # a pragma applies to the whole transaction
+        if outer:
+            conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            with self._tx():
+                return super().begin_turn(chat, holder, user, now, lease_until)
+        finally:
+            if outer:
+                conn.execute("PRAGMA synchronous=FULL")  # every other commit of this connection
 
     def end_turn(
         self,
@@ -610,6 +633,40 @@ class SqliteRows(RowStore):
     def delete_outbox(self, sink: str, item_id: str) -> bool:
         return self._exec("DELETE FROM outbox WHERE sink = ? AND id = ?", (sink, item_id)).rowcount == 1
 
+    # --- durable timers (issue 33) ----------------------------------------------------
+    def put_timers(self, timers: Sequence[Timer]) -> None:
+        with self._tx() as conn:
+            conn.executemany(
+                "INSERT INTO timers (card_id, name, chat, due_at, ttl) VALUES (?,?,?,?,?) "
+                "ON CONFLICT(card_id, name) DO NOTHING",
+                [(t.card_id, t.name, t.chat, t.due_at, t.ttl) for t in timers],
+            )
+
+    def claim_timers(self, holder: str, now: float, lease_until: float, since: float, limit: int) -> list[Timer]:
+        cur = self._exec(
+            "INSERT INTO timer_leases (name, holder, lease_until, ttl) VALUES ('timers',?,?,?) "
+            "ON CONFLICT(name) DO UPDATE SET holder = excluded.holder, lease_until = excluded.lease_until, "
+            "ttl = excluded.ttl WHERE timer_leases.holder = excluded.holder OR timer_leases.lease_until < ?",
+            (holder, lease_until, lease_until, now),
+        )
+        if cur.rowcount != 1:
+            return []
+        rows = self._exec(  # the partial index timers_due holds only the timers not yet fired
+            "SELECT * FROM timers WHERE fired_at IS NULL AND due_at >= ? AND due_at <= ? "
+            "ORDER BY due_at, card_id, name LIMIT ?",
+            (since, now, limit),
+        ).fetchall()
+        return [
+            Timer(chat=r["chat"], card_id=r["card_id"], name=r["name"], due_at=r["due_at"], ttl=r["ttl"]) for r in rows
+        ]
+
+    def fire_timer(self, timer: Timer, now: float) -> bool:
+        cur = self._exec(
+            "UPDATE timers SET fired_at = ? WHERE card_id = ? AND name = ? AND fired_at IS NULL",
+            (now, timer.card_id, timer.name),
+        )
+        return cur.rowcount == 1
+
     # --- sweep -------------------------------------------------------------------------
     def sweep(self, now: float) -> int:
         removed = 0
@@ -623,6 +680,8 @@ class SqliteRows(RowStore):
             "turns",
             "outbox",
             "outbox_leases",
+            "timers",
+            "timer_leases",
         ):
             while True:
                 cur = self._exec(

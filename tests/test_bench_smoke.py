@@ -134,3 +134,20 @@ def test_bench_sqlite_writers_prints_both_ways_for_both_kinds_of_write() -> None
     for way, kind, n, p50, p99, top in rows:
         assert n == "8", (way, kind)  # 2 threads x 4 writes x 2 rounds, half of them of each kind
         assert float(p50) <= float(p99) <= float(top), (way, kind)  # percentiles of the same samples
+
+
+def test_bench_peers_prints_the_durable_floor_and_d_against_it() -> None:
+    """Issue 34's target 1: (d)'s rate against (a) plus three fsync'd commits, made on the loop
+    and each through a thread (R21), with the verdict that follows from the figures printed."""
+    out = run_bench("bench.bench_peers", "--cycles", "3", "--block", "2", "--warmup", "1")
+    floors = re.findall(
+        r"^floor \(a\) \+ 3 fsync'd commits(| each through a thread \(R21\)): ([\d.]+) cycles/s; "
+        r"\(d\) ([\d.]+) cycles/s = ([\d.]+)x of it \(target >= 0\.8x: (met|not met)\)$",
+        out,
+        re.M,
+    )
+    assert [f[0] for f in floors] == ["", " each through a thread (R21)"], out
+    for _, floor, d, ratio, verdict in floors:
+        assert abs(float(d) / float(floor) - float(ratio)) < 0.011
+        if ratio != "0.80":
+            assert verdict == ("met" if float(ratio) >= 0.8 else "not met")

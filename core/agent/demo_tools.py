@@ -16,7 +16,9 @@ repeat, so it skips the check.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +58,13 @@ def make_save_note(root: Path) -> Any:
         done = {"toolUseId": tool_use_id, "status": "success", "content": [{"text": f"Saved the note: {line}"}]}
         card = ctx.resume_card.card_id if ctx.resume_card is not None else None
         marker = _marker(path, card, tool_use_id) if card is not None else None
-        if marker is not None and (ctx.resume_attempt or 1) > 1 and _already_written(marker, path, line):
-            return done  # an earlier attempt of this same approved call wrote it
+        # Locked: calls of one step run in parallel (issue 32), and a marker must name where THIS
+        # line went, not where another call's line was being written at the same moment.
         with path.open("a", encoding="utf-8") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes
+            if marker is not None and (ctx.resume_attempt or 1) > 1 and _already_written(marker, path, line):
+                return done  # an earlier attempt of this same approved call wrote it
+            f.seek(0, os.SEEK_END)
             if marker is not None:  # where this call's line goes, before it is written
                 marker.parent.mkdir(exist_ok=True)
                 marker.write_text(str(f.tell()), encoding="ascii")

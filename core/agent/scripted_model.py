@@ -9,7 +9,9 @@ in one process resume in another. Behaviour, for the last user message of the co
 - when the `run_script` tool is registered, each step first runs a download script, asks for
   approval only for what the sandbox reports blocked, and after an approval runs it again;
 - `save a note: TEXT` (when the `save_note` tool is registered): one call of save_note(TEXT), then
-  a reply that says whether it was saved (quoting the tool's refusal when it was not).
+  a reply that says whether it was saved (quoting the tool's refusal when it was not);
+- `save two notes: A | B` (or more, split on `|`): one call of save_note per note, all in one
+  step (parallel calls), then a reply with one line per note.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from typing import Any
 from strands.models.model import Model
 
 import chat_approvals.core.agent.replies as people
+import chat_approvals.core.protocol.wording as wording
 from chat_approvals.core.agent.batch_rule import APPROVAL_TOOL
 
 RUN_SCRIPT = "run_script"
 SAVE_NOTE = "save_note"
+_NOTES = re.compile(r"^\s*save (?:two|several|\d+) notes:\s*(.+?)\s*$", re.IGNORECASE | re.DOTALL)
 _NOTE = re.compile(r"^\s*save a note:\s*(.+?)\s*$", re.IGNORECASE | re.DOTALL)
 _URL = re.compile(r"https?://[^\s<>\"')\]]+")
 _CHAIN = re.compile(r"^\s*download\s+(\S+)\s+then\s+(\S+)\s*$", re.IGNORECASE)
@@ -74,6 +78,14 @@ def _text_of(block: dict[str, Any]) -> str:
     return "\n".join(c.get("text", "") for c in block.get("content", []) if isinstance(c, dict))
 
 
+def _saved_text(block: dict[str, Any]) -> str:
+    """A successful result for the person: the gate's note to the model about an edit is not
+    repeated (R22), only that the approver edited the call."""
+    texts = [c.get("text", "") for c in block.get("content", []) if isinstance(c, dict)]
+    kept = [t for t in texts if not t.startswith(wording.EDITED_PREFIX)]
+    return "\n".join(kept) + (" (the approver edited it before it ran)" if len(kept) < len(texts) else "")
+
+
 class ScriptedModel(Model):
     def __init__(self) -> None:
         self.config: dict[str, Any] = {"model_id": "scripted"}
@@ -99,6 +111,9 @@ class ScriptedModel(Model):
         if start < 0:
             return people.HELLO, []
         prompt = " ".join(b["text"] for b in messages[start]["content"] if "text" in b)
+        notes = _NOTES.match(prompt)
+        if notes and SAVE_NOTE in tool_names:
+            return self._notes([n.strip() for n in notes.group(1).split("|") if n.strip()], messages[start + 1 :])
         note = _NOTE.match(prompt)
         if note and SAVE_NOTE in tool_names:
             return self._note(note.group(1), messages[start + 1 :])
@@ -170,8 +185,26 @@ class ScriptedModel(Model):
             return "", [{"name": SAVE_NOTE, "input": {"text": text}}]
         last = results[-1]
         if last.get("status") == "success":
-            return _text_of(last), []
+            return _saved_text(last), []
         return people.not_done("Not saved", "the note", _text_of(last)), []
+
+    @staticmethod
+    def _notes(texts: list[str], turn: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+        """Every note in one step; then one line per note, in the order asked."""
+        results = {
+            b["toolResult"]["toolUseId"]: b["toolResult"] for m in turn for b in m["content"] if "toolResult" in b
+        }
+        uses = [b["toolUse"] for m in turn for b in m["content"] if "toolUse" in b]
+        if not uses:
+            return "", [{"name": SAVE_NOTE, "input": {"text": t}} for t in texts]
+        lines = []
+        for use in uses:
+            res = results.get(use["toolUseId"], {})
+            if res.get("status") == "success":
+                lines.append(_saved_text(res))
+            else:
+                lines.append(people.not_done("Not saved", "the note", _text_of(res)))
+        return "\n".join(lines), []
 
     @staticmethod
     def _without(urls: list[str], why: str) -> str:

@@ -1,17 +1,41 @@
 """Snapshot bytes in one place, through Strands' public `strands.types.Snapshot`: the paused
-turn (pause/resume) and the chat's history use the same encoding."""
+turn (pause/resume) and the chat's history use the same encoding.
+
+The bytes are Strands' own session encoding (`encode_bytes_values` / `decode_bytes_values`: bytes
+as {"__bytes_encoded__": true, "data": base64}), made by the JSON encoder's hooks in the same pass
+that writes the JSON instead of by a copy of the whole tree first (issue 34: a snapshot is
+encoded twice per approval cycle). tests/core/test_snapshot_encoding.py checks both ways agree.
+"""
 
 from __future__ import annotations
 
+import base64
 import json
+from typing import Any
 
 from strands.types import Snapshot
-from strands.types.session import decode_bytes_values, encode_bytes_values
+
+BYTES_MARK = "__bytes_encoded__"
+
+
+def _bytes_out(value: object) -> dict[str, Any]:
+    if isinstance(value, bytes):
+        return {BYTES_MARK: True, "data": base64.b64encode(value).decode()}
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _bytes_in(d: dict[str, Any]) -> Any:
+    if d.get(BYTES_MARK) is True and "data" in d:
+        return base64.b64decode(d["data"])
+    return d
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=_bytes_out)
 
 
 def encode(snap: Snapshot) -> bytes:
-    return json.dumps(encode_bytes_values(snap.to_dict()), separators=(",", ":")).encode()
+    return _ENCODER.encode(snap.to_dict()).encode()
 
 
 def decode(raw: bytes) -> Snapshot:
-    return Snapshot.from_dict(decode_bytes_values(json.loads(raw)))
+    return Snapshot.from_dict(json.loads(raw, object_hook=_bytes_in))

@@ -20,22 +20,21 @@ model can act on, quoting the answerer's reason.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import re
 from collections.abc import Iterable
 from typing import Any
 
 from strands import Agent
-from strands.hooks import BeforeToolCallEvent
-from strands.interventions import Deny, InterventionAction, Proceed
+from strands.hooks import AfterToolCallEvent, BeforeToolCallEvent
+from strands.interventions import Deny, InterventionAction, Proceed, Transform
 from strands.vended_interventions.hitl import HumanInTheLoop
 
 import chat_approvals.core.protocol.wording as wording
 from chat_approvals.core.agent.batch_rule import APPROVAL_TOOL
 from chat_approvals.core.agent.context import context_of
 from chat_approvals.core.agent.strands_compat import add_interventions, added_interventions, own_interventions
-from chat_approvals.core.models import ToolCall, parse_answer
+from chat_approvals.core.models import ApprovalCard, ToolCall, call_fingerprint, parse_answer
 
 GATE_INTERRUPT = HumanInTheLoop.name  # "strands:human-in-the-loop": the intervention's own name
 REASON_KIND = "chat-approvals:tool"  # marks the reason our gate writes (a user's own HITL writes a string)
@@ -86,7 +85,7 @@ def canonical_json(value: Any) -> str:
 
 def fingerprint(name: str, tool_input: Any) -> str:
     """SHA-256 of (name, canonical input): what binds a `tool` card to exactly one call."""
-    return hashlib.sha256(canonical_json([name, tool_input]).encode("utf-8")).hexdigest()
+    return call_fingerprint(name, tool_input)
 
 
 def tool_call(name: str, tool_input: Any) -> ToolCall:
@@ -114,6 +113,16 @@ def is_gate_reason(reason: Any) -> bool:
     return isinstance(reason, dict) and reason.get("kind") == REASON_KIND and isinstance(reason.get("tool"), str)
 
 
+def card_holds_call(card: ApprovalCard | None, fp: str, tool_use_id: str) -> bool:
+    """The card being answered shows this very call: a tool card of this fingerprint, or a batch
+    card with an item of this fingerprint and tool use (issue 32)."""
+    if card is None:
+        return False
+    if card.kind == "batch":
+        return any(i.tool is not None and i.tool.fingerprint == fp and i.tool_use_id == tool_use_id for i in card.items)
+    return card.tool is not None and card.tool.fingerprint == fp
+
+
 class ToolGate(HumanInTheLoop):
     """Strands' HumanInTheLoop, configured from `--confirm-tools`, with the answer read from a
     durable card (see the module docstring)."""
@@ -123,6 +132,7 @@ class ToolGate(HumanInTheLoop):
         # always ask and can never be trusted in memory (grants are consulted instead).
         super().__init__(allowed_tools=["*", *(f"!{n}" for n in sorted(gated))])
         self.gated = gated
+        self.edited: dict[str, str] = {}  # toolUseId -> what the model is told with that call's result
 
     async def before_tool_call(self, event: BeforeToolCallEvent, **kwargs: Any) -> InterventionAction:
         name = event.tool_use["name"]
@@ -131,21 +141,44 @@ class ToolGate(HumanInTheLoop):
         ctx = context_of(event.invocation_state)
         if ctx is None:
             return Deny(reason=wording.tool_no_context(name))  # R4: no server context, no approval
-        if name in ctx.approved_tools:
-            return Proceed(reason="a grant of kind tool in this chat")
         tool_input = event.tool_use.get("input", {})
+        reason = draft_reason(name, tool_input, event.tool_use["toolUseId"])
+        answered_here = card_holds_call(ctx.resume_card, reason["fingerprint"], reason["tool_use_id"])
+        # The card being answered decides its own calls: a batch item approved for the chat writes
+        # a grant that must not run the item of the same tool that was denied (issue 32).
+        if name in ctx.approved_tools and not answered_here:
+            return Proceed(reason="a grant of kind tool in this chat")
         if not ctx.can_ask_human:
             return Deny(reason=wording.tool_unattended(name))  # R6
-        reason = draft_reason(name, tool_input, event.tool_use["toolUseId"])
         response = event.interrupt(self.name, reason=reason)  # raises until answered (R1)
-        card = ctx.resume_card
-        if card is None or card.tool is None or card.tool.fingerprint != reason["fingerprint"]:
+        if not answered_here:
             # An answer that is not for this very call (R2's safe mistake): never run on it.
             return Deny(reason=wording.tool_denied(name, None))
         answer = parse_answer("resolved", response)
+        if answer.approved and answer.edited_input is not None:
+            # Approved with edits (issue 32): exactly the edited input runs, and the model is told.
+            edited = dict(answer.edited_input)
+            self.edited[event.tool_use["toolUseId"]] = wording.tool_edited(name, tool_input, edited)
+            return Transform(apply=lambda e: _run_with(e, edited), reason="approved with edits on its card")
         if answer.approved:
             return Proceed(reason="approved on its card")
         return Deny(reason=wording.tool_denied(name, answer.reason))
+
+    def after_tool_call(self, event: AfterToolCallEvent, **kwargs: Any) -> Proceed | Transform:
+        note = self.edited.pop(event.tool_use["toolUseId"], None)
+        if note is None:
+            return Proceed()
+        return Transform(apply=lambda e: _tell(e, note), reason="the call ran with edits")
+
+
+def _run_with(event: Any, edited: dict[str, Any]) -> None:
+    event.tool_use = {**event.tool_use, "input": edited}
+
+
+def _tell(event: Any, note: str) -> None:
+    result = dict(event.result)
+    result["content"] = [{"text": note}, *list(result.get("content") or [])]
+    event.result = result
 
 
 def attach(agent: Agent, gated: frozenset[str]) -> Agent:

@@ -14,6 +14,7 @@ from chat_approvals.core.models.answers import (
     ANSWER_STATUSES,
     Answer,
     InvalidAnswer,
+    ItemAnswer,
     parse_answer,
     read_answer,
     read_reason,
@@ -35,6 +36,7 @@ from chat_approvals.core.models.base import (
 )
 from chat_approvals.core.models.cards import (
     ApprovalCard,
+    CardItem,
     CardKind,
     CardOffer,
     CardPolicy,
@@ -42,6 +44,7 @@ from chat_approvals.core.models.cards import (
     SubjectKind,
     ToolCall,
     Vote,
+    call_fingerprint,
 )
 from chat_approvals.core.models.durations import (
     APPROVER_MODES,
@@ -76,6 +79,7 @@ from chat_approvals.core.models.steps import (
     SessionWrite,
     TurnStart,
 )
+from chat_approvals.core.models.timers import Timer, TimerKind
 
 __all__ = [
     "ANSWER_FIELDS",
@@ -91,6 +95,7 @@ __all__ = [
     "AuditKind",
     "AuditWrite",
     "BadObject",
+    "CardItem",
     "CardKind",
     "CardOffer",
     "CardPolicy",
@@ -102,6 +107,7 @@ __all__ = [
     "Grant",
     "GrantChange",
     "InvalidAnswer",
+    "ItemAnswer",
     "ObjectRef",
     "OutboxItem",
     "Pointer",
@@ -116,10 +122,13 @@ __all__ = [
     "Strict",
     "SubjectKind",
     "SystemClock",
+    "Timer",
+    "TimerKind",
     "ToolCall",
     "TurnResult",
     "TurnStart",
     "Vote",
+    "call_fingerprint",
     "clean_reason",
     "duration_label",
     "duration_seconds",

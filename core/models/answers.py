@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from chat_approvals.core.models.base import Strict
@@ -9,14 +10,45 @@ from chat_approvals.core.models.durations import MAX_REASON, clean_reason, durat
 from chat_approvals.core.text import NOT_UNICODE, display_problem
 
 
+class ItemAnswer(Strict):
+    """The answer to one item of a `batch` card (issue 32): the same fields as an answer, for the
+    item `item` (its public id)."""
+
+    item: str
+    approved: bool
+    duration: str | None = None
+    reason: str | None = None
+    edited_input: dict[str, Any] | None = None  # a tool item approved with edits
+
+
 class Answer(Strict):
     """R15: the only answer shape. `packages`, when given, is a subset of the card's; `duration`
-    (with an approval) is one the card offers; `reason` (with a deny) is the approver's words."""
+    (with an approval) is one the card offers; `reason` (with a deny) is the approver's words.
+    `items` (a `batch` card only): one answer per item, every item once; `approved` is then true
+    when any item is approved. Without `items` a batch card's answer applies to every item."""
 
     approved: bool
     packages: list[str] | None = None
     duration: str | None = None
     reason: str | None = None
+    items: list[ItemAnswer] | None = None
+    # A tool card approved with edits (issue 32): the input that runs instead of the proposed one
+    # (an object; checked against the tool's own input schema by the resume service).
+    edited_input: dict[str, Any] | None = None
+
+    def for_item(self, item: str, takes_duration: bool = True) -> Answer:
+        """This answer as it applies to one item of a batch card (fields of no use to it dropped)."""
+        if self.items is not None:
+            mine = next((a for a in self.items if a.item == item), None)
+            if mine is None:  # fail closed: an item nobody answered is denied
+                return Answer(approved=False)
+            return Answer(
+                approved=mine.approved,
+                duration=mine.duration if takes_duration else None,
+                reason=mine.reason,
+                edited_input=mine.edited_input if takes_duration else None,
+            )
+        return Answer(approved=self.approved, duration=self.duration if takes_duration else None, reason=self.reason)
 
 
 class InvalidAnswer(ValueError):
@@ -24,7 +56,8 @@ class InvalidAnswer(ValueError):
 
 
 ANSWER_STATUSES = ("resolved", "cancelled")
-ANSWER_FIELDS = ("approved", "packages", "duration", "reason")
+ANSWER_FIELDS = ("approved", "packages", "duration", "reason", "edited_input")
+MAX_EDITED_INPUT = 16 * 1024  # characters of an edited input's canonical JSON (a card keeps as much)
 
 
 def read_answer(status: object, payload: object) -> Answer:
@@ -55,6 +88,8 @@ def read_answer(status: object, payload: object) -> Answer:
         raise InvalidAnswer("payload.reason goes only with a deny")
     if not approved and ("packages" in payload or "duration" in payload):
         raise InvalidAnswer("payload.packages and payload.duration go only with an approval")
+    if not approved and "edited_input" in payload:
+        raise InvalidAnswer("payload.edited_input goes only with an approval: an edit with a deny is not an answer")
     fields: dict[str, Any] = {"approved": approved}
     if "packages" in payload:
         packages = payload["packages"]
@@ -70,10 +105,26 @@ def read_answer(status: object, payload: object) -> Answer:
         fields["duration"] = duration
     if "reason" in payload:
         fields["reason"] = read_reason(payload["reason"])
+    if "edited_input" in payload:
+        fields["edited_input"] = read_edited_input(payload["edited_input"])
     try:
         return Answer(**fields)
     except ValueError as e:  # R20: text that is not valid Unicode (a lone surrogate) is refused too
         raise InvalidAnswer(f"payload: {NOT_UNICODE}") from e
+
+
+def read_edited_input(raw: object) -> dict[str, Any]:
+    """An edited tool input from the wire: a JSON object of at most MAX_EDITED_INPUT characters
+    (whether it fits the tool is the resume service's check, against the tool's schema)."""
+    if not isinstance(raw, dict):
+        raise InvalidAnswer("payload.edited_input must be an object (the tool's whole input)")
+    try:
+        text = json.dumps(raw, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidAnswer("payload.edited_input is not JSON") from e
+    if len(text) > MAX_EDITED_INPUT:
+        raise InvalidAnswer(f"payload.edited_input is longer than {MAX_EDITED_INPUT} characters of JSON")
+    return dict(raw)
 
 
 def read_reason(raw: object) -> str | None:

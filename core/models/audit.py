@@ -25,6 +25,8 @@ AuditKind = Literal[
     "withdrawn",
     "vote",
     "refused_answer",
+    "card.reminder",  # issue 33: a reminder went to those who have not answered
+    "card.escalated",  # issue 33: the card went to the escalation approvers
 ]
 
 

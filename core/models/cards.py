@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Literal
 
 from pydantic import Field
@@ -11,7 +13,7 @@ from chat_approvals.core.models.base import Strict
 from chat_approvals.core.models.durations import ApproverMode, duration_seconds
 
 SubjectKind = Literal["site", "package", "tool"]
-CardKind = Literal["download", "tool", "question"]
+CardKind = Literal["download", "tool", "question", "batch"]
 
 
 class CardPolicy(Strict):
@@ -26,11 +28,22 @@ class CardPolicy(Strict):
     default_duration: str | None = None
     default_seconds: float | None = None  # the grant TTL when no duration is chosen or offered
     rules: list[str] = Field(default_factory=list)  # which rules applied (for the audit trail)
+    # Approve with edits (issue 32, tool cards only): False, True (whoever may answer may edit) or
+    # "approvers" (only an approver, never the requester).
+    edits: bool | Literal["approvers"] = False
     # Who the approvers are, for the card to say ("Needs 2 approvals from Security"): the policy's
     # `[approvers] label`, else the listed ids of the card's own front end (rendered by each). Shown
     # only; who may answer is checked against the lists at click time.
     approvers_label: str | None = Field(default=None, max_length=60)
     approver_ids: list[str] = Field(default_factory=list, max_length=50)
+    # Timers (issue 33), in seconds from the card's creation: reminders to those who have not
+    # answered, escalation to more approvers (this card's front end's ids) and where they are asked.
+    expires_after: float | None = None  # the card's life (capped by the server's maximum)
+    remind_after: list[float] = Field(default_factory=list, max_length=10)
+    escalate_after: float | None = None
+    escalate_to: list[str] = Field(default_factory=list, max_length=50)
+    escalate_channel: str | None = None  # Slack: the escalation approvers' channel
+    escalate_conversation: str | None = None  # Teams: their conversation
 
     def grant_seconds(self, chosen: str | None, fallback: float) -> float:
         if chosen is not None:
@@ -49,6 +62,15 @@ class Vote(Strict):
     packages: list[str] | None = None
 
 
+def call_fingerprint(name: str, tool_input: Any) -> str:
+    """SHA-256 of (name, canonical input: sorted keys, no spaces, UTF-8 kept): what binds a `tool`
+    card to exactly one call (core/agent/tool_gate.py), here so the renderers can name an edited call."""
+    canonical = json.dumps(
+        [name, tool_input], sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
 class ToolCall(Strict):
     """The subject of a `tool` card: one gated tool call, bound to the card by its fingerprint
     (SHA-256 of the name and the canonical JSON input, core.tool_gate.fingerprint). `input` is the
@@ -59,6 +81,7 @@ class ToolCall(Strict):
     input: Any
     fingerprint: str
     truncated: bool = False
+    input_schema: dict[str, Any] | None = None  # the tool's own JSON schema, kept when edits are allowed
 
 
 class Question(Strict):
@@ -67,6 +90,20 @@ class Question(Strict):
 
     name: str
     reason: Any
+
+
+class CardItem(Strict):
+    """One interrupt of a step that paused on several at once (a `batch` card, issue 32): a gated
+    tool call or a question, answered on the same card as the others. `item_id` is public (the
+    card id and the item's number, `c_…:1`: the HTTP `interruptId`); `interrupt_id` and
+    `tool_use_id` are the SDK's, kept to resume and to bind the item to its stored call."""
+
+    item_id: str
+    kind: Literal["tool", "question"]
+    interrupt_id: str
+    tool_use_id: str = ""
+    tool: ToolCall | None = None
+    question: Question | None = None
 
 
 class ApprovalCard(Strict):
@@ -91,12 +128,20 @@ class ApprovalCard(Strict):
     question: Question | None = None
     owner_name: str | None = None  # the platform's display name of the owner, when it gave one
     grant_seconds: float | None = None  # how long an approval's grant lasts when no duration is chosen
+    items: list[CardItem] = Field(default_factory=list)  # a `batch` card: every interrupt of its step
 
     def subjects(self) -> list[tuple[SubjectKind, str]]:
         """What a grant of this card would cover: sites and packages, or the gated tool's name."""
         if self.tool is not None:
             return [("tool", self.tool.name)]
+        if self.items:  # a batch: its tool calls (a question has no subject)
+            return [("tool", i.tool.name) for i in self.items if i.tool is not None]
         return [("site", s) for s in self.sites] + [("package", p) for p in self.packages]
+
+    def item_card(self, item: CardItem) -> ApprovalCard:
+        """One item of a batch card as a card of its own kind (to show it as a tool or question
+        card shows its call); never stored, never answered."""
+        return self.model_copy(update={"kind": item.kind, "tool": item.tool, "question": item.question, "items": []})
 
     def chosen_packages(self, answer: Answer) -> list[str]:
         """The one place the answer's package choice is read: every package on the card when the

@@ -22,6 +22,7 @@ from chat_approvals.core.models import (
     AuditEvent,
     AuditKind,
     AuditWrite,
+    CardItem,
     Grant,
     OutboxItem,
     Pointer,
@@ -63,9 +64,20 @@ def card_created_detail(card: ApprovalCard, chained_from: str | None) -> dict[st
         "packages": card.packages,
         **({"tool": card.tool.name, "fingerprint": card.tool.fingerprint} if card.tool else {}),
         **({"question": card.question.name} if card.question else {}),
+        **({"items": [_item(i) for i in card.items]} if card.items else {}),
         "chained_from": chained_from,
         **({"policy": card.policy.model_dump()} if card.policy is not None else {}),
     }
+
+
+def _item(item: CardItem) -> dict[str, Any]:
+    """One item of a batch card, as the trail keeps it: its id, kind and call or question."""
+    out: dict[str, Any] = {"item": item.item_id, "kind": item.kind}
+    if item.tool is not None:
+        out.update(tool=item.tool.name, fingerprint=item.tool.fingerprint)
+    if item.question is not None:
+        out["question"] = item.question.name
+    return out
 
 
 class AuditTrail:

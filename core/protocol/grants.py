@@ -16,7 +16,7 @@ from chat_approvals.core.models import (
 )
 from chat_approvals.core.ports import Rows
 from chat_approvals.core.protocol.audit import AuditTrail
-from chat_approvals.core.protocol.card_kinds import grants_to_write
+from chat_approvals.core.protocol.card_kinds import grant_plan
 from chat_approvals.core.protocol.subjects import subject_matches
 from chat_approvals.core.settings import Settings
 
@@ -40,13 +40,14 @@ class GrantBook:
         """What answering the card does to its subjects' grants, in the card's order: approve
         writes a row per approved subject stamped with the card id; what the answer does not
         approve has its stored row removed. A tool card approved once writes nothing."""
-        writes = set(grants_to_write(p.card, answer))
+        writes, approved_once = grant_plan(p.card, answer)  # a batch card: per item (issue 32)
         policy, s = p.card.policy, self.settings
-        lasts = policy.grant_seconds(answer.duration, s.grant_ttl) if policy is not None else s.grant_ttl
-        once = lasts <= 0  # `once`: this turn only, and no longer than a resume may run
         out: list[GrantChange] = []
-        for kind, name in p.card.subjects():
+        for kind, name in dict.fromkeys(p.card.subjects()):  # a batch may name one tool twice
             if (kind, name) in writes:
+                chosen = writes[(kind, name)]
+                lasts = policy.grant_seconds(chosen, s.grant_ttl) if policy is not None else s.grant_ttl
+                once = lasts <= 0  # `once`: this turn only, and no longer than a resume may run
                 grant = Grant(
                     user=p.owner,
                     chat=p.chat,
@@ -59,7 +60,7 @@ class GrantBook:
                 )
                 audit = self.trail.grant(grant, at=now, actor=user, revoke=False)
                 out.append(GrantChange(grant, grant.expires_at + s.retention, False, audit))
-            elif answer.approved and kind == "tool":
+            elif (kind, name) in approved_once:
                 continue  # approved once: this call runs; nothing to write, nothing to take back
             else:
                 gone = Grant(

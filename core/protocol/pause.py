@@ -32,9 +32,10 @@ from chat_approvals.core.models import (
 )
 from chat_approvals.core.ports import Offer, Rows, Steps
 from chat_approvals.core.protocol.audit import AuditTrail
-from chat_approvals.core.protocol.card_kinds import Several, Unreadable, draft_of
+from chat_approvals.core.protocol.card_kinds import Batch, Draft, Several, Unreadable, batch_items, draft_of
 from chat_approvals.core.protocol.edge_wording import POINTER_NOT_SAVED
 from chat_approvals.core.protocol.policy import Policy
+from chat_approvals.core.protocol.timers import card_life, card_timers
 from chat_approvals.core.settings import Settings
 from chat_approvals.core.text import scalar_text
 
@@ -62,6 +63,39 @@ def final_text(result: AgentResult) -> str:
 
 def snapshot_bytes(agent: Agent, app_data: dict[str, Any]) -> bytes:
     return encode(agent.take_snapshot(preset="session", app_data=app_data))
+
+
+def tool_schema(agent: Agent, name: str) -> dict[str, Any] | None:
+    """The tool's own input schema, from its Strands spec (`inputSchema.json`), or None."""
+    try:
+        spec = agent.tool_registry.get_all_tools_config().get(name) or {}
+    except Exception as e:  # a registry we cannot read: no edits, never a failed pause
+        log.warning("tool specs unreadable: %s", e)
+        return None
+    schema = (spec.get("inputSchema") or {}).get("json")
+    return schema if isinstance(schema, dict) else None
+
+
+def with_edits(card: ApprovalCard, agent: Agent) -> ApprovalCard:
+    """Approve with edits (issue 32) only on a tool card whose policy allows it and whose whole
+    input and schema are known; the card then keeps the schema the edit is checked against."""
+    policy = card.policy
+    if policy is None or not policy.edits:
+        return card
+    if card.kind == "batch":  # each tool item keeps its schema (an item may be approved with edits)
+        if policy.quorum > 1:
+            return card.model_copy(update={"policy": policy.model_copy(update={"edits": False})})
+        items = [
+            i.model_copy(update={"tool": i.tool.model_copy(update={"input_schema": tool_schema(agent, i.tool.name)})})
+            if i.tool is not None and not i.tool.truncated
+            else i
+            for i in card.items
+        ]
+        return card.model_copy(update={"items": items})
+    schema = tool_schema(agent, card.tool.name) if card.kind == "tool" and card.tool is not None else None
+    if card.tool is None or card.tool.truncated or schema is None or policy.quorum > 1:
+        return card.model_copy(update={"policy": policy.model_copy(update={"edits": False})})
+    return card.model_copy(update={"tool": card.tool.model_copy(update={"input_schema": schema})})
 
 
 class Pauser:
@@ -102,8 +136,18 @@ class Pauser:
             log.warning("paused on an interrupt we cannot read: %s", draft.name)
             return TurnResult(status="answered", text=wording.SNAPSHOT_FAILED)
         now = self.clock.now()
+        card_id = mint_card_id()
+        items = batch_items(card_id, draft) if isinstance(draft, Batch) else []
+        if isinstance(draft, Batch):  # one card for every interrupt of the step (issue 32)
+            first = draft.items[0]
+            draft = Draft(
+                kind="batch",
+                interrupt_id=first.interrupt_id,
+                tool_use_id=first.tool_use_id,
+                reason=f"answer {len(items)} requests",
+            )
         card = ApprovalCard(
-            card_id=mint_card_id(),
+            card_id=card_id,
             chat=ctx.chat,
             owner=ctx.user,
             platform=ctx.platform,
@@ -116,12 +160,15 @@ class Pauser:
             kind=draft.kind,
             tool=draft.tool,
             question=draft.question,
+            items=items,
             owner_name=ctx.user_name,
             grant_seconds=self.settings.grant_ttl,
         )
         if self.policy is not None:  # the strictest rule over the card's subjects, fixed on the card
             decided = self.policy.decide(card.subjects(), self.settings.grant_ttl, card.platform)
             card = card.model_copy(update={"policy": decided})
+            card = card.model_copy(update={"expires_at": now + card_life(card, self.settings)})  # issue 33
+            card = with_edits(card, agent)
         secret = mint_secret()
         try:
             data = snapshot_bytes(agent, {"turn_id": ctx.turn_id, "chat": ctx.chat, "card_id": card.card_id})
@@ -153,6 +200,7 @@ class Pauser:
                 agent=self.settings.agent_name,
             )
 
+        ttl = card.expires_at + self.settings.resume_deadline + self.settings.retention
         audit = [self.trail.card_created(card, at=now, chained_from=holding.card_id if holding else None)]
         done = await self.steps.offer(
             Offer(
@@ -163,6 +211,7 @@ class Pauser:
                 audit=audit,
                 turn=(turn.chat, turn.holder) if turn is not None else None,
                 holding=holding,
+                timers=card_timers(card, ttl),  # issue 33: in the same step (one commit on SQLite)
             )
         )
         if turn is not None and done.failed_at is None:

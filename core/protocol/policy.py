@@ -18,7 +18,7 @@ import re
 import tomllib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -65,12 +65,73 @@ def _check_duration(value: str) -> str:
     return value
 
 
+def _check_interval(value: str) -> str:
+    """A timer's delay: a whole number of m, h, d or w (never `once`)."""
+    if duration_seconds(value) <= 0:
+        raise ValueError(f'{value!r} is not a time: use a number with m, h, d or w ("10m", "2h")')
+    return value
+
+
+def _is_escalation_id(v: str) -> bool:
+    """An escalation approver is written as in [approvers]: a Slack or Teams id, or an HTTP user."""
+    return bool(_SLACK_APPROVER.fullmatch(v) or _TEAMS_APPROVER.fullmatch(v)) or may_be_http_user(v)
+
+
+def escalation_ids(ids: Sequence[str], platform: str | None) -> list[str]:
+    """The escalation approvers a card of `platform` can name: Slack ids for Slack, Entra ids for
+    Teams, the others for HTTP (a bare Slack-shaped id counts for Slack only)."""
+    if platform == "slack":
+        return [i for i in ids if _SLACK_APPROVER.fullmatch(i)]
+    if platform == "teams":
+        return [i for i in ids if _TEAMS_APPROVER.fullmatch(i)]
+    if platform == "http":
+        return [i for i in ids if not (_SLACK_APPROVER.fullmatch(i) or _TEAMS_APPROVER.fullmatch(i))]
+    return []
+
+
 class _Settings(_Model):
     approvers: ApproverMode | None = None
     quorum: int | None = Field(default=None, ge=1, le=20)
     durations: list[str] | None = Field(default=None, min_length=1, max_length=10)
     default_duration: str | None = None
     max_duration: str | None = None
+    # Timers (issue 33): the card's life, reminders, escalation.
+    expires_after: str | None = None
+    remind_after: str | list[str] | None = None
+    escalate_after: str | None = None
+    escalate_to: list[str] | None = Field(default=None, min_length=1, max_length=50)
+    escalate_channel: str | None = Field(default=None, pattern=r"^[CG][A-Z0-9]{2,31}$")
+    escalate_conversation: str | None = Field(default=None, min_length=1, max_length=500)
+
+    @field_validator("expires_after", "escalate_after")
+    @classmethod
+    def _interval(cls, value: str | None) -> str | None:
+        return None if value is None else _check_interval(value)
+
+    @field_validator("remind_after")
+    @classmethod
+    def _reminders(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if value is None:
+            return None
+        times = [value] if isinstance(value, str) else value
+        if not 1 <= len(times) <= 10:
+            raise ValueError("remind_after takes one time or a list of 1 to 10")
+        for t in times:
+            _check_interval(t)
+        if len(set(times)) != len(times):
+            raise ValueError("a reminder time is listed twice")
+        return value
+
+    @field_validator("escalate_to")
+    @classmethod
+    def _escalate_to(cls, value: list[str] | None) -> list[str] | None:
+        for v in value or []:
+            if not _is_escalation_id(v):
+                raise ValueError(f"{v!r} is not an approver id (a Slack or Teams id, or an HTTP user)")
+        return value
+
+    # Approve with edits on tool cards (issue 32): true, "approvers" (only approvers edit), false.
+    edits: bool | Literal["approvers"] | None = None
 
     @field_validator("durations")
     @classmethod
@@ -211,6 +272,13 @@ class Effective(BaseModel):
     durations: list[str] | None
     default_duration: str | None
     max_duration: str | None
+    expires_after: str | None = None
+    remind_after: list[str] = Field(default_factory=list)
+    escalate_after: str | None = None
+    escalate_to: list[str] = Field(default_factory=list)
+    escalate_channel: str | None = None
+    escalate_conversation: str | None = None
+    edits: bool | Literal["approvers"] = False
 
 
 class Policy(_Model):
@@ -242,6 +310,13 @@ class Policy(_Model):
             durations=durations,
             default_duration=default,
             max_duration=pick("max_duration"),
+            expires_after=pick("expires_after"),
+            remind_after=(lambda r: [r] if isinstance(r, str) else list(r or []))(pick("remind_after")),
+            escalate_after=pick("escalate_after"),
+            escalate_to=list(pick("escalate_to") or []),
+            escalate_channel=pick("escalate_channel"),
+            escalate_conversation=pick("escalate_conversation"),
+            edits=pick("edits") or False,
         )
 
     def rule_for(self, kind: str, name: str) -> Rule | None:
@@ -252,6 +327,7 @@ class Policy(_Model):
         """The strictest rule over a card's subjects (see the module doc), with who the approvers
         are for the card to name: the `[approvers] label`, else the ids listed for `platform`."""
         card = rule_for_subjects(self, subjects, grant_ttl)
+        card = card.model_copy(update={"escalate_to": escalation_ids(card.escalate_to, platform)})
         if card.approvers == "owner":
             return card
         listed = getattr(self.approvers, platform, []) if platform in ("http", "slack", "teams") else []
@@ -288,7 +364,32 @@ def combine(parts: Sequence[Effective], grant_ttl: float) -> CardPolicy:
         default_duration=default,
         default_seconds=None if offered else fixed,
         rules=sorted({p.name for p in parts}),
+        edits=strictest_edits([p.edits for p in parts]),
+        **combine_timers(parts),
     )
+
+
+def combine_timers(parts: Sequence[Effective]) -> dict[str, Any]:
+    """The strictest timers: every reminder any rule asks for, the earliest escalation to everyone
+    any rule names (the first channel given), and the shortest life (`expires_after`)."""
+    reminders = sorted({_seconds(r) for p in parts for r in p.remind_after})
+    escalations = [_seconds(p.escalate_after) for p in parts if p.escalate_after is not None]
+    lives = [_seconds(p.expires_after) for p in parts if p.expires_after is not None]
+    return {
+        "remind_after": reminders,
+        "escalate_after": min(escalations) if escalations else None,
+        "escalate_to": list(dict.fromkeys(i for p in parts for i in p.escalate_to)),
+        "escalate_channel": next((p.escalate_channel for p in parts if p.escalate_channel), None),
+        "escalate_conversation": next((p.escalate_conversation for p in parts if p.escalate_conversation), None),
+        "expires_after": min(lives) if lives else None,
+    }
+
+
+def strictest_edits(each: Sequence[bool | str]) -> bool | Literal["approvers"]:
+    """Edits only where every rule allows them; "approvers" when any rule keeps them to approvers."""
+    if not each or any(e is False for e in each):
+        return False
+    return "approvers" if "approvers" in each else True
 
 
 def rule_for_subjects(policy: Policy, subjects: Iterable[Subject], grant_ttl: float) -> CardPolicy:
@@ -309,6 +410,8 @@ def _problems(policy: Policy) -> list[tuple[tuple[Any, ...], str]]:
         (("defaults",), policy.effective(None), policy.defaults)
     ]
     for i, r in enumerate(policy.rule):
+        if r.edits and r.pattern[0] != "tool":
+            out.append((("rule", i, "edits"), "edits apply only to tool calls: match a tool (tool:NAME)"))
         if r.pattern in seen:
             out.append((("rule", i, "match"), f"never reached: rule {seen[r.pattern] + 1} has the same match"))
         seen.setdefault(r.pattern, i)
@@ -332,6 +435,14 @@ def _problems(policy: Policy) -> list[tuple[tuple[Any, ...], str]]:
         for d in eff.durations or []:
             if cap is not None and _seconds(d) > cap:
                 out.append((at("durations"), f"duration {d!r} is longer than max_duration {eff.max_duration!r}"))
+        if (eff.escalate_after is None) != (not eff.escalate_to):
+            which = "escalate_after" if eff.escalate_after is None else "escalate_to"
+            out.append((where, f"escalation needs both escalate_after and escalate_to ({which} is missing)"))
+        if eff.expires_after is not None:
+            life = _seconds(eff.expires_after)
+            for name, t in [("remind_after", r) for r in eff.remind_after] + [("escalate_after", eff.escalate_after)]:
+                if t is not None and _seconds(t) >= life:
+                    out.append((at(name), f"{name} {t!r} is not before expires_after {eff.expires_after!r}"))
         if eff.default_duration is not None:
             if eff.durations is None:
                 out.append((at("default_duration"), "default_duration needs a durations list"))

@@ -35,6 +35,7 @@ from chat_approvals.core.protocol.resume_checks import (
     APPROVER_MUST_ANSWER,
     APPROVER_ONLY,
     CAP_REACHED,
+    EDIT_APPROVERS_ONLY,
     EXPIRED,
     IN_PROGRESS,
     INVALID,
@@ -76,6 +77,9 @@ __all__ = [  # the names this module held before its steps moved out
     "other_agent",
     "quorum_answer",
 ]
+
+
+SYSTEM = "system"  # the actor of what the server does on its own (a card denied at its expiry)
 
 
 class ResumeService:
@@ -133,7 +137,7 @@ class ResumeService:
             return await self.replays.answered_elsewhere(card_id, user, secret)
         if not secret_matches(secret, p.secret_hash):
             return ResumeResult(outcome="unknown", message=UNKNOWN)  # same as an unknown id
-        refused = await who_may_answer(self.approvers, p.card, p.owner, user)
+        refused = await who_may_answer(self.approvers, p.card, p.owner, user, now=clock.now())
         if refused is not None:
             if p.card.policy is not None:  # who tried to answer a policy card, and why not
                 await self._audit(p, "refused_answer", user, clock.now(), {"why": refused.message})
@@ -145,6 +149,9 @@ class ResumeService:
         problem = answer_problem(p.card, answer) or other_agent(p, settings)
         if problem is not None:
             return ResumeResult(outcome="invalid", message=problem, card=p.card)
+        refused = await self._may_edit(p, user, answer)
+        if refused is not None:
+            return refused
         now = clock.now()
         if p.state == "claimed" and p.lease_until is not None and p.lease_until >= now:
             return in_progress(p)
@@ -206,6 +213,45 @@ class ResumeService:
         await self.claimed.emit(Claimed(claimed.card, claimed.card_location, user, answer))
         return await self.run.run(claimed, user, answer, now, loaded)
 
+    async def deny_unanswered(self, p: Pointer, now: float) -> ResumeResult | None:
+        """Issue 33: a card nobody answered in time is denied by the system, so the paused turn
+        is told (R16's deny) and its reply reaches the chat. The same claim as a click's (R10, one
+        conditional write; its grants are a deny's), so a click at the same moment cannot also
+        win. None when the card is not answerable now (answered, being resumed, past expiry):
+        nothing was claimed."""
+        if p.state not in ("pending", "claimed") or p.expires_at <= now:
+            return None
+        if p.state == "claimed" and p.lease_until is not None and p.lease_until >= now:
+            return None
+        if p.claim_count >= self.settings.claim_cap:  # R11: a card that kept killing its workers is not run again
+            return None
+        answer, trail = Answer(approved=False), self.pauser.trail
+        before = [trail.on_card(p, "claim_won", SYSTEM, now, {"worker": self.worker, "claim": p.claim_count + 1})]
+        changes = self.grants.changes(p, SYSTEM, answer, now)
+        after = [
+            trail.on_card(p, "expired", SYSTEM, now, {"why": "no answer in time"}),
+            trail.on_card(p, "answered", SYSTEM, now, answered_detail(p.card, answer)),
+        ]
+        loaded = await self.steps.claim(
+            Claim(
+                p,
+                worker=self.worker,
+                now=now,
+                lease_until=now + self.settings.lease,
+                resume_deadline=now + self.settings.resume_deadline,
+                changes=changes,
+                before=before,
+                after=after,
+                load=not self.paused.matches(p.card_id, p.snapshot.sha256),
+            )
+        )
+        if loaded.claimed is None:
+            return None  # a click won it meanwhile
+        trail.written([*before, *(c.audit for c in changes), *after])
+        claimed = loaded.claimed.pointer
+        tracing.link_current(claimed.trace_context)
+        return await self.run.run(claimed, SYSTEM, answer, now, loaded)
+
     async def _vote(self, p: Pointer, user: str, answer: Answer, now: float) -> Pointer | ResumeResult:
         """One approver's vote: one conditional write, counted once per person. Returns the
         pointer with the votes so far, or what to answer when the card moved on meanwhile."""
@@ -229,6 +275,17 @@ class ResumeService:
         ):
             return latest  # a repeated vote counts once; a quorum whose claimer died may be claimed again
         return in_progress(latest)
+
+    async def _may_edit(self, p: Pointer, user: str, answer: Answer) -> ResumeResult | None:
+        """Edits kept to approvers (`edits = "approvers"`): the requester and anyone not an approver
+        may answer as the card allows, but not with edits (refused, nothing changes)."""
+        edits = answer.edited_input is not None or any(a.edited_input is not None for a in answer.items or [])
+        if not edits or p.card.policy is None or p.card.policy.edits != "approvers":
+            return None
+        if user != p.owner and await self.approvers.is_approver(user):
+            return None
+        await self._audit(p, "refused_answer", user, self.clock.now(), {"why": EDIT_APPROVERS_ONLY})
+        return ResumeResult(outcome="forbidden", message=EDIT_APPROVERS_ONLY, owner=p.owner, card=p.card)
 
     async def _give_up(self, p: Pointer, user: str, now: float) -> ResumeResult:
         """R11: a card that keeps killing its workers is denied and expired."""

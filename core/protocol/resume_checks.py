@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from chat_approvals.core.models import Answer, ApprovalCard, Pointer, ResumeResult, Vote, duration_seconds
+from chat_approvals.core.agent.tool_gate import fingerprint
+from chat_approvals.core.models import Answer, ApprovalCard, CardItem, Pointer, ResumeResult, Vote, duration_seconds
 from chat_approvals.core.protocol.policy import ApproverCheck, may_answer
+from chat_approvals.core.protocol.timers import is_escalated
 from chat_approvals.core.settings import BUILT_IN_AGENT, Settings
 
 UNKNOWN = "Unknown approval card: it may have been replaced, or the link is wrong."
@@ -19,6 +21,7 @@ INVALID_DURATION = "Invalid answer: that duration is not one this card offers."
 APPROVER_MUST_ANSWER = "An approver must answer this: the person who asked may not approve their own request."
 APPROVER_ONLY = "An approver must answer this, and you are not one of the approvers."
 OWNER_OR_APPROVER = "Only the person who asked, or an approver, may answer this approval."
+EDIT_APPROVERS_ONLY = "Only an approver (not the person who asked) may approve this call with edits."
 NOT_BOUND = "This approval no longer matches the call it shows; nothing ran. Ask the agent again."
 
 
@@ -37,7 +40,37 @@ def answered_detail(card: ApprovalCard, answer: Answer) -> dict[str, Any]:
         detail["duration"] = answer.duration
     if answer.reason is not None:
         detail["reason"] = answer.reason
+    if answer.edited_input is not None and card.tool is not None:  # approved with edits (issue 32)
+        detail.update(
+            edited=True,
+            proposed_input=card.tool.input,
+            approved_input=answer.edited_input,
+            approved_fingerprint=fingerprint(card.tool.name, answer.edited_input),
+        )
+    if card.items:  # a batch card: what each item was answered (issue 32)
+        detail["items"] = [item_detail(i, answer) for i in card.items]
     return detail
+
+
+def item_detail(item: CardItem, answer: Answer) -> dict[str, Any]:
+    mine = answer.for_item(item.item_id, takes_duration=item.kind == "tool")
+    out: dict[str, Any] = {"item": item.item_id, "kind": item.kind, "approved": mine.approved}
+    if item.tool is not None:
+        out.update(tool=item.tool.name, fingerprint=item.tool.fingerprint)
+    if item.question is not None:
+        out["question"] = item.question.name
+    if mine.duration is not None:
+        out["duration"] = mine.duration
+    if mine.reason is not None:
+        out["reason"] = mine.reason
+    if mine.edited_input is not None and item.tool is not None:
+        out.update(
+            edited=True,
+            proposed_input=item.tool.input,
+            approved_input=mine.edited_input,
+            approved_fingerprint=fingerprint(item.tool.name, mine.edited_input),
+        )
+    return out
 
 
 def forbidden_message(owner: str) -> str:
@@ -76,8 +109,21 @@ def _agent_label(name: str) -> str:
     return "the built-in agent (no --agent)" if name == BUILT_IN_AGENT else f"--agent {name}"
 
 
-async def who_may_answer(approvers: ApproverCheck, card: ApprovalCard, owner: str, user: str) -> ResumeResult | None:
-    """None when `user` may answer the card, else the refusal (nothing changes)."""
+async def who_may_answer(
+    approvers: ApproverCheck, card: ApprovalCard, owner: str, user: str, *, now: float | None = None
+) -> ResumeResult | None:
+    """None when `user` may answer the card, else the refusal (nothing changes). With `now`: once
+    the card is escalated (issue 33), its escalation approvers may answer it too."""
+    refused = await _who_may_answer(approvers, card, owner, user)
+    if refused is None or now is None or not is_escalated(card, now) or card.policy is None:
+        return refused
+    check = getattr(approvers, "is_one_of", None)  # bots/approvers.py's directory has it
+    if check is not None and user != owner and await check(user, card.policy.escalate_to):
+        return None
+    return refused
+
+
+async def _who_may_answer(approvers: ApproverCheck, card: ApprovalCard, owner: str, user: str) -> ResumeResult | None:
     policy = card.policy
     if policy is None or policy.approvers == "owner":
         if user == owner:

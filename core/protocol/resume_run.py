@@ -20,7 +20,7 @@ from chat_approvals.core.agent.factory import AgentFactory
 from chat_approvals.core.agent.paused_agents import PausedAgents
 from chat_approvals.core.models import Answer, AnswerRecord, Clock, Fence, Pointer, ResumeResult, TurnResult
 from chat_approvals.core.ports import Loaded, Objects, Rows, Steps
-from chat_approvals.core.protocol.card_kinds import binds, interrupt_response
+from chat_approvals.core.protocol.card_kinds import binds, interrupt_responses
 from chat_approvals.core.protocol.claim_release import NOT_STORED, UNSTORABLE, release_unstorable
 from chat_approvals.core.protocol.grants import GrantBook
 from chat_approvals.core.protocol.history import History, HistoryWrite
@@ -121,9 +121,10 @@ class ClaimedRun:
                 resume_attempt=token,
                 user_name=p.card.owner_name,  # a chained card names the same requester
             )
-            response = interrupt_response(p.card, answer)  # never null (null re-raises)
+            # Never null (null re-raises); a batch card answers every interrupt of its step at once.
             reply: list[InterruptResponseContent] = [
-                {"interruptResponse": {"interruptId": p.sdk_interrupt_id, "response": response}}
+                {"interruptResponse": {"interruptId": iid, "response": response}}
+                for iid, response in interrupt_responses(p.card, answer, p.sdk_interrupt_id)
             ]
             state = invocation_state(ctx, self.parts.tool_access)
             run = asyncio.ensure_future(agent.invoke_async(reply, invocation_state=state))

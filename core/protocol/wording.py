@@ -10,6 +10,8 @@ For people (a turn's own text when no model reply exists: `WAITING`, `BUSY`, `RE
 
 from __future__ import annotations
 
+import json
+
 from chat_approvals.core.models import ONCE, duration_label
 from chat_approvals.core.protocol.subjects import describe
 
@@ -104,8 +106,8 @@ STORE_UNAVAILABLE = "The approval store is unavailable right now; nothing was ch
 TOO_MANY_CLICKS = "Too many answers are being worked on right now; nothing was changed. Click again in a moment."
 # --- tool-name approvals (core/agent/tool_gate.py) and other interrupts ---------------------------
 CANNOT_ANSWER_SEVERAL = (
-    "The agent paused on several questions at once in one step, and this front end can answer only "
-    "one at a time, so nothing was offered and nothing ran. Please ask again, one step at a time."
+    "The agent asked to download something in the same step as other requests, which one card "
+    "cannot hold, so nothing was offered and nothing ran. Please ask again, one step at a time."
 )
 
 
@@ -128,4 +130,35 @@ def tool_denied(name: str, reason: str | None) -> str:
     return (
         f"The user did not approve this call of {name}, so it did not run.{why} "
         "Do not try to do the same another way. Continue without it and say so."
+    )
+
+
+EDITED_PREFIX = "Edited by the approver before it ran:"
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def input_changes(proposed: object, approved: object) -> str:
+    """What an edit changed, key by key for objects ("text: "a" -> "b"; limit: removed")."""
+    if not isinstance(proposed, dict) or not isinstance(approved, dict):
+        return f"{_short(proposed)} -> {_short(approved)}"
+    parts = []
+    for key in sorted(set(proposed) | set(approved), key=str):
+        if key not in approved:
+            parts.append(f"{key}: removed")
+        elif key not in proposed:
+            parts.append(f"{key}: added {_short(approved[key])}")
+        elif proposed[key] != approved[key]:
+            parts.append(f"{key}: {_short(proposed[key])} -> {_short(approved[key])}")
+    return "; ".join(parts) or "nothing"
+
+
+def tool_edited(name: str, proposed: object, approved: object) -> str:
+    """Told to the model with the result of a call the approver edited (issue 32)."""
+    return (
+        f"{EDITED_PREFIX} {name} ran with the input the user approved, not the one you proposed. "
+        f"Changed: {input_changes(proposed, approved)}. Take the result below as the result of that edited call."
     )

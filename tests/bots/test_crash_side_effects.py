@@ -24,7 +24,9 @@ from tests.support.serve_process import ROOT, free_port, stop, wait_healthy
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def _serve(tmp: Path, port: int, hold: Path) -> subprocess.Popen[bytes]:
+def _serve(
+    tmp: Path, port: int, hold: Path, agent: str = "tests.support.crash_agents:note_hold_agent"
+) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "CHAT_APPROVALS_"))}
     env.update(
         CHAT_APPROVALS_STORE=f"sqlite:///{tmp}/rows.db",
@@ -34,7 +36,7 @@ def _serve(tmp: Path, port: int, hold: Path) -> subprocess.Popen[bytes]:
     )
     cli = os.path.join(os.path.dirname(sys.executable), "chat-approvals")
     args = [cli, "serve", "--host", "127.0.0.1", "--port", str(port), "--api-token", TOKEN,
-            "--agent", "tests.support.crash_agents:note_hold_agent", "--confirm-tools", "save_note"]  # fmt: skip
+            "--agent", agent, "--confirm-tools", "save_note"]  # fmt: skip
     return subprocess.Popen(args, cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

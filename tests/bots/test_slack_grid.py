@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from chat_approvals.bots.slack_install import record_key
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards import wording as cw
 from chat_approvals.core.identity import SlackUser
@@ -176,3 +177,17 @@ async def test_a_user_group_of_the_org_approves_from_any_workspace(rig: SlackRig
     assert done is not None and done.state == "done"
     lookups = rig.standin.of("usergroups.users.list")
     assert lookups and {c.token for c in lookups} == {org_token} and {c.args["usergroup"] for c in lookups} == {GROUP}
+
+
+async def test_an_org_that_uninstalls_is_forgotten_and_its_clicks_refused(rig: SlackRig) -> None:
+    await rig.install(None, enterprise=GRID)
+    card = await posted(rig, dm(rig, team=ONE, user=OWNER, org_wide=True))
+    assert await rig.send(*P.json_body(P.uninstalled(team=None, enterprise=GRID))) == (200, "")
+    await rig.settle()
+    assert await rig.approvals.installations.installation(record_key(GRID, None, True)) is None
+    before = await rig.snapshot(card_id(card))
+    assert await rig.click(click(rig, card, user=OWNER, team=ONE)) == (200, "")
+    await rig.settle()
+    assert await rig.snapshot(card_id(card)) == before
+    (told,) = [c for c in rig.standin.of("response_url") if c.args["_hook"] == f"click-{OWNER}"]
+    assert cw.NOT_INSTALLED in told.args["text"]

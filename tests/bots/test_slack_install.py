@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from slack_sdk.oauth.installation_store import Installation
 
+from chat_approvals.bots.logs import Redactor
 from chat_approvals.bots.slack_config import SlackConfig
 from chat_approvals.bots.slack_install import StoreInstallations, TokenBox, TokenKeyError, record_key
 from chat_approvals.core.approvals import Approvals
@@ -101,6 +102,8 @@ OAUTH = {
         ({"SLACK_SIGNING_SECRET": ""}, "OAuth installs need SLACK_SIGNING_SECRET"),
         ({"SLACK_APP_TOKEN": "xapp-1"}, "OAuth installs need SLACK_SIGNING_SECRET"),
         ({"CHAT_APPROVALS_SLACK_TOKEN_KEY": ""}, "CHAT_APPROVALS_SLACK_TOKEN_KEY is not set"),
+        ({"CHAT_APPROVALS_SLACK_TOKEN_ROTATION_MINUTES": "0"}, "a whole number of minutes, at least 1"),
+        ({"CHAT_APPROVALS_SLACK_TOKEN_ROTATION_MINUTES": "2h"}, "a whole number of minutes, at least 1"),
     ],
 )
 def test_a_half_configured_oauth_names_what_is_missing(change: dict[str, str], message: str) -> None:
@@ -109,6 +112,10 @@ def test_a_half_configured_oauth_names_what_is_missing(change: dict[str, str], m
 
 
 def test_the_banner_says_which_mode_is_on() -> None:
+    assert (
+        SlackConfig.from_env({**OAUTH, "CHAT_APPROVALS_SLACK_TOKEN_ROTATION_MINUTES": "30"}).token_rotation_minutes
+        == 30
+    )
     oauth = SlackConfig.from_env(OAUTH)
     oauth.check()
     assert oauth.oauth and oauth.http_mode and not oauth.socket_mode
@@ -116,3 +123,10 @@ def test_the_banner_says_which_mode_is_on() -> None:
     single = SlackConfig.from_env({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"})
     single.check()
     assert single.describe().startswith("one workspace (SLACK_BOT_TOKEN), HTTP at /slack/events")
+
+
+def test_rotating_tokens_and_their_refresh_tokens_are_redacted_from_logs() -> None:
+    """Token rotation (issue 31) brings `xoxe.xoxb-…` bot tokens and `xoxe-1-…` refresh tokens."""
+    redact = Redactor()
+    out = redact("refresh_token=xoxe-1-My0xLTEyMzQ1Ni0 access xoxe.xoxb-1-MS0yLTM0NTY3ODkw done")
+    assert "My0xLTEyMzQ1Ni0" not in out and "MS0yLTM0NTY3ODkw" not in out and out.endswith(" done")

@@ -21,6 +21,7 @@ METHOD_SCOPES: dict[str, str | None] = {
     "chat_postEphemeral": "chat:write",
     "chat_getPermalink": None,
     "usergroups_users_list": "usergroups:read",  # a policy's S... approver ids (issue 13)
+    "views_open": None,  # the Approve with edits modal (issue 32): needs a trigger id, no scope
 }
 # Scopes for what Slack sends us: events, interactivity and the slash command.
 # member_joined_channel (the welcome when the bot is added) needs channels:read / groups:read.

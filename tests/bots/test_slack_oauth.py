@@ -5,20 +5,28 @@ project's store (tokens sealed, R19), uninstall, token refresh mid-turn, the OAu
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
-from chat_approvals.bots.slack_install import record_key
+from chat_approvals.bots.slack_install import TokenBox, record_key
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards import wording as cw
 from chat_approvals.core.identity import SlackUser
+from chat_approvals.core.protocol.wording import STORE_UNAVAILABLE
+from chat_approvals.store.base import StoreError
 from tests.support import slack_payloads as P
+from tests.support.serve_process import ROOT, free_port, stop, wait_healthy
 from tests.support.slack_rig import OWNER, SlackRig, buttons, running
-from tests.support.slack_standin import Call
+from tests.support.slack_standin import CLIENT_ID, CLIENT_SECRET, Call, SlackStandIn
 
 A, B = "T0WORKSPA", "T0WORKSPB"
 DM_A, DM_B = "D0DMINA01", "D0DMINB01"
@@ -127,6 +135,7 @@ async def test_uninstall_then_a_click_is_refused_with_a_message_and_the_store_un
     await rig.install(B)
     (card,) = await say(rig, P_FETCH, team=A, channel=DM_A)
     assert await rig.send(*P.json_body(P.uninstalled(team=A))) == (200, "")
+    await rig.settle()
     assert await rig.approvals.installations.installation(record_key(None, A, False)) is None
     assert await rig.approvals.installations.installation(record_key(None, B, False)) is not None  # B keeps it
     before, since = await rig.snapshot(card_id_of(card)), len(rig.standin.calls)
@@ -141,6 +150,7 @@ async def test_uninstall_then_a_click_is_refused_with_a_message_and_the_store_un
 async def test_a_revoked_bot_token_removes_the_installation(rig: SlackRig) -> None:
     await rig.install(A)
     assert await rig.send(*P.json_body(P.tokens_revoked(team=A))) == (200, "")
+    await rig.settle()
     assert await rig.approvals.installations.installation(record_key(None, A, False)) is None
 
 
@@ -217,3 +227,109 @@ async def test_the_oauth_state_forged_replayed_expired_or_from_another_browser_i
     assert (await rig.finish_install(late, rig.standin.consent(B)))[0] == 401  # expired
     assert await rig.approvals.installations.installation(record_key(None, B, False)) is None
     assert len(rig.standin.of("oauth.v2.access")) == 1  # only the one good install redeemed a code
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "",
+        "?code=x",
+        "?state=&code=x",
+        "?state=%ff%fe%00&code=%ff",
+        "?state=a.b.c&code=x&state=d.e.f",
+        "?error=access_denied",
+        "?error=%3Cscript%3Ealert(1)%3C%2Fscript%3E",
+        "?state=" + "A" * 4000,
+    ],
+)
+async def test_the_redirect_refuses_what_it_cannot_use_with_a_4xx_page_never_a_500(rig: SlackRig, query: str) -> None:
+    status, page, _ = await rig.get(f"/slack/oauth_redirect{query}", {"Cookie": "slack-app-oauth-state=a.b.c"})
+    assert status < 500 and "<script>" not in page
+    assert rig.standin.of("oauth.v2.access") == []  # no code was redeemed
+
+
+async def test_serve_runs_many_workspaces_from_env_and_says_so(tmp_path: Path) -> None:
+    """`chat-approvals serve` as its own process, OAuth configured only through the environment: the
+    banner names the mode, and the install page is served with its state cookie."""
+    standin = await SlackStandIn().start()
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "CHAT_APPROVALS_"))}
+    env.update(
+        SLACK_CLIENT_ID=CLIENT_ID, SLACK_CLIENT_SECRET=CLIENT_SECRET, SLACK_SIGNING_SECRET=P.SIGNING_SECRET,
+        CHAT_APPROVALS_SLACK_TOKEN_KEY=TokenBox.new_key(), CHAT_APPROVALS_SLACK_API_URL=standin.api_url,
+    )  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "chat_approvals",
+        "serve",
+        "--port",
+        str(port),
+        "--store",
+        f"sqlite:///{tmp_path}/r.db",
+    ]
+    out = tmp_path / "stdout"
+    with out.open("wb") as sink:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.DEVNULL)
+    try:
+        await wait_healthy(proc, port)
+        url = f"http://127.0.0.1:{port}/slack/install"
+        async with aiohttp.ClientSession() as session, session.get(url) as r:
+            assert r.status == 200 and "slack-app-oauth-state" in r.headers.get("Set-Cookie", "")
+    finally:
+        await stop(proc)
+        await standin.stop()
+    banner = out.read_text()
+    assert "Slack: many workspaces by OAuth (install at /slack/install, redirect /slack/oauth_redirect)" in banner
+
+
+async def test_one_workspace_mode_acknowledges_an_uninstall_and_keeps_its_token() -> None:
+    """SLACK_BOT_TOKEN mode is unchanged: an uninstall event is acknowledged (no retry from Slack)
+    and logged; the token stays the one configured."""
+    async with running(SlackRig()) as single:
+        assert single.front.oauth is None
+        assert await single.send(*P.json_body(P.uninstalled(team=P.TEAM))) == (200, "")
+        cards = await single.owner_says(P_FETCH)
+        assert [c.token for c in cards] == ["xoxb-test-token"]
+
+
+async def test_installations_unreadable_the_click_is_told_the_store_is_unavailable(rig: SlackRig) -> None:
+    """The store's installations cannot be read (a backend fault after its retries): the clicker is
+    told so through the response_url (no token can be had), nothing changes, the card stays answerable."""
+    await rig.install(A)
+    (card,) = await say(rig, P_FETCH, team=A, channel=DM_A)
+    before, since = await rig.snapshot(card_id_of(card)), len(rig.standin.calls)
+
+    def down(*_: object) -> str | None:
+        raise StoreError("injected: the table is unreachable")
+
+    rows: Any = rig.store.rows
+    rows.get_installation = down
+    try:
+        assert await rig.click(click(rig, card, team=A)) == (200, "")
+        await rig.settle()
+    finally:
+        del rows.get_installation
+    assert await rig.snapshot(card_id_of(card)) == before
+    (told,) = [c for c in rig.standin.calls[since:] if c.method == "response_url"]
+    assert STORE_UNAVAILABLE in told.args["text"]
+    assert await rig.click(click(rig, card, team=A)) == (200, "")  # back: the same card still works
+    await rig.settle()
+    done = await rig.store.run(rig.store.rows.get_pointer_by_card, card_id_of(card))
+    assert done is not None and done.state == "done"
+
+
+async def test_an_uninstall_while_the_store_is_down_is_acknowledged_not_a_500(rig: SlackRig) -> None:
+    await rig.install(A)
+
+    def down(*_: object) -> bool:
+        raise StoreError("injected: the table is unreachable")
+
+    rows: Any = rig.store.rows
+    rows.delete_installation = down
+    try:
+        assert await rig.send(*P.json_body(P.uninstalled(team=A))) == (200, "")
+        await rig.settle()
+    finally:
+        del rows.delete_installation
+    assert await rig.approvals.installations.installation(record_key(None, A, False)) is not None

@@ -87,3 +87,17 @@ async def test_a_click_with_a_lone_surrogate_claims_nothing_and_the_card_stays_a
     await rig.settle()
     kinds = [e["kind"] for e in (await rig.snapshot(card_id))["audit"]]
     assert kinds.count("claim_won") == 1, kinds
+
+
+async def test_a_click_form_sent_as_json_is_a_400_and_claims_nothing(rig: SlackRig) -> None:
+    """The click path reads a `payload=` form once, itself; a body that says it is JSON is read as
+    JSON (and a form is not JSON), never taken for a click."""
+    [card] = await rig.owner_says("download <https://example.org/a.csv>")
+    body, _ = P.interactive_body(rig.click_payload(card))
+    code, _ = await rig.send(body, "application/json")
+    assert code == 400
+    await rig.settle()
+    assert rig.standin.of("chat.update") == []  # no claim, no resume: the card was not touched
+    code, _ = await rig.click(rig.click_payload(card))  # the same click as a form: resumed
+    assert code == 200
+    await rig.standin.wait_for(lambda s: len(s.of("chat.update")) >= 1, timeout=10)

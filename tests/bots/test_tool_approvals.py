@@ -1,7 +1,7 @@
 """Issue 14 through the HTTP front end (real HTTP to the running aiohttp server): a gated tool
 pauses BEFORE it runs and becomes a `tool` card; approve once / for this chat / deny (with a
 reason); tool grants listed and revoked; unattended deny; a user's own interrupt becomes a
-`question` card; several interrupts in one step are not offered; a chained second call."""
+`question` card; several interrupts in one step are one batch card; a chained second call."""
 
 from __future__ import annotations
 
@@ -222,19 +222,21 @@ async def test_r13_a_second_gated_call_in_the_same_turn_is_a_chained_card(
         assert lines(notes) == ["one"]
 
 
-async def test_several_interrupts_in_one_step_are_not_offered_and_change_nothing(
+async def test_several_interrupts_of_a_users_agent_in_one_step_are_one_batch_card(
     store: StoreIO, clock: ManualClock, notes: Path
 ) -> None:
+    """Issue 32 (it replaced "not offered"): every interrupt of the step on one card; one answer
+    for the card answers them all in one resumed run."""
     approvals = make_approvals(store, clock, gated(user_agent(agents.note_twice_agent)))
     async for api in _api(approvals):
         code, body = await api.turn(CHAT, USER, "two notes at once")
-        assert code == 200 and body == {"status": "answered", "text": wording.CANNOT_ANSWER_SEVERAL}
+        assert code == 200 and body["status"] == "awaiting_approval", body
+        card = body["card"]
+        assert card["kind"] == "batch" and len(card["items"]) == 2
         assert lines(notes) == []
-        # nothing was written: the chat is free, and nothing is waiting for anyone
-        code, body = await api.turn(CHAT, "bob", "two notes at once")
-        assert body["status"] == "answered"
-        code, audit = await api.get(f"/v1/chats/{CHAT}/audit")
-        assert [e for e in audit["events"] if e["kind"] == "card_created"] == []
+        code, body = await api.resume(card["card_id"], USER, card["secret"], duration="once")
+        assert code == 200 and body["outcome"] == "resumed", body
+        assert len(lines(notes)) == 2
 
 
 @pytest.mark.parametrize(("approved", "reason"), [(True, None), (False, "keep it"), (False, None)])

@@ -77,6 +77,17 @@ def test_the_objects_sweep_uses_the_written_at_index(rows: PostgresRows) -> None
     assert any(name == "objects_written" for _, name in scans), scans
 
 
+def test_the_due_timers_are_read_through_the_partial_due_index(rows: PostgresRows) -> None:
+    """Issue 33: the timers' claim reads the ones not yet fired through `timers_due`, never every card."""
+    claim = _scans(rows, PostgresRows.CLAIM_TIMERS, ("me", NOW + 30, NOW + 30, NOW, NOW - 86400, NOW, 50))
+    _no_full_scan(claim)
+    assert any(name == "timers_due" for _, name in claim), claim
+    fire = _scans(rows, "UPDATE timers SET fired_at = %s WHERE card_id = %s AND name = %s AND fired_at IS NULL",
+                  (NOW, "card", "remind:0"))  # fmt: skip
+    _no_full_scan(fire)
+    assert any(name == "timers_pkey" for _, name in fire), fire
+
+
 def test_the_outbox_reads_use_the_sink_key(rows: PostgresRows) -> None:
     claim = _scans(rows, PostgresRows.CLAIM_OUTBOX, ("sink", "me", NOW + 30, NOW + 30, NOW, "sink", 50))
     _no_full_scan(claim)

@@ -211,3 +211,18 @@ def question_policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str,
 def question_agent() -> Agent:
     """`--agent tests.support.agents:question_agent`: a user's own tool that raises its own interrupt."""
     return Agent(model=PolicyModel(question_policy), tools=[delete_repo], callback_handler=None)
+
+
+def mixed_batch_policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """A gated call and a question (the user's own interrupt) in ONE step (issue 32), then both results."""
+    results = results_of(messages)
+    if not results:
+        return "", [
+            {"name": "save_note", "input": {"text": "mixed"}},
+            {"name": "delete_repo", "input": {"repo": "acme/old"}},
+        ]
+    return "done: " + "; ".join(text_of(r) for r in results), []
+
+
+def mixed_batch_agent() -> Agent:
+    return Agent(model=PolicyModel(mixed_batch_policy), tools=[_save_note(), delete_repo], callback_handler=None)

@@ -33,3 +33,20 @@ def _policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
 def note_hold_agent() -> Agent:
     notes = Path(os.environ.get(NOTES_ENV, "var/notes"))
     return Agent(model=PolicyModel(_policy), tools=[make_save_note(notes)], callback_handler=None)
+
+
+def _pair_policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """Two gated calls in one step (issue 32's batch card), then the same hold as above."""
+    results = results_of(messages)
+    if not results:
+        return "", [{"name": "save_note", "input": {"text": t}} for t in ("first note", "second note")]
+    hold = os.environ.get(HOLD_ENV)
+    deadline = time.monotonic() + 60
+    while hold and os.path.exists(hold) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return "done: " + "; ".join(text_of(r) for r in results), []
+
+
+def note_pair_hold_agent() -> Agent:
+    notes = Path(os.environ.get(NOTES_ENV, "var/notes"))
+    return Agent(model=PolicyModel(_pair_policy), tools=[make_save_note(notes)], callback_handler=None)

@@ -157,6 +157,21 @@ def json_body(payload: dict[str, Any]) -> tuple[bytes, str]:
     return json.dumps(payload).encode(), "application/json"
 
 
+def view_submission(view: dict[str, Any], values: dict[str, str], *, user: str, team: str = TEAM) -> dict[str, Any]:
+    """A submitted modal (the fixture's shape) for `view` as we opened it: `values` by block id, each
+    the text typed into that block's plain_text_input."""
+    p: dict[str, Any] = copy.deepcopy(fixture("view_submission.json"))
+    p["user"] = {"id": user, "username": user.lower(), "name": user.lower(), "team_id": team}
+    p["team"] = {"id": team, "domain": "approvals-test"}
+    p["view"].update(
+        callback_id=view["callback_id"],
+        private_metadata=view["private_metadata"],
+        blocks=view["blocks"],
+        state={"values": {b: {"value": {"type": "plain_text_input", "value": text}} for b, text in values.items()}},
+    )
+    return p
+
+
 def uninstalled(*, team: str | None, enterprise: str | None = None, event_id: str = "EvUninstall") -> dict[str, Any]:
     """`app_uninstalled`, as Slack sends it when a workspace (or, team None, an org) removes the app."""
     return {

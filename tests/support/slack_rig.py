@@ -95,12 +95,14 @@ class SlackRig:
         factory: AgentFactory | None = None,
         policy: str | None = None,
         server: dict[str, Any] | None = None,
+        timers: bool = False,
         store: str | None = None,
         oauth: bool = False,
     ) -> None:
         self.store_url = store  # a store URL for rows and objects (PostgreSQL); None: SQLite in the folder
         self.oauth = oauth  # issue 31: installed by OAuth in many workspaces, no SLACK_BOT_TOKEN
         self.token_key = TokenBox.new_key()
+        self.timers = timers  # issue 33: run the server's timer loop (reminders, escalation, expiry)
         self.factory = factory
         self.policy = policy
         self.server = server or {}  # ServerConfig fields (e.g. bots/admission.py's resume_workers)
@@ -148,7 +150,7 @@ class SlackRig:
         os.environ.update(env)
         try:
             cfg = ServerConfig(store=self.store_url or f"sqlite:///{self.folder}/rows.db", **self.server)
-            app = build_app(self.approvals, cfg, sweep=False)
+            app = build_app(self.approvals, cfg, sweep=False, timers=self.timers)
         finally:
             for k, v in saved.items():
                 if v is None:

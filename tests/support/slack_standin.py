@@ -252,6 +252,10 @@ class SlackStandIn:
                 return err("message_not_found")
             link = f"https://approvals-test.slack.com/archives/{channel}/p{ts.replace('.', '')}"
             return ok(channel=channel, permalink=link)
+        if method == "views.open":  # the Approve with edits modal (issue 32)
+            if not args.get("trigger_id") or not args.get("view"):
+                return err("invalid_arguments")
+            return ok(view={"id": f"V{next(self._ts)}"})
         if method == "chat.postEphemeral":
             if not args.get("user") or not args.get("channel"):
                 return err("user_not_in_channel")

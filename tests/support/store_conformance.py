@@ -34,6 +34,7 @@ from chat_approvals.core.models import (
     Refusal,
     SessionWrite,
     SubjectKind,
+    Timer,
     Vote,
 )
 from chat_approvals.store.base import CorruptObject, ObjectExists, ObjectStore, RowStore
@@ -1306,3 +1307,85 @@ def test_r7_large_objects_round_trip(store: StoreBackend) -> None:
     assert store.objects.get(ref) == data and store.objects.get_key(ref.key) == data
     with pytest.raises(ObjectExists):
         store.objects.put("snapshots/large.json", data)
+
+
+# --- durable timers (issue 33): a due-time index, one lease, each timer fired once -------------
+
+
+def _timer(card: str, name: str, due: float, chat: str = "http:a") -> Timer:
+    return Timer(chat=chat, card_id=card, name=name, due_at=due, ttl=T0 + RETENTION)
+
+
+def test_timers_listed_only_when_due_earliest_first(store: StoreBackend) -> None:
+    rows = store.rows
+    late, early, later = (
+        _timer("c_1", "remind:1", T0 + 3600),
+        _timer("c_1", "remind:0", T0 + 600),
+        _timer("c_2", "expire", T0 + 7200, chat="http:b"),
+    )
+    rows.put_timers([late, early, later])
+    assert rows.claim_timers("h1", T0 + 599, T0 + 629, T0 - 86400, 10) == []
+    assert rows.claim_timers("h1", T0 + 600, T0 + 630, T0 - 86400, 10) == [early]
+    assert rows.claim_timers("h1", T0 + 7200, T0 + 7230, T0 - 86400, 10) == [early, late, later]
+    assert rows.claim_timers("h1", T0 + 7200, T0 + 7230, T0 - 86400, 2) == [early, late]
+    assert rows.claim_timers("h1", T0 + 7200, T0 + 7230, T0 + 601, 10) == [late, later]  # `since` bounds the index
+
+
+def test_timers_across_days_are_found(store: StoreBackend) -> None:
+    rows = store.rows
+    a, b = _timer("c_1", "expire", T0 - 86400 * 1.5), _timer("c_2", "expire", T0 + 10)
+    rows.put_timers([b, a])
+    assert rows.claim_timers("h1", T0 + 10, T0 + 40, T0 - 2 * 86400, 10) == [a, b]
+
+
+def test_timer_fires_exactly_once_and_is_no_longer_listed(store: StoreBackend) -> None:
+    rows = store.rows
+    t = _timer("c_1", "remind:0", T0)
+    rows.put_timers([t])
+    results = []
+    barrier = threading.Barrier(4)
+
+    def fire() -> None:
+        barrier.wait()
+        results.append(rows.fire_timer(t, T0 + 1))
+
+    threads = [threading.Thread(target=fire) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sorted(results) == [False, False, False, True]
+    assert rows.claim_timers("h1", T0 + 5, T0 + 35, T0 - 100, 10) == []
+    assert not rows.fire_timer(_timer("c_9", "remind:0", T0), T0 + 1)  # never scheduled
+
+
+def test_timer_scheduled_again_after_firing_stays_fired(store: StoreBackend) -> None:
+    rows = store.rows
+    t = _timer("c_1", "escalate", T0)
+    rows.put_timers([t])
+    assert rows.fire_timer(t, T0)
+    rows.put_timers([t])  # a retried schedule
+    assert not rows.fire_timer(t, T0 + 1)
+    assert rows.claim_timers("h1", T0 + 5, T0 + 35, T0 - 100, 10) == []
+
+
+def test_timer_lease_keeps_a_second_replica_out_until_it_lapses(store: StoreBackend) -> None:
+    rows = store.rows
+    t = _timer("c_1", "expire", T0)
+    rows.put_timers([t])
+    assert rows.claim_timers("h1", T0, T0 + 30, T0 - 100, 10) == [t]
+    assert rows.claim_timers("h2", T0 + 10, T0 + 40, T0 - 100, 10) == []  # h1 holds it
+    assert rows.claim_timers("h1", T0 + 20, T0 + 50, T0 - 100, 10) == [t]  # h1 renews
+    assert rows.claim_timers("h2", T0 + 49, T0 + 79, T0 - 100, 10) == []
+    assert rows.claim_timers("h2", T0 + 51, T0 + 81, T0 - 100, 10) == [t]  # lapsed: h2 takes over (h1 died)
+    assert rows.claim_timers("h1", T0 + 52, T0 + 82, T0 - 100, 10) == []
+
+
+def test_timers_swept_after_their_ttl(store: StoreBackend) -> None:
+    rows = store.rows
+    t = Timer(chat="http:a", card_id="c_1", name="expire", due_at=T0, ttl=T0 + 100)
+    rows.put_timers([t])
+    rows.sweep(T0 + 50)
+    assert rows.claim_timers("h1", T0 + 50, T0 + 60, T0 - 100, 10) == [t]
+    rows.sweep(T0 + 101)
+    assert rows.claim_timers("h1", T0 + 102, T0 + 112, T0 - 100, 10) == []

@@ -166,6 +166,39 @@ function check(name, cond, detail = '') {
       }
       await shot('03-note-saved.png');
       check('the agent says the note was saved', saved);
+    } else if (process.env.E2E_FLOW === 'batch') {
+      // Issue 32: two gated calls in one step -> one batch card; decide each (once / deny) and send.
+      const A = `first-${TOKEN}`;
+      const B = `second-${TOKEN}`;
+      await send(`save two notes: ${A} | ${B}`);
+      const bcard = page.locator('.ac-adaptiveCard', { hasText: '2 requests in one step' }).filter({ hasText: A });
+      await bcard.first().waitFor({ timeout: WAIT });
+      await shot('31-batch-card.png');
+      await bcard.first().screenshot({ path: path.join(SHOTS, 'card-batch.png') });
+      const selects = bcard.first().getByRole('combobox');  // a compact ChoiceSet: the Playground's dropdown
+      check('the batch card lists both calls, each with its own decision',
+        (await bcard.getByText(B).count()) >= 1 && (await selects.count()) === 2, `choices: ${await selects.count()}`);
+      const choose = async (n, label) => {
+        await selects.nth(n).click();
+        await page.getByRole('option', { name: label, exact: true }).last().click();
+      };
+      await choose(0, 'Approve once');
+      await choose(1, 'Deny');
+      await bcard.getByRole('button', { name: 'Decide each', exact: true }).click();
+      await bcard.getByRole('textbox').first().fill('not this one');
+      await shot('32-batch-decided.png');
+      await bcard.getByRole('button', { name: 'Send these decisions', exact: true }).click();
+      const bdone = page.locator('.ac-adaptiveCard', { hasText: 'Partly approved by' }).filter({ hasText: A });
+      await bdone.first().waitFor({ timeout: WAIT });
+      let reply = null;
+      for (let i = 0; i < 60 && !reply; i++) {
+        reply = await page.evaluate((a) => Array.from(document.querySelectorAll('p, span, div'))
+          .filter((el) => !el.closest('.ac-adaptiveCard')).map((el) => el.textContent || '')
+          .find((t) => t.includes(`Saved the note: ${a}`) && t.includes('Not saved: you denied the note (not this one).')) || null, A);
+        if (!reply) await page.waitForTimeout(500);
+      }
+      await shot('33-batch-answered.png');
+      check('the first note is saved and the second denied with its reason', reply !== null);
     } else if (process.env.E2E_FLOW === 'demo') {
       // Issue 28: the offline demo. data.example.test is the local demo origin behind the real gate.
       const DATA = `http://data.example.test/data.csv?run=${TOKEN}`;
@@ -217,6 +250,25 @@ function check(name, cond, detail = '') {
       await shot('25-denied.png');
       check('a deny with a reason shows the reason, not the model\'s instruction',
         denied !== null && !denied.includes('Do not try'), String(denied));
+    } else if (process.env.E2E_FLOW === 'reminder') {
+      // Issue 33: a card nobody answers; the test moves the server's clock past `remind_after` once
+      // the card exists, and the reminder appears in the chat, mentioning the requester.
+      await send(`please fetch ${TARGET}`);
+      const card = page.locator('.ac-adaptiveCard', { hasText: 'Approval needed' }).filter({ hasText: TARGET });
+      await card.first().waitFor({ timeout: WAIT });
+      let reminder = null;
+      for (let i = 0; i < 120 && !reminder; i++) {
+        reminder = await page.evaluate(() => Array.from(document.querySelectorAll('p, span, div'))
+          .filter((el) => !el.closest('.ac-adaptiveCard')).map((el) => el.textContent || '')
+          .find((t) => t.startsWith('Reminder for')) || null);
+        if (!reminder) await page.waitForTimeout(500);
+      }
+      await shot('31-reminder.png');
+      check('the reminder appears in the chat', reminder !== null);
+      check('it names the requester, who has not answered, and a readable time',
+        (reminder || '').includes('Alex Wilber') && (reminder || '').includes(' UTC') && !(reminder || '').includes('{{'),
+        String(reminder));
+      check('the card is still answerable', (await card.getByRole('button', { name: 'Approve' }).count()) === 1);
     } else if (process.env.E2E_FLOW === 'packages') {
       // A card asking for two packages: untick one, Approve; the client merges the choice into the data.
       await send(`analyse the table ${TOKEN}`);

@@ -108,9 +108,11 @@ class Bot:
         resume_workers: int = DEFAULT_WORKERS,
         resume_queue: int = DEFAULT_CAPACITY,
         resume_patience: float | None = DEFAULT_PATIENCE,
+        timer_every: float | None = None,
         store: str | None = None,
     ) -> None:
         self.store_url = store  # a store URL for rows and objects (PostgreSQL); None: SQLite + files in the folder
+        self.timer_every = timer_every  # issue 33: run the server's timer loop, looking this often
         self.agent_factory = agent_factory
         self.resume_workers, self.resume_queue = resume_workers, resume_queue  # bots/admission.py
         self.resume_patience = resume_patience
@@ -139,11 +141,13 @@ class Bot:
             resume_workers=self.resume_workers,
             resume_queue=self.resume_queue,
             resume_patience=self.resume_patience,
+            **({"timer_every": self.timer_every} if self.timer_every else {}),
         )
         self.app = build_app(
             self.approvals,
             cfg,
             sweep=False,
+            timers=self.timer_every is not None,
             teams=TeamsConfig(invoke_budget=self.invoke_budget, message_budget=self.message_budget),
         )
         self.client = TestClient(TestServer(self.app, host="127.0.0.1"))

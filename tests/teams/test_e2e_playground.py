@@ -254,3 +254,76 @@ async def test_e2e_offline_demo_fetch_approve_rows_note_and_deny_with_a_reason(t
         origin.terminate()
         origin.wait(10)
         store.close()
+
+
+@pytest.mark.e2e
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
+async def test_e2e_reminder_in_playground(tmp_path: Path) -> None:
+    """Issue 33 in the real client: the server's timer loop, its clock moved past `remind_after`
+    once the card exists; the reminder reaches the Playground's chat, @mentioning the requester."""
+    import time
+
+    from chat_approvals.bots.approvers import ApproverDirectory
+    from chat_approvals.core.clock import ManualClock
+    from chat_approvals.core.protocol.policy import parse_policy
+
+    env = require_playground()
+    clock = ManualClock(time.time())
+    store = StoreIO(SqliteRows(tmp_path / "rows.db"), FileObjects(tmp_path / "objects", clock=clock))
+    policy = parse_policy('[defaults]\nremind_after = "10m"\n')
+    approvals = bootstrap(store, clock=clock, policy=policy, approvers=ApproverDirectory(policy)).approvals
+    cfg = ServerConfig(host="127.0.0.1", port=int(env["TEAMS_E2E_BOT_PORT"]), timer_every=0.1)
+    app = build_app(approvals, cfg, sweep=False, timers=True, teams=TeamsConfig())
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", cfg.port).start()
+    try:
+        browser = asyncio.ensure_future(
+            run_browser(env, ROOT / "artifacts" / "teams" / "reminder", {"E2E_FLOW": "reminder"})
+        )
+        async with asyncio.timeout(120):
+            while (await store.run(store.rows.get_pointer, CHAT)) is None or not (
+                (await store.run(store.rows.get_pointer, CHAT)).card_location  # type: ignore[union-attr]
+            ):
+                await asyncio.sleep(0.2)
+        clock.advance(10 * 60 + 1)
+        log = await browser
+        assert "3 passed, 0 failed" in log, log
+        kinds = [e.kind for e in await approvals.audit(CHAT)]
+        assert kinds.count("card.reminder") == 1, kinds
+    finally:
+        await runner.cleanup()
+        store.close()
+
+
+@pytest.mark.e2e
+@pytest.mark.slow  # over 2 s in scripts/test's --durations
+async def test_e2e_batch_card_in_playground_decides_each_call(tmp_path: Path) -> None:
+    """Issue 32 in the real client: `save two notes: A | B` -> one batch card; its two ChoiceSets
+    set to Approve once and Deny, Decide each -> a reason -> Send: the first note is saved, once;
+    the second never."""
+    from chat_approvals.core.agent.demo_tools import notes_file
+    from chat_approvals.core.agent.factory import default_factory, gated_factory
+
+    env = require_playground()
+    clock = SystemClock()
+    store = StoreIO(SqliteRows(tmp_path / "rows.db"), FileObjects(tmp_path / "objects", clock=clock))
+    notes = tmp_path / "notes"
+    factory = gated_factory(default_factory("scripted", notes_dir=notes), "save_note")
+    approvals = bootstrap(store, clock=clock, agent_factory=factory).approvals
+    cfg = ServerConfig(host="127.0.0.1", port=int(env["TEAMS_E2E_BOT_PORT"]))
+    app = build_app(approvals, cfg, sweep=False, teams=TeamsConfig())
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", cfg.port).start()
+    try:
+        log = await run_browser(env, ROOT / "artifacts" / "teams" / "batch", {"E2E_FLOW": "batch"})
+        assert "2 passed, 0 failed" in log, log
+        await app[TEAMS].bot.drain()
+        saved = notes_file(notes, CHAT).read_text().splitlines()
+        assert len(saved) == 1 and saved[0].startswith("first-"), saved
+        kinds = [e.kind for e in await approvals.audit(CHAT)]
+        assert kinds.count("claim_won") == 1, kinds
+    finally:
+        await runner.cleanup()
+        store.close()

@@ -331,3 +331,36 @@ async def test_workaround_8_the_server_closes_its_pooled_clients_when_it_stops(t
                 await asyncio.sleep(0.01)
     finally:
         await connector.close()
+
+
+@pytest.mark.parametrize(
+    "channel_data",
+    [
+        {"tenant": {"id": "t-1"}},
+        {"tenant": {"id": ""}},
+        {"tenant": {}},
+        {"tenant": None},
+        {"source": {"name": "message"}},
+        {},
+        None,
+    ],
+    ids=["tenant", "empty-id", "no-id", "null-tenant", "no-tenant", "empty", "none"],
+)
+def test_tenant_and_personal_read_as_botbuilder_reads_them(channel_data: dict[str, Any] | None) -> None:
+    """tenant_of and is_personal read the plain JSON (no msrest pass): what botbuilder's own
+    deserialization reads from the same activity and the same stored reference."""
+    from botbuilder.schema.teams import TeamsChannelData
+
+    for conversation_type in ("personal", "groupChat", None):
+        raw = fixture("playground-message-text.json")
+        raw["channelData"] = channel_data
+        raw["conversation"] = {**raw["conversation"], "conversationType": conversation_type}
+        act = Activity().deserialize(raw)
+        parsed = TeamsChannelData().deserialize(channel_data) if isinstance(channel_data, dict) else None
+        from_msrest = str(parsed.tenant.id) if parsed and parsed.tenant is not None and parsed.tenant.id else None
+        extra = act.conversation.additional_properties.get("tenantId")
+        assert teams_compat.tenant_of(act) == (from_msrest or extra)
+        loc = teams_compat.TeamsCardLocation.of(act, "1")
+        conv = loc.conversation_reference().conversation
+        assert loc.is_personal == (conv is not None and conv.conversation_type == "personal")
+        assert loc.is_personal == (conversation_type == "personal")

@@ -1,0 +1,239 @@
+"""CPU per click: this server against bare handlers, in the same run (issue 34, target 2). By hand:
+
+    .venv/bin/python -m bench.bench_cpu [--clicks 100] [--rounds 2] [--only slack,teams]
+
+For each platform, `--clicks` cards are opened, then clicked at once, `--rounds` times, against:
+  server  `chat-approvals serve` in its own process (bench/server_process.py), on the embedded store
+  bare    bench/bare_handlers.py in its own process: only the platform's part of a click (Slack: the
+          signature verified, the ack, one chat.update; Teams: the invoke parsed, answered, one reply
+          posted), served the same way, for the same clicks
+and each served process's CPU (user + system, all its threads, read from /proc) over the burst and
+until it is idle again is divided by the clicks. To the bare handler's CPU is added the agent's part:
+Strands' Agent with the same scripted model and a tool of the same name, paused, then resumed in
+memory (the resume's CPU, timed in this process). The target: the server's CPU per click at most 2x
+that bare total. Nothing here asserts a timing; the machine is shared: compare within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from bench.bench_peers import _pause, _resume, new_agent
+from bench.bench_slack import Outcomes, Request, ServedSlackRig, make_cards, resigned, signed_click
+from bench.bench_teams import Connector, Rig, as_process
+from bench.cpu_bound import proc_cpu
+from bench.server_process import Served, run_replicas
+from tests.support.slack_standin import Call
+
+TARGET = 2.0  # the server's CPU per click at most this many times the bare total
+QUIET = 0.3  # seconds without a platform call: the served process is idle again
+ROOT = str(Path(__file__).resolve().parents[1])  # the bare handlers run in a temporary directory
+
+
+@dataclass
+class Row:
+    platform: str
+    server_ms: float  # CPU per click, the server
+    bare_ms: float  # CPU per click, the bare handler
+    agent_ms: float  # CPU per resume, the agent in memory
+
+    @property
+    def ratio(self) -> float:
+        return self.server_ms / (self.bare_ms + self.agent_ms)
+
+
+async def quiet(count: Callable[[], int], timeout: float = 60) -> None:
+    """Until the platform stand-in saw no new call for QUIET seconds (the clicks' tails are done)."""
+    async with asyncio.timeout(timeout):
+        last = -1
+        while count() != last:
+            last = count()
+            await asyncio.sleep(QUIET)
+
+
+async def cpu_of(pid: int, work: Callable[[], Awaitable[None]], count: Callable[[], int]) -> float:
+    """CPU seconds process `pid` spent from the start of `work` until it is idle again."""
+    before = proc_cpu(pid)
+    await work()
+    await quiet(count)
+    return proc_cpu(pid) - before
+
+
+@contextlib.asynccontextmanager
+async def bare(platform: str, api: str = "") -> AsyncIterator[Served]:
+    def argv(_folder: Path, port: int) -> list[str]:
+        extra = ["--api", api] if api else []
+        return [sys.executable, "-m", "bench.bare_handlers", "--platform", platform, "--port", str(port), *extra]
+
+    async with run_replicas(1, {"PYTHONPATH": ROOT}, argv) as (member,):
+        yield member
+
+
+def unlimited() -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+
+async def slack(clicks: int, rounds: int) -> tuple[float, float]:
+    """CPU seconds per click: (the server, the bare handler), the same signed clicks to each."""
+    rig = await ServedSlackRig(1).start()
+    assert rig.session is not None
+    outcomes = Outcomes(rig.standin)
+    server, sent = 0.0, []
+    pid = rig.members[0].pid
+
+    def calls() -> int:
+        return len(rig.standin.calls)
+
+    try:
+        for _ in range(rounds):
+            cards = await make_cards(rig, clicks)
+            requests = [(rig.click_url(c), signed_click(rig, c)) for c in cards]
+            sent += [r for _, r in requests]
+
+            async def burst(requests: list[tuple[str, Request]] = requests, cards: list[Call] = cards) -> None:
+                assert rig.session is not None
+                await asyncio.gather(*(post(rig.session, u, r) for u, r in requests))
+                await outcomes.wait(cards, timeout=120)
+
+            server += await cpu_of(pid, burst, calls)
+        async with bare("slack", rig.standin.api_url) as member, unlimited() as http:
+            url = f"{member.base_url}/slack/events"
+            spent = 0.0
+            for i in range(rounds):
+                batch = sent[i * clicks : (i + 1) * clicks]
+
+                async def bare_burst(batch: list[tuple[bytes, dict[str, str]]] = batch) -> None:
+                    await asyncio.gather(*(post(http, url, resigned(r)) for r in batch))
+
+                spent += await cpu_of(member.pid, bare_burst, calls)
+    finally:
+        await rig.stop()
+    n = clicks * rounds
+    return server / n, spent / n
+
+
+async def post(http: aiohttp.ClientSession, url: str, request: tuple[bytes, dict[str, str]]) -> None:
+    body, headers = request
+    async with http.post(url, data=body, headers=headers) as r:
+        await r.read()
+        if r.status != 200:
+            raise RuntimeError(f"HTTP {r.status} from {url}")
+
+
+async def teams(clicks: int, rounds: int) -> tuple[float, float]:
+    """CPU seconds per click: (the server, the bare handler), the same invokes to each."""
+    connector = Connector()
+    capp = web.Application()
+    capp.router.add_route("*", "/_connector/{tail:.*}", connector.handle)
+    cserver = TestServer(capp, host="127.0.0.1")
+    await cserver.start_server()
+    service_url = str(cserver.make_url("/_connector"))
+
+    def calls() -> int:
+        return connector.n
+
+    invokes: list[bytes] = []
+    try:
+        async with as_process(1) as (member,), unlimited() as http:
+            rig = Rig(http, [f"{member.base_url}/api/messages"], service_url, connector)
+            await rig.click(*await rig.card())  # warm-up
+            server = 0.0
+            for _ in range(rounds):
+                cards = [await rig.card() for _ in range(clicks)]
+                batch = [rig.invoke(conv, data) for conv, data in cards]
+                invokes += batch
+
+                async def burst(batch: list[bytes] = batch) -> None:
+                    await asyncio.gather(*(rig.send(rig.bot_urls[0], i) for i in batch))
+
+                server += await cpu_of(member.pid, burst, calls)
+        async with bare("teams") as member, unlimited() as http:
+            url = f"{member.base_url}/api/messages"
+            headers = {"Content-Type": "application/json"}
+            spent = 0.0
+            for i in range(rounds):
+                batch = invokes[i * clicks : (i + 1) * clicks]
+
+                async def bare_burst(batch: list[bytes] = batch) -> None:
+                    await asyncio.gather(*(post(http, url, (body, headers)) for body in batch))
+
+                spent += await cpu_of(member.pid, bare_burst, calls)
+    finally:
+        await cserver.close()
+    n = clicks * rounds
+    return server / n, spent / n
+
+
+async def agent_resume(n: int) -> float:
+    """CPU seconds per resume of a paused Strands Agent in memory (the agent's part of a click)."""
+    for _ in range(3):  # first Agent, imports
+        agent = new_agent()
+        await _resume(agent, await _pause(agent))
+    spent = 0.0
+    for _ in range(n):
+        agent = new_agent()
+        interrupt_id = await _pause(agent)
+        t = time.process_time()
+        await _resume(agent, interrupt_id)
+        spent += time.process_time() - t
+    return spent / n
+
+
+def table(rows: list[Row]) -> list[str]:
+    lines = [
+        "| platform | server CPU per click ms | bare handler ms | agent resumed in memory ms | bare total ms | "
+        "server / bare total | target | met |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        bare_total = r.bare_ms + r.agent_ms
+        met = "yes" if r.ratio <= TARGET else "no"
+        lines.append(
+            f"| {r.platform} | {r.server_ms:.2f} | {r.bare_ms:.2f} | {r.agent_ms:.2f} | {bare_total:.2f} | "
+            f"{r.ratio:.2f}x | <= {TARGET:.0f}x | {met} |"
+        )
+    return lines
+
+
+async def main_async(clicks: int, rounds: int, only: list[str]) -> list[Row]:
+    agent = await agent_resume(max(clicks, 20)) * 1000
+    rows = []
+    for platform in only:
+        server, bare_cpu = await (slack if platform == "slack" else teams)(clicks, rounds)
+        rows.append(Row(platform, server * 1000, bare_cpu * 1000, agent))
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--clicks", type=int, default=100, help="cards clicked at once per round (default 100)")
+    p.add_argument("--rounds", type=int, default=2, help="bursts per platform (default 2)")
+    p.add_argument("--only", default="slack,teams", help="platforms, of slack, teams (default both)")
+    args = p.parse_args()
+    only = [s for s in args.only.split(",") if s]
+    if args.clicks < 1 or args.rounds < 1 or not only or set(only) - {"slack", "teams"}:
+        p.error("--clicks and --rounds at least 1; --only of slack, teams")
+    logging.basicConfig(level=logging.WARNING)
+    load = os.getloadavg()[0]
+    rows = asyncio.run(main_async(args.clicks, args.rounds, only))
+    print(f"\nCPU per click, {args.clicks} clicks at once x {args.rounds} rounds, each served in its own process "
+          f"(load {load:.1f} before)\n")  # fmt: skip
+    print("\n".join(table(rows)))
+    print("\nCPU read from /proc in clock ticks (10 ms): small --clicks give coarse figures")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""core/agent/snapshots.py writes Strands' own session encoding in one pass: the same bytes as
+`encode_bytes_values` then `json.dumps`, and read back the same as `decode_bytes_values`, for a
+paused Agent's real snapshot and for one holding bytes (an image block), at any depth."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from strands import Agent, Snapshot, ToolContext, tool
+from strands.types.session import decode_bytes_values, encode_bytes_values
+
+from chat_approvals.core.agent import APPROVAL_TOOL, SYSTEM_PROMPT, ScriptedModel
+from chat_approvals.core.agent.snapshots import decode, encode
+
+
+@tool(name=APPROVAL_TOOL, context=True)
+async def ask(reason: str, tool_context: ToolContext, urls: list[str] | None = None) -> str:
+    """Ask the user to approve downloads.
+
+    Args:
+        reason: why
+        urls: what to download
+    """
+    answer = tool_context.interrupt("approval", reason={"reason": reason, "urls": urls or []})
+    return "approved" if answer.get("approved") else "denied"
+
+
+async def scripted_agent_paused() -> Agent:
+    agent = Agent(model=ScriptedModel(), tools=[ask], system_prompt=SYSTEM_PROMPT, callback_handler=None)
+    result = await agent.invoke_async("please fetch https://data.example.org/table.csv")
+    assert result.stop_reason == "interrupt"
+    return agent
+
+
+def strands_way(snap: Snapshot) -> bytes:
+    return json.dumps(encode_bytes_values(snap.to_dict()), separators=(",", ":")).encode()
+
+
+def with_bytes() -> Snapshot:
+    image = {"image": {"format": "png", "source": {"bytes": b"\x89PNG\r\n\x00\xff"}}}
+    messages = [{"role": "user", "content": [{"text": "look ✓"}, image]}, {"role": "assistant", "content": []}]
+    state = {"nested": [{"raw": b""}, [b"a", {"deeper": b"\x00"}]], "mark": {"__bytes_encoded__": False}}
+    return Snapshot(scope="agent", schema_version="1.0", data={"messages": messages, "state": state}, app_data={})
+
+
+async def test_a_paused_agents_snapshot_is_encoded_as_strands_encodes_it() -> None:
+    snap = (await scripted_agent_paused()).take_snapshot(preset="session", app_data={"turn_id": "t"})
+    assert encode(snap) == strands_way(snap)
+    assert (
+        decode(encode(snap)).to_dict()
+        == Snapshot.from_dict(decode_bytes_values(json.loads(strands_way(snap)))).to_dict()
+    )
+
+
+def test_bytes_at_any_depth_round_trip_as_strands_reads_them() -> None:
+    snap = with_bytes()
+    raw = encode(snap)
+    assert raw == strands_way(snap)
+    assert decode(raw).to_dict() == Snapshot.from_dict(decode_bytes_values(json.loads(raw))).to_dict() == snap.to_dict()
+
+
+def test_what_json_cannot_hold_still_fails_as_before() -> None:
+    snap = with_bytes()
+    snap.data["state"]["odd"] = {1, 2}  # a set: the pause answers SNAPSHOT_FAILED on this TypeError
+    with pytest.raises(TypeError):
+        strands_way(snap)
+    with pytest.raises(TypeError):
+        encode(snap)
