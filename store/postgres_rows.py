@@ -603,18 +603,19 @@ class PostgresRows(RowStore):
     def put_timers(self, timers: Sequence[Timer]) -> None:
         if not timers:
             return
-        self._exec(
-            """INSERT INTO timers (card_id, name, chat, due_at, ttl)
+        query = """INSERT INTO timers (card_id, name, chat, due_at, ttl)
                SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::float8[], %s::float8[])
-               ON CONFLICT (card_id, name) DO NOTHING""",
-            (
-                [t.card_id for t in timers],
-                [t.name for t in timers],
-                [t.chat for t in timers],
-                [t.due_at for t in timers],
-                [t.ttl for t in timers],
-            ),
+               ON CONFLICT (card_id, name) DO NOTHING"""
+        args = (
+            [t.card_id for t in timers],
+            [t.name for t in timers],
+            [t.chat for t in timers],
+            [t.due_at for t in timers],
+            [t.ttl for t in timers],
         )
+        # inside a step (the card's offer): sent with its pointer write, one round trip for the step
+        if not self.defer(query, args):
+            self._exec(query, args)
 
     CLAIM_TIMERS = """WITH lease AS (
                  INSERT INTO timer_leases (name, holder, lease_until, ttl) VALUES ('timers', %s, %s, %s)
