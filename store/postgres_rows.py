@@ -613,7 +613,8 @@ class PostgresRows(RowStore):
             [t.due_at for t in timers],
             [t.ttl for t in timers],
         )
-        if not self.defer(query, args):  # in a step: sent with its pointer write, one round trip
+        # inside a step (the card's offer): sent with its pointer write, one round trip for the step
+        if not self.defer(query, args):
             self._exec(query, args)
 
     CLAIM_TIMERS = """WITH lease AS (

@@ -1,8 +1,8 @@
 """Full cycles on PostgreSQL (issue 30): the HTTP front end with grants, chained cards and replay;
 votes with a quorum; the audit outbox; the Slack and Teams front ends; webhooks from a served
-process; `audit --all`. The tests are the existing ones, imported here and run with this file's
-`store`, `rig` and `bot` fixtures, which put rows and objects in a fresh PostgreSQL schema. Tool
-grants: tests/test_postgres_tools.py (its own `api` fixture).
+process; `audit --all`; Slack installations (issue 31). The tests are the existing ones, imported
+here and run with this file's `store`, `rig`, `bot` and `root` fixtures, which put rows and objects
+in a fresh PostgreSQL schema. Tool grants: tests/test_postgres_tools.py (its own `api` fixture).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 from chat_approvals.bots.cli import main
 from chat_approvals.bots.webhooks import verify
-from chat_approvals.core.bootstrap import bootstrap
+from chat_approvals.core.bootstrap import Root, bootstrap
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.postgres_objects import PostgresObjects
@@ -40,12 +40,16 @@ from tests.bots.test_slack_http import (
     test_r9_r12_dm_card_click_resume_update_reply_in_thread,  # noqa: F401
     test_r10_twenty_concurrent_signed_clicks_resume_once,  # noqa: F401
 )
+from tests.bots.test_slack_install import (
+    test_an_org_wide_install_answers_for_every_workspace_of_its_enterprise,  # noqa: F401
+    test_the_key_is_rotated_by_putting_the_new_one_first,  # noqa: F401
+)
 from tests.core.test_audit_trail import (
     test_every_event_of_a_turn_and_its_answer_has_an_outbox_item_per_sink_in_order,  # noqa: F401
 )
 from tests.support.agents import Counter, scripted_factory
 from tests.support.serve_process import free_port
-from tests.support.slack_rig import SlackRig, running
+from tests.support.slack_rig import SlackRig, open_root, running
 from tests.support.store_backends import pg_schema
 from tests.teams.conftest import connector  # noqa: F401 - the fixture of the imported Teams tests
 from tests.teams.harness import Bot, MockConnector
@@ -67,6 +71,16 @@ def store(pg_url: str, clock: ManualClock) -> Iterator[StoreIO]:
     io = StoreIO(rows, PostgresObjects(rows, clock))
     yield io
     io.close()
+
+
+@pytest.fixture
+def root(tmp_path: Path, pg_url: str) -> Iterator[Root[StoreIO]]:
+    """The Slack installation tests' root (issue 31), on PostgreSQL."""
+    r = open_root(tmp_path, ManualClock(1_800_000_000.0), store=pg_url)
+    try:
+        yield r
+    finally:
+        r.close()
 
 
 @pytest.fixture

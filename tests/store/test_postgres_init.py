@@ -226,3 +226,34 @@ def test_floats_come_back_exactly_whatever_the_servers_default(fresh: str) -> No
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(b"ALTER DATABASE postgres RESET extra_float_digits")
+
+
+def test_an_older_database_is_migrated_in_place_by_store_init(
+    base: str, fresh: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A database made by the first release (migration 1 only) holding an open card: serve refuses
+    it, `store init` applies what is missing (and only that), and the card is still there."""
+    from tests.support.store_conformance import make_pointer
+
+    init_postgres(fresh)
+    schema = parse_target(fresh).schema
+    rows = PostgresRows(fresh)
+    p = make_pointer("http:old")
+    assert rows.put_pointer(p, 1_800_000_000.0)
+    rows.close()
+    with psycopg.connect(base, autocommit=True) as conn:  # back to what release 1 made
+        for later in ("slack_installations", "timers", "timer_leases"):  # what migrations 2 and 3 made
+            conn.execute(f"DROP TABLE {schema}.{later}".encode())
+        conn.execute(f"DELETE FROM {schema}.schema_migrations WHERE version > 1".encode())
+    with pytest.raises(SchemaTooOld, match="at version 1"):
+        open_rows(fresh)
+    code, out = _run(capsys, "store", "init", "--store", fresh)
+    assert code == 0 and f"applied 002 {MIGRATIONS[1][1]}" in out and "001" not in out, out
+    assert _versions(base, schema) == [n for n, _, _ in MIGRATIONS]
+    rows = PostgresRows(fresh)
+    try:
+        assert rows.get_pointer("http:old") == p
+        rows.put_installation("slack:-:T1", "{}")
+        assert rows.get_installation("slack:-:T1") == "{}"
+    finally:
+        rows.close()

@@ -59,13 +59,13 @@ def open_root(
     """`slack`: the policy's Slack lookup, or how to make it on the store's installations (OAuth).
     `store`: a store URL (e.g. postgresql://...), rows and objects both; else a SQLite file in `folder`."""
     db = store or f"sqlite:///{folder}/rows.db"  # objects in the same file: the server's default (issue 12)
-    store = StoreIO(open_rows(db), open_objects(db, clock))
+    io = StoreIO(open_rows(db), open_objects(db, clock))
     if callable(slack):
-        slack = slack(store.ports().rows)
+        slack = slack(io.ports().rows)
     if policy is None:
-        return bootstrap(store, clock=clock, agent_factory=factory)
+        return bootstrap(io, clock=clock, agent_factory=factory)
     p = parse_policy(policy)  # issue 13: the approval policy, with the approvers the server would build
-    return bootstrap(store, clock=clock, agent_factory=factory, policy=p, approvers=ApproverDirectory(p, slack=slack))
+    return bootstrap(io, clock=clock, agent_factory=factory, policy=p, approvers=ApproverDirectory(p, slack=slack))
 
 
 def assert_valid_blocks(call: Call) -> list[dict[str, Any]]:
