@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from chat_approvals.bots.admission import DEFAULT_CAPACITY, DEFAULT_PATIENCE, DEFAULT_WORKERS
+from chat_approvals.bots.admission import DEFAULT_CAPACITY, DEFAULT_HOLD_MAX, DEFAULT_PATIENCE, DEFAULT_WORKERS
 from chat_approvals.core.sandbox import Limits
 from chat_approvals.core.settings import Settings
 
@@ -50,6 +50,7 @@ class ServerConfig(BaseSettings):
     resume_workers: int = Field(default=DEFAULT_WORKERS, ge=1)
     resume_queue: int = Field(default=DEFAULT_CAPACITY, ge=1)
     resume_patience: float | None = Field(default=DEFAULT_PATIENCE, ge=0)
+    resume_hold: float = Field(default=DEFAULT_HOLD_MAX, ge=0)  # seconds new resumes may wait for acks; 0: never
     audit_webhook: list[str] = Field(default_factory=list)  # every audit event is POSTed to each
     audit_webhook_secret: str = ""  # HMAC-SHA256 key for X-Chat-Approvals-Signature (required with a webhook)
     audit_webhook_poll: float = Field(default=2.0, gt=0)  # seconds between outbox looks when idle

@@ -263,7 +263,13 @@ def build_app(
     else:
         log.debug("no API token set: the HTTP front end (/v1) is off")  # the banner says so
     # One queue of resume work for every chat front end (bots/admission.py); closed after they are.
-    admission = Admission(metrics, workers=cfg.resume_workers, capacity=cfg.resume_queue, patience=cfg.resume_patience)
+    admission = Admission(
+        metrics,
+        workers=cfg.resume_workers,
+        capacity=cfg.resume_queue,
+        patience=cfg.resume_patience,
+        hold_max=cfg.resume_hold,
+    )
     app.cleanup_ctx.append(_closing(admission))
     mount_slack(app, approvals, admission=admission)  # SLACK_* env: HTTP at /slack/events or Socket Mode
     teams_cfg = teams or TeamsConfig.from_env(os.environ)

@@ -103,7 +103,10 @@ class SlackFrontEnd:
     def admit_click(self, body: dict[str, Any]) -> None:
         """Queue a click's resume (bots/admission.py); when the queue is full, tell the clicker to
         click again (nothing was changed: the card stays answerable)."""
-        if self.admission.submit(lambda: self._guarded(self.click(body), "click"), platform="slack") is None:
+        if (
+            self.admission.submit(lambda: self._guarded(self.click(body), "click"), platform="slack", acked=True)
+            is None
+        ):
             self.approvals.metrics.resumes.labels("slack", "busy").inc()
             self.spawn(self._tell_clicker(body, sb.reply_message(BUSY)), "busy refusal")
 

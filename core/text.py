@@ -79,9 +79,32 @@ def _valid(value: str) -> str:
 ValidText = Annotated[str, AfterValidator(_valid)]
 
 
+def _all_valid(value: object) -> bool:
+    """first_invalid(value) is None, without building a path per item (the common case: checked on
+    every model field and every click's payload)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not is_scalar_text(item):
+                return False
+        elif isinstance(item, Mapping):
+            for key in item:
+                if isinstance(key, str) and not is_scalar_text(key):
+                    return False
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return True
+
+
 def first_invalid(value: object) -> str | None:
     """Where in a decoded JSON value (dicts, lists, strings, scalars) the first string that is not
     valid text sits ("a[1].b", "a key", "the value"), or None. Iterative: depth costs no recursion."""
+    if isinstance(value, str):
+        return None if is_scalar_text(value) else "the value"
+    if _all_valid(value):
+        return None
     stack: list[tuple[object, str]] = [(value, "")]
     while stack:
         item, path = stack.pop()
