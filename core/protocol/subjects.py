@@ -94,10 +94,15 @@ def normalize_host(name: str) -> str:
     return h
 
 
+_URL_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0/C1 controls: never in a URL (RFC 3986)
+
+
 def host_of(url: str) -> str:
     """The approvable host a download URL reaches; raises ValueError with a reason the model can act on."""
     if not isinstance(url, str) or not url.strip():
         raise ValueError("an empty URL")
+    if _URL_CONTROL.search(url.strip()):  # a NUL or newline would reach the card, its text and the store
+        raise ValueError(f"{url!r} holds a control character: not a URL")
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https"):
         raise ValueError(f"{url!r} is not an http(s) URL")

@@ -52,6 +52,17 @@ async def test_one_refusal_for_a_stated_user_on_every_route(api: Api, user: str)
     assert code == 422, body
 
 
+@pytest.mark.parametrize("url", ["https://x.example/\x00a", "https://x.example/\x1b[2Ja", "https://x.\x9bexample/"])
+async def test_a_url_with_a_control_character_makes_no_card(api: Api, url: str) -> None:
+    """R20: a control character is never part of a URL (RFC 3986); the approval tool refuses it
+    (the model is told why), so it never reaches a card, its text or the store (PostgreSQL's
+    text refuses a NUL outright)."""
+    code, body = await api.turn("chat-nul", "alice", f"please fetch {url}")
+    assert code == 200 and body["status"] != "awaiting_approval", body
+    code, body = await api.turn("chat-nul", "alice", URL_TEXT)  # the chat is not stuck
+    assert code == 200 and body["status"] == "awaiting_approval", body
+
+
 @pytest.mark.parametrize("chat", ["c\u202e1", "c\x001", "c\x9b1"])
 async def test_a_chat_with_a_control_or_bidi_override_is_refused(api: Api, chat: str) -> None:
     code, body = await api.turn(chat, "alice", "hello")
