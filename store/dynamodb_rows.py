@@ -641,10 +641,10 @@ class DynamoRows(Transactions, RowStore):
         events.sort(key=lambda t: (t[2].at, t[0], t[1]))
         return [e for _, _, e in events]
 
-    # --- audit outbox -----------------------------------------------------------------
-    def claim_outbox(self, sink: str, holder: str, now: float, lease_until: float, limit: int) -> list[OutboxItem]:
+    def _take_lease(self, pk: str, holder: str, now: float, lease_until: float) -> bool:
+        """Take (or renew) a named lease, one conditional write: only if nobody holds it, we do,
+        or the holder's lapsed (the outbox's sinks and the timers)."""
         nonce = _nonce()
-        pk = _key("outbox-lease", sink)
         item: Item = {
             "pk": _s(pk),
             "sk": _s(LEASE_SK),
@@ -656,7 +656,12 @@ class DynamoRows(Transactions, RowStore):
         }
         cond = "attribute_not_exists(#pk) OR #holder = :h OR #lease_until < :now"
         values = {":now": _n(now), ":h": _s(holder)}
-        if self._write("put_item", pk, LEASE_SK, nonce, cond, Item=item, ExpressionAttributeValues=values) is None:
+        r = self._write("put_item", pk, LEASE_SK, nonce, cond, Item=item, ExpressionAttributeValues=values)
+        return r is not None
+
+    # --- audit outbox -----------------------------------------------------------------
+    def claim_outbox(self, sink: str, holder: str, now: float, lease_until: float, limit: int) -> list[OutboxItem]:
+        if not self._take_lease(_key("outbox-lease", sink), holder, now, lease_until):
             return []
         key = "#pk = :pk"
         r = self._call(
@@ -715,20 +720,7 @@ class DynamoRows(Transactions, RowStore):
         return index, item
 
     def claim_timers(self, holder: str, now: float, lease_until: float, since: float, limit: int) -> list[Timer]:
-        nonce = _nonce()
-        pk = _key("timer-lease", "timers")
-        item: Item = {
-            "pk": _s(pk),
-            "sk": _s(LEASE_SK),
-            "holder": _s(holder),
-            "lease_until": _n(lease_until),
-            "ttl": _ttl(lease_until),
-            "ttl_at": _n(lease_until),
-            "op": _s(nonce),
-        }
-        cond = "attribute_not_exists(#pk) OR #holder = :h OR #lease_until < :now"
-        values = {":now": _n(now), ":h": _s(holder)}
-        if self._write("put_item", pk, LEASE_SK, nonce, cond, Item=item, ExpressionAttributeValues=values) is None:
+        if not self._take_lease(_key("timer-lease", "timers"), holder, now, lease_until):
             return []
         out: list[Timer] = []
         key = "#pk = :pk AND #sk BETWEEN :lo AND :hi"

@@ -180,9 +180,14 @@ async def test_e2e_group_chat_approval_answered_by_a_second_user(tmp_path: Path)
 
 @pytest.mark.e2e
 @pytest.mark.slow  # over 2 s in scripts/test's --durations
-async def test_e2e_tool_card_in_playground_saves_the_note(tmp_path: Path) -> None:
-    """Issue 14 in the real client: `save a note: hello` -> a tool card (save_note gated with
-    --confirm-tools) -> Approve once -> the note is saved, once."""
+@pytest.mark.parametrize(("flow", "saved_first"), [("note", "hello-"), ("batch", "first-")])
+async def test_e2e_gated_note_cards_in_playground_save_each_approved_note_once(
+    tmp_path: Path, flow: str, saved_first: str
+) -> None:
+    """In the real client, save_note gated with --confirm-tools. `note` (issue 14): `save a note:
+    hello` -> a tool card -> Approve once -> the note is saved, once. `batch` (issue 32): `save two
+    notes: A | B` -> one batch card; its two ChoiceSets set to Approve once and Deny, Decide each ->
+    a reason -> Send: the first note is saved, once; the second never."""
     from chat_approvals.core.agent.demo_tools import notes_file
     from chat_approvals.core.agent.factory import default_factory, gated_factory
 
@@ -198,11 +203,11 @@ async def test_e2e_tool_card_in_playground_saves_the_note(tmp_path: Path) -> Non
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", cfg.port).start()
     try:
-        log = await run_browser(env, ROOT / "artifacts" / "teams" / "note", {"E2E_FLOW": "note"})
+        log = await run_browser(env, ROOT / "artifacts" / "teams" / flow, {"E2E_FLOW": flow})
         assert "2 passed, 0 failed" in log, log
         await app[TEAMS].bot.drain()
         lines = notes_file(notes, CHAT).read_text().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("hello-"), lines
+        assert len(lines) == 1 and lines[0].startswith(saved_first), lines
         kinds = [e.kind for e in await approvals.audit(CHAT)]
         assert kinds.count("claim_won") == 1, kinds
     finally:
@@ -291,39 +296,6 @@ async def test_e2e_reminder_in_playground(tmp_path: Path) -> None:
         assert "3 passed, 0 failed" in log, log
         kinds = [e.kind for e in await approvals.audit(CHAT)]
         assert kinds.count("card.reminder") == 1, kinds
-    finally:
-        await runner.cleanup()
-        store.close()
-
-
-@pytest.mark.e2e
-@pytest.mark.slow  # over 2 s in scripts/test's --durations
-async def test_e2e_batch_card_in_playground_decides_each_call(tmp_path: Path) -> None:
-    """Issue 32 in the real client: `save two notes: A | B` -> one batch card; its two ChoiceSets
-    set to Approve once and Deny, Decide each -> a reason -> Send: the first note is saved, once;
-    the second never."""
-    from chat_approvals.core.agent.demo_tools import notes_file
-    from chat_approvals.core.agent.factory import default_factory, gated_factory
-
-    env = require_playground()
-    clock = SystemClock()
-    store = StoreIO(SqliteRows(tmp_path / "rows.db"), FileObjects(tmp_path / "objects", clock=clock))
-    notes = tmp_path / "notes"
-    factory = gated_factory(default_factory("scripted", notes_dir=notes), "save_note")
-    approvals = bootstrap(store, clock=clock, agent_factory=factory).approvals
-    cfg = ServerConfig(host="127.0.0.1", port=int(env["TEAMS_E2E_BOT_PORT"]))
-    app = build_app(approvals, cfg, sweep=False, teams=TeamsConfig())
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", cfg.port).start()
-    try:
-        log = await run_browser(env, ROOT / "artifacts" / "teams" / "batch", {"E2E_FLOW": "batch"})
-        assert "2 passed, 0 failed" in log, log
-        await app[TEAMS].bot.drain()
-        saved = notes_file(notes, CHAT).read_text().splitlines()
-        assert len(saved) == 1 and saved[0].startswith("first-"), saved
-        kinds = [e.kind for e in await approvals.audit(CHAT)]
-        assert kinds.count("claim_won") == 1, kinds
     finally:
         await runner.cleanup()
         store.close()
