@@ -11,6 +11,7 @@ nothing. No method does a read-modify-write in the client.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -304,6 +305,15 @@ class RowStore(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
+
+
+def verified(key: str, data: bytes, stored: str | None, expected: str | None) -> bytes:
+    """An object's bytes, checked against the checksum stored beside them and, when the caller
+    holds one (its ObjectRef), against that too; CorruptObject on any mismatch."""
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != stored or (expected is not None and actual != expected):
+        raise CorruptObject(f"checksum mismatch for {key}")
+    return data
 
 
 class ObjectStore(ABC):

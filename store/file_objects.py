@@ -16,7 +16,7 @@ import secrets
 from pathlib import Path
 
 from chat_approvals.core.models import Clock, ObjectRef, SystemClock
-from chat_approvals.store.base import CorruptObject, ObjectExists, ObjectStore
+from chat_approvals.store.base import ObjectExists, ObjectStore, verified
 
 _META = ".meta"
 _TMP = ".tmp"
@@ -80,10 +80,7 @@ class FileObjects(ObjectStore):
         path = self._path(key)
         data = path.read_bytes()  # FileNotFoundError is a KeyError-like miss for callers
         meta = json.loads(Path(str(path) + _META).read_bytes())
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != meta["sha256"] or (expected is not None and actual != expected):
-            raise CorruptObject(f"checksum mismatch for {key}")
-        return data
+        return verified(key, data, meta["sha256"], expected)
 
     def get(self, ref: ObjectRef) -> bytes:
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 
 from chat_approvals.core.models import Clock, ObjectRef, SystemClock
-from chat_approvals.store.base import CorruptObject, ObjectExists, ObjectStore
+from chat_approvals.store.base import ObjectExists, ObjectStore, verified
 from chat_approvals.store.postgres_rows import PostgresRows, sweep_table
 
 
@@ -47,10 +47,7 @@ class PostgresObjects(ObjectStore):
                 return None
             got = (bytes(row["data"]), row["sha256"])
         data, stored = got
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != stored or (expected is not None and actual != expected):
-            raise CorruptObject(f"checksum mismatch for {key}")
-        return data
+        return verified(key, data, stored, expected)
 
     def get(self, ref: ObjectRef) -> bytes:
         data = self._read(ref.key, ref.sha256)

@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError, FlexibleChecksumError
 
 from chat_approvals.core.models import Clock, ObjectRef, SystemClock
 from chat_approvals.store.aws import AwsTarget, call_with_retries, error_code, make_client, parse_target
-from chat_approvals.store.base import CorruptObject, ObjectExists, ObjectStore, StoreError
+from chat_approvals.store.base import CorruptObject, ObjectExists, ObjectStore, StoreError, verified
 
 DEFAULT_PREFIX = "chat-approvals"
 _MISSING = ("NoSuchKey", "404", "NotFound")
@@ -113,10 +113,7 @@ class S3Objects(ObjectStore):
             if error_code(e) in _MISSING:
                 return None
             raise StoreError(f"s3 GET {full}: {e}") from e
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != meta.get("sha256") or (expected is not None and actual != expected):
-            raise CorruptObject(f"checksum mismatch for {key}")
-        return data
+        return verified(key, data, meta.get("sha256"), expected)
 
     def get(self, ref: ObjectRef) -> bytes:
         data = self._read_verified(ref.key, ref.sha256)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chat_approvals.core.models import Clock, ObjectRef, SystemClock
-from chat_approvals.store.base import CorruptObject, ObjectExists, ObjectStore, StoreError
+from chat_approvals.store.base import ObjectExists, ObjectStore, StoreError, verified
 from chat_approvals.store.sqlite_writes import connect, write_gate
 
 if TYPE_CHECKING:
@@ -102,10 +102,7 @@ class SqliteObjects(ObjectStore):
         if row is None:
             return None
         data, stored = bytes(row[0]), row[1]
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != stored or (expected is not None and actual != expected):
-            raise CorruptObject(f"checksum mismatch for {key}")
-        return data
+        return verified(key, data, stored, expected)
 
     def get(self, ref: ObjectRef) -> bytes:
         data = self._read(ref.key, ref.sha256)

@@ -24,7 +24,7 @@ import hashlib
 import secrets
 
 from chat_approvals.core.models import Clock, ObjectRef, SystemClock
-from chat_approvals.store.base import CorruptObject, ObjectExists, ObjectStore
+from chat_approvals.store.base import ObjectExists, ObjectStore, verified
 from chat_approvals.store.dynamodb_rows import DynamoRows
 
 DEFAULT_INLINE_MAX = 64 * 1024
@@ -68,10 +68,7 @@ class TableObjects(ObjectStore):
         if found is None:
             return None
         data, stored = found
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != stored or (expected is not None and actual != expected):
-            raise CorruptObject(f"checksum mismatch for {key}")
-        return data
+        return verified(key, data, stored, expected)
 
     def get(self, ref: ObjectRef) -> bytes:
         _check_key(ref.key)
