@@ -17,6 +17,7 @@ VAR=${PLAYGROUND_VAR:-$ROOT/var}
 NAME=playground${PLAYGROUND_PORT:+-$PLAYGROUND_PORT}
 PIDFILE="$VAR/$NAME.pid"
 LOG="$VAR/$NAME.log"
+ENDPOINT_FILE="$VAR/$NAME.endpoint"
 PLAYGROUND_VERSION=0.2.28
 PLAYWRIGHT_VERSION=1.65.1
 
@@ -45,7 +46,14 @@ url() {
 start() {
   local endpoint=${1:-http://127.0.0.1:3978/api/messages}
   install
-  if running; then echo "playground already running (pid $(cat "$PIDFILE")): $(url)"; return 0; fi
+  if running; then
+    # one left by an earlier run may point at another bot: reuse it only for the same endpoint
+    if [ "$(cat "$ENDPOINT_FILE" 2>/dev/null)" = "$endpoint" ]; then
+      echo "playground already running (pid $(cat "$PIDFILE")): $(url)"; return 0
+    fi
+    echo "playground running for another endpoint ($(cat "$ENDPOINT_FILE" 2>/dev/null || echo unknown)); restarting it"
+    stop
+  fi
   mkdir -p "$VAR/$NAME"
   local port=${PLAYGROUND_PORT:-$(free_port)}
   local extra=()
@@ -60,6 +68,7 @@ start() {
       exec setsid "$TOOLS/node_modules/.bin/agentsplayground" -e "$endpoint" -c msteams --dt -p "$port" "${extra[@]}"
   ) >>"$LOG" 2>&1 < /dev/null &
   echo $! > "$PIDFILE"
+  echo "$endpoint" > "$ENDPOINT_FILE"
   for _ in $(seq 1 120); do  # bounded: 60 s
     if [ -n "$(url)" ]; then
       echo "Teams Playground: $(url)  (pointed at $endpoint; pid $(cat "$PIDFILE"))"
@@ -83,6 +92,7 @@ stop() {
     kill -KILL -- "-$pid" 2>/dev/null || true
     rm -f "$PIDFILE"
   fi
+  rm -f "$ENDPOINT_FILE"
 }
 
 case "${1:-}" in
