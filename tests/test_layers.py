@@ -36,9 +36,19 @@ def module_name(path: Path) -> str:
     return ".".join([PACKAGE, *parts])
 
 
+def parse(path: Path) -> ast.Module:
+    """`ast.parse`, once more on CPython's spurious "AST constructor recursion depth mismatch"
+    (python/cpython gh-106905, seen in threaded processes; here once under load, never twice)."""
+    source = path.read_text()
+    try:
+        return ast.parse(source, filename=str(path))
+    except SystemError:
+        return ast.parse(source, filename=str(path))
+
+
 def imports_of(path: Path) -> set[str]:
     """Every module a file imports, anywhere in it (absolute names; relative ones resolved)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parse(path)
     here = module_name(path).split(".")
     package = here if path.name == "__init__.py" else here[:-1]
     found: set[str] = set()
