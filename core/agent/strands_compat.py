@@ -9,8 +9,12 @@ below fails loudly (AttributeError) or safely (see its fallback) if the SDK chan
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from typing import Any
 
+import strands.telemetry.tracer as strands_tracer
+from opentelemetry import trace
 from strands import Agent, ToolContext
 from strands.interventions import InterventionHandler
 from strands.interventions.registry import InterventionRegistry
@@ -50,3 +54,38 @@ def added_interventions(agent: Agent) -> list[InterventionHandler]:
     """4. What `add_interventions` gave this agent (our own mark, read back)."""
     registry = getattr(agent, GATE_MARK, None)
     return registry.handlers if registry is not None else []
+
+
+# 5. Strands serialises every message, tool input and tool result to JSON for its span attributes
+# on each model and tool call, whether or not anything records the span (about 5% of a cycle's
+# Python on the loop, issue 34). 1.62 has no switch for it and imports `serialize` by name into
+# other modules, so the one function is swapped in each: while no tracer provider is installed
+# (OpenTelemetry's proxy: every span is a non-recording no-op that drops what it is given) the
+# text is never built; once one is installed (ours, `setup_export`, or the user's own), it is
+# built as before. Missing names fail loudly at start-up (AttributeError).
+_SERIALIZE_MODULES = (
+    "strands.telemetry.tracer",
+    "strands.agent.agent",
+    "strands.tools.executors._executor",
+    "strands.bidi._telemetry",
+)
+_STRANDS_SERIALIZE: Callable[[Any], str] = strands_tracer.serialize
+
+
+def serialize_if_recorded(obj: Any) -> str:
+    """Strands' `serialize`, or "" while no tracer provider is installed (nothing would record it)."""
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return ""
+    return _STRANDS_SERIALIZE(obj)
+
+
+def skip_unrecorded_serialisation() -> None:
+    """Install `serialize_if_recorded` in Strands' modules (idempotent)."""
+    for name in _SERIALIZE_MODULES:
+        module = importlib.import_module(name)
+        current = module.serialize  # AttributeError: Strands moved it; see entry 5
+        if current is serialize_if_recorded:
+            continue
+        if current is not _STRANDS_SERIALIZE:
+            raise RuntimeError(f"{name}.serialize is not Strands' own: core/agent/strands_compat.py entry 5")
+        setattr(module, "serialize", serialize_if_recorded)  # noqa: B010 (an attribute mypy cannot see)
