@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from strands import Agent
 from strands.types import Snapshot
+
+if TYPE_CHECKING:
+    from strands.types._snapshot import SnapshotField, SnapshotPreset
 
 BYTES_MARK = "__bytes_encoded__"
 
@@ -39,3 +43,21 @@ def encode(snap: Snapshot) -> bytes:
 
 def decode(raw: bytes) -> Snapshot:
     return Snapshot.from_dict(json.loads(raw, object_hook=_bytes_in))
+
+
+def agent_bytes(
+    agent: Agent,
+    *,
+    preset: SnapshotPreset | None = None,
+    include: list[SnapshotField] | None = None,
+    app_data: dict[str, Any] | None = None,
+) -> bytes:
+    """`encode(agent.take_snapshot(preset=..., include=..., app_data=...))` for a snapshot that holds
+    the messages, with the messages read in place: `take_snapshot` deep-copies them so that its
+    Snapshot outlives later turns, and these bytes are made before the agent runs again (issue 34:
+    one copy per pause and one per finished turn). tests/core/test_snapshot_encoding.py checks both
+    give the same JSON."""
+    snap = agent.take_snapshot(preset=preset, include=include, exclude=["messages"], app_data=app_data)
+    doc = snap.to_dict()
+    doc["data"] = {"messages": agent.messages, **doc["data"]}  # first, as in Strands' own
+    return _ENCODER.encode(doc).encode()

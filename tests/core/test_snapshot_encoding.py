@@ -5,13 +5,14 @@ paused Agent's real snapshot and for one holding bytes (an image block), at any 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from strands import Agent, Snapshot, ToolContext, tool
 from strands.types.session import decode_bytes_values, encode_bytes_values
 
 from chat_approvals.core.agent import APPROVAL_TOOL, SYSTEM_PROMPT, ScriptedModel
-from chat_approvals.core.agent.snapshots import decode, encode
+from chat_approvals.core.agent.snapshots import agent_bytes, decode, encode
 
 
 @tool(name=APPROVAL_TOOL, context=True)
@@ -67,3 +68,27 @@ def test_what_json_cannot_hold_still_fails_as_before() -> None:
         strands_way(snap)
     with pytest.raises(TypeError):
         encode(snap)
+
+
+def without_time(raw: bytes) -> dict[str, object]:
+    doc = json.loads(raw)
+    assert doc.pop("created_at")
+    return doc
+
+
+async def test_agent_bytes_are_strands_snapshot_with_the_messages_read_in_place() -> None:
+    """core/agent/snapshots.agent_bytes skips take_snapshot's copy of the messages (issue 34): the
+    same JSON as Strands' own snapshot, for the pause's preset and the history's fields, bytes too."""
+    agent = await scripted_agent_paused()
+    agent.messages[0]["content"].append({"image": {"format": "png", "source": {"bytes": b"\x89PNG\x00\xff"}}})
+    before = json.dumps(encode_bytes_values(agent.messages))
+    cases: list[dict[str, Any]] = [
+        {"preset": "session", "app_data": {"turn_id": "t", "chat": "c"}},
+        {"include": ["messages", "state", "conversation_manager_state"]},
+    ]
+    for kw in cases:
+        raw = agent_bytes(agent, **kw)
+        assert without_time(raw) == without_time(encode(agent.take_snapshot(**kw))), kw
+        assert decode(raw).data["messages"] == agent.messages
+    assert json.dumps(encode_bytes_values(agent.messages)) == before  # read, never changed
+    assert "interrupt_state" in without_time(agent_bytes(agent, preset="session"))["data"]  # type: ignore[operator]
