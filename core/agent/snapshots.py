@@ -61,3 +61,21 @@ def agent_bytes(
     doc = snap.to_dict()
     doc["data"] = {"messages": agent.messages, **doc["data"]}  # first, as in Strands' own
     return _ENCODER.encode(doc).encode()
+
+
+def load_owned(agent: Agent, snap: Snapshot) -> None:
+    """`agent.load_snapshot(snap)` for a snapshot nothing else holds (just decoded from its bytes):
+    the messages are handed to the agent instead of deep-copied first (issue 34: the copy grows
+    with a restored history). The rest goes through `load_snapshot` as before."""
+    data = dict(snap.data)
+    messages = data.pop("messages", None)
+    rest = Snapshot(
+        scope=snap.scope,
+        schema_version=snap.schema_version,
+        created_at=snap.created_at,
+        data=data,
+        app_data=snap.app_data,
+    )
+    agent.load_snapshot(rest)
+    if messages is not None:
+        agent.messages = messages

@@ -12,7 +12,7 @@ from strands import Agent, Snapshot, ToolContext, tool
 from strands.types.session import decode_bytes_values, encode_bytes_values
 
 from chat_approvals.core.agent import APPROVAL_TOOL, SYSTEM_PROMPT, ScriptedModel
-from chat_approvals.core.agent.snapshots import agent_bytes, decode, encode
+from chat_approvals.core.agent.snapshots import agent_bytes, decode, encode, load_owned
 
 
 @tool(name=APPROVAL_TOOL, context=True)
@@ -92,3 +92,28 @@ async def test_agent_bytes_are_strands_snapshot_with_the_messages_read_in_place(
         assert decode(raw).data["messages"] == agent.messages
     assert json.dumps(encode_bytes_values(agent.messages)) == before  # read, never changed
     assert "interrupt_state" in without_time(agent_bytes(agent, preset="session"))["data"]  # type: ignore[operator]
+
+
+async def test_load_owned_gives_the_agent_load_snapshot_gives_without_copying_the_messages() -> None:
+    """core/agent/snapshots.load_owned (issue 34): a just-decoded snapshot's messages are handed over;
+    the agent's state is the same as after Strands' load_snapshot, and it resumes the same way."""
+    raw = agent_bytes(await scripted_agent_paused(), preset="session")
+    copied, owned = (
+        Agent(model=ScriptedModel(), tools=[ask], callback_handler=None),
+        Agent(model=ScriptedModel(), tools=[ask], callback_handler=None),
+    )
+    copied.load_snapshot(decode(raw))
+    snap = decode(raw)
+    load_owned(owned, snap)
+    assert owned.messages is snap.data["messages"]  # handed over, not copied
+    assert without_time(agent_bytes(owned, preset="session")) == without_time(agent_bytes(copied, preset="session"))
+    interrupt = next(iter(owned._interrupt_state.interrupts))
+    reply = [{"interruptResponse": {"interruptId": interrupt, "response": {"approved": True}}}]
+    a = await copied.invoke_async(reply)  # type: ignore[arg-type]
+    b = await owned.invoke_async(reply)  # type: ignore[arg-type]
+    assert (a.stop_reason, str(a)) == (b.stop_reason, str(b)) == ("end_turn", str(a))
+    after = [without_time(agent_bytes(x, preset="session")) for x in (owned, copied)]
+    for doc in after:  # a new message's tracking id is random
+        for m in doc["data"]["messages"]:  # type: ignore[index]
+            m.pop("tracking_id", None)
+    assert after[0] == after[1]
