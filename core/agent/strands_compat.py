@@ -10,9 +10,11 @@ below fails loudly (AttributeError) or safely (see its fallback) if the SDK chan
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from typing import Any
 
+import strands.event_loop.streaming as strands_streaming
 import strands.telemetry.tracer as strands_tracer
 from opentelemetry import trace
 from strands import Agent, ToolContext
@@ -89,3 +91,57 @@ def skip_unrecorded_serialisation() -> None:
         if current is not _STRANDS_SERIALIZE:
             raise RuntimeError(f"{name}.serialize is not Strands' own: core/agent/strands_compat.py entry 5")
         setattr(module, "serialize", serialize_if_recorded)  # noqa: B010 (an attribute mypy cannot see)
+
+
+# 6. Before each model call Strands deep-copies the messages it is given (`_normalize_messages`,
+# in case it must replace a blank text or an invalid tool name), though the event loop hands it a
+# deep copy of the agent's messages made for that one call. With a chat's history restored that
+# is a second copy of the whole conversation per model call (issue 34). 1.62 has no switch: the
+# function is swapped for one that returns the messages as given when Strands' own would change
+# nothing in them (its copy would be equal), and calls Strands' own otherwise. The check mirrors
+# Strands' rules; tests/core/test_strands_normalize.py pins Strands' source and compares both.
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_\-]{1,}$")  # strands.tools.tools.validate_tool_use_name's
+_TOOL_NAME_MAX = 64
+_STRANDS_NORMALIZE: Callable[[Any], Any] = strands_streaming._normalize_messages
+
+
+def _unchanged_by_normalizing(messages: Any) -> bool:
+    """Would Strands' `_normalize_messages` leave every message as it is? False when unsure."""
+    for message in messages:
+        if "role" in message and message["role"] != "assistant":
+            continue
+        if "content" not in message:
+            continue
+        content = message["content"]
+        if not isinstance(content, list) or not content:
+            return False
+        for item in content:
+            if not isinstance(item, dict):
+                return False
+            if "toolUse" in item:
+                tool = item["toolUse"]
+                name = tool.get("name") if isinstance(tool, dict) else None
+                if not isinstance(name, str) or not _TOOL_NAME.match(name) or len(name) > _TOOL_NAME_MAX:
+                    return False
+            if "text" in item:
+                text = item["text"]
+                if not isinstance(text, str) or not text.strip():
+                    return False
+    return True
+
+
+def normalize_if_needed(messages: Any) -> Any:
+    """Strands' `_normalize_messages`, without its copy when it would change nothing."""
+    if _unchanged_by_normalizing(messages):
+        return messages
+    return _STRANDS_NORMALIZE(messages)
+
+
+def skip_needless_message_copies() -> None:
+    """Install `normalize_if_needed` in Strands' streaming module (idempotent)."""
+    current = strands_streaming._normalize_messages  # AttributeError: Strands moved it; see entry 6
+    if current is normalize_if_needed:
+        return
+    if current is not _STRANDS_NORMALIZE:
+        raise RuntimeError("strands' _normalize_messages is not its own: core/agent/strands_compat.py entry 6")
+    setattr(strands_streaming, "_normalize_messages", normalize_if_needed)  # noqa: B010 (mypy cannot see it)
