@@ -54,13 +54,22 @@ def scalar_text(value: str) -> str:
 
 def scalar_json(value: object) -> object:
     """A decoded JSON value with every string (keys too) made `scalar_text`: for what must stay
-    readable whatever an older version stored (the audit trail)."""
+    readable whatever an older version stored (the audit trail). A value that is valid text
+    throughout (the common case) is returned as it is, without a rebuilt copy."""
+    if isinstance(value, str):
+        return scalar_text(value)
+    if _all_valid(value):
+        return value
+    return _scalar_json(value)
+
+
+def _scalar_json(value: object) -> object:
     if isinstance(value, str):
         return scalar_text(value)
     if isinstance(value, dict):
-        return {scalar_json(k): scalar_json(v) for k, v in value.items()}
+        return {_scalar_json(k): _scalar_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [scalar_json(v) for v in value]
+        return [_scalar_json(v) for v in value]
     return value
 
 
