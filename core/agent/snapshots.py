@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from strands import Agent
 from strands.types import Snapshot
 
+from chat_approvals.core.agent.strands_compat import interrupt_state_doc
+
 if TYPE_CHECKING:
     from strands.types._snapshot import SnapshotField, SnapshotPreset
 
@@ -57,10 +59,20 @@ def agent_bytes(
     Snapshot outlives later turns, and these bytes are made before the agent runs again (issue 34:
     one copy per pause and one per finished turn). tests/core/test_snapshot_encoding.py checks both
     give the same JSON."""
-    snap = agent.take_snapshot(preset=preset, include=include, exclude=["messages"], app_data=app_data)
-    doc = snap.to_dict()
-    doc["data"] = {"messages": agent.messages, **doc["data"]}  # first, as in Strands' own
-    return _ENCODER.encode(doc).encode()
+    interrupts = preset == "session" or "interrupt_state" in (include or [])
+    skipped: list[SnapshotField] = ["messages", "interrupt_state"] if interrupts else ["messages"]
+    doc = agent.take_snapshot(preset=preset, include=include, exclude=skipped, app_data=app_data).to_dict()
+    data = {"messages": agent.messages, **doc["data"]}  # the messages first, as in Strands' own
+    if interrupts:  # without asdict's copies (core/agent/strands_compat.py, entry 7)
+        data["interrupt_state"] = interrupt_state_doc(agent)
+    doc["data"] = data
+    try:
+        return _ENCODER.encode(doc).encode()
+    except TypeError:
+        if not interrupts:
+            raise
+    # a value that is not plain JSON (asdict converts a dataclass): Strands' own snapshot
+    return encode(agent.take_snapshot(preset=preset, include=include, app_data=app_data))
 
 
 def load_owned(agent: Agent, snap: Snapshot) -> None:

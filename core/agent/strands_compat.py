@@ -18,6 +18,7 @@ import strands.event_loop.streaming as strands_streaming
 import strands.telemetry.tracer as strands_tracer
 from opentelemetry import trace
 from strands import Agent, ToolContext
+from strands.interrupt import _AGENT_STREAM_INTERRUPT_ID_PREFIX as _STREAM_INTERRUPT_PREFIX
 from strands.interventions import InterventionHandler
 from strands.interventions.registry import InterventionRegistry
 
@@ -145,3 +146,32 @@ def skip_needless_message_copies() -> None:
     if current is not _STRANDS_NORMALIZE:
         raise RuntimeError("strands' _normalize_messages is not its own: core/agent/strands_compat.py entry 6")
     setattr(strands_streaming, "_normalize_messages", normalize_if_needed)  # noqa: B010 (mypy cannot see it)
+
+
+# 7. A pause's snapshot holds the interrupt state; Strands' `_InterruptState.to_dict` builds it
+# with `dataclasses.asdict`, a deep copy of every interrupt's reason and response and of the
+# pending tool call's message, about 35 us a pause, though the snapshot is encoded at once
+# (issue 34). The same dict without the copies, from `Agent._interrupt_state` (no public
+# accessor in 1.62); core/agent/snapshots.agent_bytes falls back to Strands' own when a value is
+# not plain JSON (asdict would convert a dataclass). tests/core/test_strands_interrupt_doc.py
+# pins Strands' source and compares both.
+def interrupt_state_doc(agent: Agent) -> dict[str, Any]:
+    """What `agent._interrupt_state.to_dict()` returns, sharing the values instead of copying them."""
+    state = agent._interrupt_state
+    interrupts = state.interrupts
+    if not state.activated:  # as Strands: deactivated invocation-scoped responses are not kept
+        interrupts = {k: v for k, v in interrupts.items() if not k.startswith(_STREAM_INTERRUPT_PREFIX)}
+    doc: dict[str, Any] = {
+        "interrupts": {
+            k: {"id": v.id, "name": v.name, "reason": v.reason, "response": v.response} for k, v in interrupts.items()
+        },
+        "context": state.context,
+        "activated": state.activated,
+    }
+    pending = state.pending_tool_execution
+    if pending is not None:
+        doc["pending_tool_execution"] = {
+            "assistant_message": pending.assistant_message,
+            "completed_tool_results": pending.completed_tool_results,
+        }
+    return doc
