@@ -35,6 +35,8 @@ class InvalidText(ValueError):
 
 def is_scalar_text(value: str) -> bool:
     """True when every code point is a Unicode scalar value (encodable as UTF-8)."""
+    if value.isascii():  # the common case, and much cheaper than an encode
+        return True
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -52,13 +54,22 @@ def scalar_text(value: str) -> str:
 
 def scalar_json(value: object) -> object:
     """A decoded JSON value with every string (keys too) made `scalar_text`: for what must stay
-    readable whatever an older version stored (the audit trail)."""
+    readable whatever an older version stored (the audit trail). A value that is valid text
+    throughout (the common case) is returned as it is, without a rebuilt copy."""
+    if isinstance(value, str):
+        return scalar_text(value)
+    if _all_valid(value):
+        return value
+    return _scalar_json(value)
+
+
+def _scalar_json(value: object) -> object:
     if isinstance(value, str):
         return scalar_text(value)
     if isinstance(value, dict):
-        return {scalar_json(k): scalar_json(v) for k, v in value.items()}
+        return {_scalar_json(k): _scalar_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [scalar_json(v) for v in value]
+        return [_scalar_json(v) for v in value]
     return value
 
 
@@ -79,6 +90,9 @@ def _valid(value: str) -> str:
 ValidText = Annotated[str, AfterValidator(_valid)]
 
 
+_NOT_TEXT = frozenset({float, int, bool, type(None)})  # exact types: the walk skips them at once
+
+
 def _all_valid(value: object) -> bool:
     """first_invalid(value) is None, without building a path per item (the common case: checked on
     every model field and every click's payload)."""
@@ -86,15 +100,17 @@ def _all_valid(value: object) -> bool:
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if not is_scalar_text(item):
+            if not item.isascii() and not is_scalar_text(item):
                 return False
-        elif isinstance(item, Mapping):
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif item.__class__ in _NOT_TEXT:
+            continue
+        elif isinstance(item, (dict, Mapping)):  # dict first: a dict needs no ABC check
             for key in item:
                 if isinstance(key, str) and not is_scalar_text(key):
                     return False
             stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
     return True
 
 

@@ -93,4 +93,6 @@ def raw_access_of(state: dict[str, Any] | None) -> object:
 
 def tool_access_of(state: dict[str, Any] | None) -> ToolAccess | None:
     access = raw_access_of(state)
+    if type(access) is ScopedAccess:  # what bootstrap hands every turn: no Protocol check (slow) needed
+        return access
     return access if isinstance(access, ToolAccess) else None

@@ -29,15 +29,21 @@ def approval_tools() -> list[Any]:
     return [request_approval]
 
 
+def has_approval_tool(agent: Agent) -> bool:
+    """Is the approval tool registered? The registry's own dict first (a lookup); `tool_names`
+    (every tool's spec built and checked, per turn: issue 34) only when it is not there."""
+    return APPROVAL_TOOL in agent.tool_registry.registry or APPROVAL_TOOL in agent.tool_names
+
+
 def equip(agent: Agent) -> Agent:
     """An Agent built elsewhere (a user's factory): the approval tool, if it lacks it, and the hooks."""
-    if APPROVAL_TOOL not in agent.tool_names:
+    if not has_approval_tool(agent):
         agent.tool_registry.process_tools([request_approval])
     agent.hooks.add_hook(ApprovalHooks())
     return checked(agent)
 
 
 def checked(agent: Agent) -> Agent:
-    if APPROVAL_TOOL not in agent.tool_names:
+    if not has_approval_tool(agent):
         raise RuntimeError("the approval tool could not be registered on the agent")
     return agent

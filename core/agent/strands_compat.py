@@ -9,9 +9,16 @@ below fails loudly (AttributeError) or safely (see its fallback) if the SDK chan
 
 from __future__ import annotations
 
+import importlib
+import re
+from collections.abc import Callable
 from typing import Any
 
+import strands.event_loop.streaming as strands_streaming
+import strands.telemetry.tracer as strands_tracer
+from opentelemetry import trace
 from strands import Agent, ToolContext
+from strands.interrupt import _AGENT_STREAM_INTERRUPT_ID_PREFIX as _STREAM_INTERRUPT_PREFIX
 from strands.interventions import InterventionHandler
 from strands.interventions.registry import InterventionRegistry
 
@@ -50,3 +57,121 @@ def added_interventions(agent: Agent) -> list[InterventionHandler]:
     """4. What `add_interventions` gave this agent (our own mark, read back)."""
     registry = getattr(agent, GATE_MARK, None)
     return registry.handlers if registry is not None else []
+
+
+# 5. Strands serialises every message, tool input and tool result to JSON for its span attributes
+# on each model and tool call, whether or not anything records the span (about 5% of a cycle's
+# Python on the loop, issue 34). 1.62 has no switch for it and imports `serialize` by name into
+# other modules, so the one function is swapped in each: while no tracer provider is installed
+# (OpenTelemetry's proxy: every span is a non-recording no-op that drops what it is given) the
+# text is never built; once one is installed (ours, `setup_export`, or the user's own), it is
+# built as before. Missing names fail loudly at start-up (AttributeError).
+_SERIALIZE_MODULES = (
+    "strands.telemetry.tracer",
+    "strands.agent.agent",
+    "strands.tools.executors._executor",
+    "strands.bidi._telemetry",
+)
+_STRANDS_SERIALIZE: Callable[[Any], str] = strands_tracer.serialize
+
+
+def serialize_if_recorded(obj: Any) -> str:
+    """Strands' `serialize`, or "" while no tracer provider is installed (nothing would record it)."""
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return ""
+    return _STRANDS_SERIALIZE(obj)
+
+
+def skip_unrecorded_serialisation() -> None:
+    """Install `serialize_if_recorded` in Strands' modules (idempotent)."""
+    for name in _SERIALIZE_MODULES:
+        module = importlib.import_module(name)
+        current = module.serialize  # AttributeError: Strands moved it; see entry 5
+        if current is serialize_if_recorded:
+            continue
+        if current is not _STRANDS_SERIALIZE:
+            raise RuntimeError(f"{name}.serialize is not Strands' own: core/agent/strands_compat.py entry 5")
+        setattr(module, "serialize", serialize_if_recorded)  # noqa: B010 (an attribute mypy cannot see)
+
+
+# 6. Before each model call Strands deep-copies the messages it is given (`_normalize_messages`,
+# in case it must replace a blank text or an invalid tool name), though the event loop hands it a
+# deep copy of the agent's messages made for that one call. With a chat's history restored that
+# is a second copy of the whole conversation per model call (issue 34). 1.62 has no switch: the
+# function is swapped for one that returns the messages as given when Strands' own would change
+# nothing in them (its copy would be equal), and calls Strands' own otherwise. The check mirrors
+# Strands' rules; tests/core/test_strands_normalize.py pins Strands' source and compares both.
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_\-]{1,}$")  # strands.tools.tools.validate_tool_use_name's
+_TOOL_NAME_MAX = 64
+_STRANDS_NORMALIZE: Callable[[Any], Any] = strands_streaming._normalize_messages
+
+
+def _unchanged_by_normalizing(messages: Any) -> bool:
+    """Would Strands' `_normalize_messages` leave every message as it is? False when unsure."""
+    for message in messages:
+        if "role" in message and message["role"] != "assistant":
+            continue
+        if "content" not in message:
+            continue
+        content = message["content"]
+        if not isinstance(content, list) or not content:
+            return False
+        for item in content:
+            if not isinstance(item, dict):
+                return False
+            if "toolUse" in item:
+                tool = item["toolUse"]
+                name = tool.get("name") if isinstance(tool, dict) else None
+                if not isinstance(name, str) or not _TOOL_NAME.match(name) or len(name) > _TOOL_NAME_MAX:
+                    return False
+            if "text" in item:
+                text = item["text"]
+                if not isinstance(text, str) or not text.strip():
+                    return False
+    return True
+
+
+def normalize_if_needed(messages: Any) -> Any:
+    """Strands' `_normalize_messages`, without its copy when it would change nothing."""
+    if _unchanged_by_normalizing(messages):
+        return messages
+    return _STRANDS_NORMALIZE(messages)
+
+
+def skip_needless_message_copies() -> None:
+    """Install `normalize_if_needed` in Strands' streaming module (idempotent)."""
+    current = strands_streaming._normalize_messages  # AttributeError: Strands moved it; see entry 6
+    if current is normalize_if_needed:
+        return
+    if current is not _STRANDS_NORMALIZE:
+        raise RuntimeError("strands' _normalize_messages is not its own: core/agent/strands_compat.py entry 6")
+    setattr(strands_streaming, "_normalize_messages", normalize_if_needed)  # noqa: B010 (mypy cannot see it)
+
+
+# 7. A pause's snapshot holds the interrupt state; Strands' `_InterruptState.to_dict` builds it
+# with `dataclasses.asdict`, a deep copy of every interrupt's reason and response and of the
+# pending tool call's message, about 35 us a pause, though the snapshot is encoded at once
+# (issue 34). The same dict without the copies, from `Agent._interrupt_state` (no public
+# accessor in 1.62); core/agent/snapshots.agent_bytes falls back to Strands' own when a value is
+# not plain JSON (asdict would convert a dataclass). tests/core/test_strands_interrupt_doc.py
+# pins Strands' source and compares both.
+def interrupt_state_doc(agent: Agent) -> dict[str, Any]:
+    """What `agent._interrupt_state.to_dict()` returns, sharing the values instead of copying them."""
+    state = agent._interrupt_state
+    interrupts = state.interrupts
+    if not state.activated:  # as Strands: deactivated invocation-scoped responses are not kept
+        interrupts = {k: v for k, v in interrupts.items() if not k.startswith(_STREAM_INTERRUPT_PREFIX)}
+    doc: dict[str, Any] = {
+        "interrupts": {
+            k: {"id": v.id, "name": v.name, "reason": v.reason, "response": v.response} for k, v in interrupts.items()
+        },
+        "context": state.context,
+        "activated": state.activated,
+    }
+    pending = state.pending_tool_execution
+    if pending is not None:
+        doc["pending_tool_execution"] = {
+            "assistant_message": pending.assistant_message,
+            "completed_tool_results": pending.completed_tool_results,
+        }
+    return doc

@@ -49,6 +49,9 @@ class BadObject(StoreFault):
     outage: trying again reads the same bytes. Backends raise subclasses."""
 
 
+_NOT_TEXT = frozenset({float, int, bool, type(None)})
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
@@ -56,7 +59,14 @@ class Strict(BaseModel):
     @classmethod
     def _valid_text(cls, value: Any) -> Any:
         """R20 by construction: no string a model holds (in lists and dicts too) can fail a later
-        write (UTF-8, hashing, JSON); core/text.py."""
+        write (UTF-8, hashing, JSON); core/text.py. Most fields are ASCII strings or numbers, which
+        are valid text as they are: looked at first, without a walk (issue 34)."""
+        kind = value.__class__
+        if kind is str:
+            if value.isascii():
+                return value
+        elif kind in _NOT_TEXT:
+            return value
         where = first_invalid(value)
         if where is not None:
             raise ValueError(f"{where} {NOT_UNICODE}")

@@ -13,7 +13,7 @@ import uuid
 
 from strands import Agent
 
-from chat_approvals.core.agent.snapshots import decode, encode
+from chat_approvals.core.agent.snapshots import agent_bytes, decode, load_owned
 from chat_approvals.core.models import Clock
 from chat_approvals.core.settings import Settings
 
@@ -37,7 +37,7 @@ class History:
         if not self.enabled or raw is None:
             return
         try:
-            agent.load_snapshot(decode(raw))
+            load_owned(agent, decode(raw))
         except Exception as e:  # an unreadable history: start the chat afresh
             log.warning("history of %s not restored: %s", chat, e)
 
@@ -47,8 +47,7 @@ class History:
         if not self.enabled:
             return None
         try:
-            snap = agent.take_snapshot(include=["messages", "state", "conversation_manager_state"])
-            data = encode(snap)
+            data = agent_bytes(agent, include=["messages", "state", "conversation_manager_state"])
         except Exception as e:
             log.warning("history of %s not saved: %s", chat, e)
             return None

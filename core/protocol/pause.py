@@ -18,7 +18,7 @@ import chat_approvals.core.observe.tracing as tracing
 import chat_approvals.core.protocol.wording as wording
 from chat_approvals.core.agent.context import RequestContext
 from chat_approvals.core.agent.paused_agents import PausedAgents
-from chat_approvals.core.agent.snapshots import encode
+from chat_approvals.core.agent.snapshots import agent_bytes
 from chat_approvals.core.ids import hash_secret, mint_card_id, mint_secret
 from chat_approvals.core.models import (
     ApprovalCard,
@@ -62,7 +62,7 @@ def final_text(result: AgentResult) -> str:
 
 
 def snapshot_bytes(agent: Agent, app_data: dict[str, Any]) -> bytes:
-    return encode(agent.take_snapshot(preset="session", app_data=app_data))
+    return agent_bytes(agent, preset="session", app_data=app_data)
 
 
 def tool_schema(agent: Agent, name: str) -> dict[str, Any] | None:

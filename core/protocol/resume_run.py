@@ -18,6 +18,7 @@ import chat_approvals.core.protocol.wording as wording
 from chat_approvals.core.agent.context import RequestContext, ToolAccess, invocation_state
 from chat_approvals.core.agent.factory import AgentFactory
 from chat_approvals.core.agent.paused_agents import PausedAgents
+from chat_approvals.core.agent.snapshots import load_owned
 from chat_approvals.core.models import Answer, AnswerRecord, Clock, Fence, Pointer, ResumeResult, TurnResult
 from chat_approvals.core.ports import Loaded, Objects, Rows, Steps
 from chat_approvals.core.protocol.card_kinds import binds, interrupt_responses
@@ -105,7 +106,7 @@ class ClaimedRun:
                 agent = held.agent
             else:
                 agent = self.parts.factory()
-                agent.load_snapshot(Snapshot.from_dict(snap))
+                load_owned(agent, Snapshot.from_dict(snap))  # snap was just decoded: nothing else holds it
             grants = list(loaded.claimed.grants)  # read in the claim's own round trip
             sites, packages = approved_sets(grants, p.turn_id)
             ctx = RequestContext(

@@ -5,13 +5,14 @@ paused Agent's real snapshot and for one holding bytes (an image block), at any 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from strands import Agent, Snapshot, ToolContext, tool
 from strands.types.session import decode_bytes_values, encode_bytes_values
 
 from chat_approvals.core.agent import APPROVAL_TOOL, SYSTEM_PROMPT, ScriptedModel
-from chat_approvals.core.agent.snapshots import decode, encode
+from chat_approvals.core.agent.snapshots import agent_bytes, decode, encode, load_owned
 
 
 @tool(name=APPROVAL_TOOL, context=True)
@@ -67,3 +68,52 @@ def test_what_json_cannot_hold_still_fails_as_before() -> None:
         strands_way(snap)
     with pytest.raises(TypeError):
         encode(snap)
+
+
+def without_time(raw: bytes) -> dict[str, object]:
+    doc = json.loads(raw)
+    assert doc.pop("created_at")
+    return doc
+
+
+async def test_agent_bytes_are_strands_snapshot_with_the_messages_read_in_place() -> None:
+    """core/agent/snapshots.agent_bytes skips take_snapshot's copy of the messages (issue 34): the
+    same JSON as Strands' own snapshot, for the pause's preset and the history's fields, bytes too."""
+    agent = await scripted_agent_paused()
+    agent.messages[0]["content"].append({"image": {"format": "png", "source": {"bytes": b"\x89PNG\x00\xff"}}})
+    before = json.dumps(encode_bytes_values(agent.messages))
+    cases: list[dict[str, Any]] = [
+        {"preset": "session", "app_data": {"turn_id": "t", "chat": "c"}},
+        {"include": ["messages", "state", "conversation_manager_state"]},
+    ]
+    for kw in cases:
+        raw = agent_bytes(agent, **kw)
+        assert without_time(raw) == without_time(encode(agent.take_snapshot(**kw))), kw
+        assert decode(raw).data["messages"] == agent.messages
+    assert json.dumps(encode_bytes_values(agent.messages)) == before  # read, never changed
+    assert "interrupt_state" in without_time(agent_bytes(agent, preset="session"))["data"]  # type: ignore[operator]
+
+
+async def test_load_owned_gives_the_agent_load_snapshot_gives_without_copying_the_messages() -> None:
+    """core/agent/snapshots.load_owned (issue 34): a just-decoded snapshot's messages are handed over;
+    the agent's state is the same as after Strands' load_snapshot, and it resumes the same way."""
+    raw = agent_bytes(await scripted_agent_paused(), preset="session")
+    copied, owned = (
+        Agent(model=ScriptedModel(), tools=[ask], callback_handler=None),
+        Agent(model=ScriptedModel(), tools=[ask], callback_handler=None),
+    )
+    copied.load_snapshot(decode(raw))
+    snap = decode(raw)
+    load_owned(owned, snap)
+    assert owned.messages is snap.data["messages"]  # handed over, not copied
+    assert without_time(agent_bytes(owned, preset="session")) == without_time(agent_bytes(copied, preset="session"))
+    interrupt = next(iter(owned._interrupt_state.interrupts))
+    reply = [{"interruptResponse": {"interruptId": interrupt, "response": {"approved": True}}}]
+    a = await copied.invoke_async(reply)  # type: ignore[arg-type]
+    b = await owned.invoke_async(reply)  # type: ignore[arg-type]
+    assert (a.stop_reason, str(a)) == (b.stop_reason, str(b)) == ("end_turn", str(a))
+    after = [without_time(agent_bytes(x, preset="session")) for x in (owned, copied)]
+    for doc in after:  # a new message's tracking id is random
+        for m in doc["data"]["messages"]:  # type: ignore[index]
+            m.pop("tracking_id", None)
+    assert after[0] == after[1]
