@@ -234,6 +234,14 @@ def floor_lines(variants: list[Variant], commit: Variant, hopped: Variant, targe
             f"floor {name}: {floor:.1f} cycles/s; (d) {d_rate:.1f} cycles/s = {ratio:.2f}x of it "
             f"(target >= {target}x: {verdict})"
         )
+    # the bound the protocol sets: a new turn's lease is its own commit, durable before its agent
+    # runs (one turn per chat across replicas), so (d) pays a fourth commit and its hop
+    floor = 1000 / (a_ms + MIN_COMMITS * pct(commit.latencies_ms, 50))
+    four = 1000 / (a_ms + (MIN_COMMITS + 1) * pct(hopped.latencies_ms, 50))
+    lines.append(
+        f"bound with the turn lease's own commit: (a) + {MIN_COMMITS + 1} fsync'd commits each through a thread = "
+        f"{four:.1f} cycles/s = {four / floor:.2f}x of the floor: the most (d) reaches with nothing else added"
+    )
     return lines
 
 

@@ -151,3 +151,11 @@ def test_bench_peers_prints_the_durable_floor_and_d_against_it() -> None:
         assert abs(float(d) / float(floor) - float(ratio)) < 0.011
         if ratio != "0.80":
             assert verdict == ("met" if float(ratio) >= 0.8 else "not met")
+    bound = re.search(
+        r"^bound with the turn lease's own commit: \(a\) \+ 4 fsync'd commits each through a thread = "
+        r"([\d.]+) cycles/s = ([\d.]+)x of the floor",
+        out,
+        re.M,
+    )
+    assert bound is not None, out
+    assert abs(float(bound.group(1)) / float(floors[0][1]) - float(bound.group(2))) < 0.011  # its ratio to the floor
