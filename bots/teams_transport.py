@@ -2,15 +2,15 @@
 the event loop instead of msrest's default, `requests` in the loop's thread pool.
 
 msrest's default pipeline runs every reply through `requests` in a worker thread: a thread hop,
-and requests' own preparation (cookies, netrc, proxies from the environment) per call; about
-0.7 ms of CPU a reply here. (msrest's own aiohttp sender sends neither headers nor body.) What
-the requests pipeline did is kept: the same policies (User-Agent, logging, the body parsed as
-JSON), the bot's token on every call (after workaround 9 made it ready off the loop), proxies
-from the environment, msrest's timeout, and the retries msrest's `ClientRetryPolicy` gets from
-urllib3 2 (whose Retry no longer reads its `method_whitelist`): up to 3, with urllib3's backoff;
-a connection that could not be made is retried for any method; a dropped connection, a timeout
-or a status msrest does not list as safe only for urllib3's idempotent methods (a card's update,
-not a new post); Retry-After honoured where urllib3 honours it."""
+and requests' own preparation (cookies, netrc, proxies from the environment) per call. (msrest's
+own aiohttp sender sends neither headers nor body.) What the requests pipeline did is kept: the
+same policies (User-Agent, logging, the body parsed as JSON), the bot's token on every call
+(after workaround 9 made it ready off the loop), the proxy the environment names (read once per
+host), msrest's timeout, and the retries msrest's `ClientRetryPolicy` gets from urllib3 2 (whose
+Retry no longer reads its `method_whitelist`): up to 3, with urllib3's backoff; a connection
+that could not be made is retried for any method; a dropped connection, a timeout or a status
+msrest does not list as safe only for urllib3's idempotent methods (a card's update, not a new
+post); Retry-After honoured where urllib3 honours it."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from typing import Any
 
 import aiohttp
 import requests
+from aiohttp.helpers import get_env_proxy_for_url
 from msrest.configuration import Configuration
 from msrest.exceptions import ClientRequestError
 from msrest.pipeline import AsyncHTTPPolicy, AsyncHTTPSender, AsyncPipeline, Request, Response, SansIOHTTPPolicy
@@ -27,6 +28,7 @@ from msrest.pipeline.universal import RawDeserializer
 from msrest.universal_http.aiohttp import AioHttpClientResponse
 from msrest.universal_http.requests import ClientRetryPolicy
 from urllib3.util.retry import Retry
+from yarl import URL
 
 from chat_approvals.bots.teams_token import TokenSource
 
@@ -39,6 +41,13 @@ RETRY_AFTER = frozenset({413, 429, 503})  # the statuses whose Retry-After urlli
 
 
 IDEMPOTENT = Retry.DEFAULT_ALLOWED_METHODS  # urllib3's: read and status retries only for these
+
+
+def _env_proxy(url: URL) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+    try:
+        return get_env_proxy_for_url(url)
+    except LookupError:  # none set, or NO_PROXY names the host
+        return None, None
 
 
 def _retried(status: int) -> bool:
@@ -87,6 +96,7 @@ class AiohttpSender(AsyncHTTPSender):
     def __init__(self, config: Configuration) -> None:
         self.config = config
         self._session: aiohttp.ClientSession | None = None
+        self._proxies: dict[tuple[str, str | None], tuple[URL | None, aiohttp.BasicAuth | None]] = {}
 
     async def __aenter__(self) -> AiohttpSender:
         return self
@@ -101,11 +111,22 @@ class AiohttpSender(AsyncHTTPSender):
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                trust_env=bool(self.config.proxies.use_env_settings),  # proxies from the environment
-                timeout=aiohttp.ClientTimeout(total=self.config.connection.timeout),
-            )
+            # Not trust_env: with it aiohttp reads ~/.netrc in a thread on every request, twice
+            # (for an auth the bot's token replaces, and for the proxy's); the proxy is read once
+            # per host instead (`_proxy`).
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.config.connection.timeout))
         return self._session
+
+    async def _proxy(self, url: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+        """The environment's proxy for `url`'s host (HTTP_PROXY, NO_PROXY, its netrc credentials), as
+        aiohttp's trust_env finds it; read off the loop once per scheme and host."""
+        if not self.config.proxies.use_env_settings:
+            return None, None
+        target = URL(url)
+        key = (target.scheme, target.host)
+        if key not in self._proxies:
+            self._proxies[key] = await asyncio.to_thread(_env_proxy, target)
+        return self._proxies[key]
 
     async def send(self, request: Request, **kwargs: Any) -> Response:
         http = request.http_request
@@ -113,10 +134,13 @@ class AiohttpSender(AsyncHTTPSender):
         headers = {k: v for k, v in {**self.config.headers, **http.headers}.items() if k.lower() != "content-length"}
         data = http.data.encode() if isinstance(http.data, str) else http.data
         ssl = self.config.connection.verify is not False  # msrest's verify: False turns the check off
+        proxy, proxy_auth = await self._proxy(http.url)
         errors = 0
         while True:
             try:
-                raw = await self._http().request(http.method, http.url, headers=headers, data=data, ssl=ssl)
+                raw = await self._http().request(
+                    http.method, http.url, headers=headers, data=data, ssl=ssl, proxy=proxy, proxy_auth=proxy_auth
+                )
             except (aiohttp.ClientConnectionError, TimeoutError) as e:
                 errors += 1
                 never_sent = isinstance(e, aiohttp.ClientConnectorError)

@@ -25,6 +25,7 @@ class Connector:
     def __init__(self) -> None:
         self.statuses: list[int] = []
         self.calls: list[tuple[str, bytes, dict[str, str]]] = []
+        self.servers: list[TestServer] = []
 
     async def handle(self, req: web.Request) -> web.Response:
         self.calls.append((req.method, await req.read(), dict(req.headers)))
@@ -41,6 +42,7 @@ async def connector() -> AsyncIterator[tuple[Connector, ConnectorClient]]:
     app.router.add_route("*", "/{tail:.*}", stand_in.handle)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
+    stand_in.servers.append(server)
     url = str(server.make_url(""))
     auth = teams_compat.make_adapter(TeamsAuth()).bot_framework_authentication
     turn = await auth.authenticate_request(Activity(type="message", channel_id="msteams", service_url=url), "")
@@ -90,3 +92,25 @@ async def test_a_new_post_answered_500_is_not_sent_again(connector: tuple[Connec
     with pytest.raises(HttpOperationError):
         await client.conversations.reply_to_activity("c1", "r1", reply("a card"))
     assert len(stand_in.calls) == 1
+
+
+async def test_the_proxy_the_environment_names_carries_the_replies(
+    connector: tuple[Connector, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As requests and aiohttp's trust_env would: HTTP_PROXY (read once per host, off the loop)."""
+    proxy, _ = connector
+    proxy_url = str(next(iter(proxy.servers)).make_url(""))
+    for name in ("HTTP_PROXY", "http_proxy"):
+        monkeypatch.setenv(name, proxy_url)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    auth = teams_compat.make_adapter(TeamsAuth()).bot_framework_authentication
+    far = "http://connector.invalid/"  # reachable only through the proxy
+    turn = await auth.authenticate_request(Activity(type="message", channel_id="msteams", service_url=far), "")
+    client = await turn.connector_factory.create(far, turn.audience)
+    try:
+        for text in ("one", "two"):
+            assert (await client.conversations.reply_to_activity("c1", "r1", reply(text))).id == "42"
+    finally:
+        await client.__aexit__(None, None, None)
+    assert [m for m, _, _ in proxy.calls] == ["POST", "POST"]
