@@ -5,6 +5,7 @@ new post, POST, which may have been processed). Real HTTP, to a connector stand-
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -114,3 +115,23 @@ async def test_the_proxy_the_environment_names_carries_the_replies(
     finally:
         await client.__aexit__(None, None, None)
     assert [m for m, _, _ in proxy.calls] == ["POST", "POST"]
+
+
+async def test_a_client_dropped_from_the_pool_is_closed_after_its_grace(connector: tuple[Connector, Any]) -> None:
+    """Past the pool's size the least recently used client goes; its aiohttp session (and socket)
+    is closed once a turn that took it can no longer be sending, not left to the collector."""
+    stand_in, _ = connector
+    url = str(stand_in.servers[0].make_url(""))
+    auth = teams_compat.make_adapter(TeamsAuth()).bot_framework_authentication
+    auth.clients = teams_compat._ClientPool(size=1, retire_after=0.2)
+    turn = await auth.authenticate_request(Activity(type="message", channel_id="msteams", service_url=url), "")
+    first = await turn.connector_factory.create(url, turn.audience)
+    await first.conversations.reply_to_activity("c1", "r1", reply("one"))
+    sender = first.config.pipeline._sender
+    assert sender._session is not None and not sender._session.closed
+    second = await turn.connector_factory.create(url + "other/", turn.audience)  # the first is dropped
+    assert second is not first and len(auth.clients) == 1
+    assert not sender._session.closed  # still usable by a turn that took it
+    await asyncio.sleep(0.5)
+    assert sender._session is None  # closed
+    await auth.clients.close()
