@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -66,6 +67,25 @@ def _retry_after(response: aiohttp.ClientResponse) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         return None  # an HTTP date: the backoff instead
+
+
+class _Loaded(AioHttpClientResponse):
+    """A response whose body was read whole; a stream of it (botbuilder's get_attachment) is given
+    from that body, in chunks, each passed to the callback as msrest's requests response does."""
+
+    def stream_download(self, chunk_size: int | None = None, callback: Any = None) -> AsyncIterator[bytes]:
+        body, size = self.body(), chunk_size or self.CHUNK
+
+        async def chunks() -> AsyncIterator[bytes]:
+            for i in range(0, len(body), size):
+                chunk = body[i : i + size]
+                if callback is not None:
+                    callback(chunk, self.internal_response)
+                yield chunk
+
+        return chunks()
+
+    CHUNK = 10 * 1024
 
 
 class CredentialsHeader(AsyncHTTPPolicy):
@@ -155,8 +175,8 @@ class AiohttpSender(AsyncHTTPSender):
                 raw.release()
                 await asyncio.sleep(_backoff(errors) if wait is None else wait)
                 continue
-            response = AioHttpClientResponse(http, raw)
-            await response.load_body()  # the operations read the body as text, after this returns
+            response = _Loaded(http, raw)
+            await response.load_body()  # read now, streamed or not: an error's body is read after this returns
             return Response(request, response)
 
 

@@ -33,7 +33,7 @@ class Connector:
         if self.statuses:
             return web.json_response({"error": {"code": "X", "message": "injected"}}, status=self.statuses.pop(0),
                                      headers={"Retry-After": "0"})  # fmt: skip
-        return web.json_response({"id": "42"}, status=200 if req.method == "PUT" else 201)
+        return web.json_response({"id": "42"}, status=201 if req.method == "POST" else 200)
 
 
 @pytest.fixture
@@ -135,3 +135,12 @@ async def test_a_client_dropped_from_the_pool_is_closed_after_its_grace(connecto
     await asyncio.sleep(0.5)
     assert sender._session is None  # closed
     await auth.clients.close()
+
+
+async def test_an_attachment_asked_as_a_stream_is_streamed(connector: tuple[Connector, Any]) -> None:
+    """stream=True (botbuilder's get_attachment): the body comes in chunks, each to the callback."""
+    _, client = connector
+    seen: list[bytes] = []
+    chunks = await client.attachments.get_attachment("a1", "original", callback=lambda chunk, _: seen.append(chunk))
+    got = [chunk async for chunk in chunks]
+    assert b"".join(got) == b"".join(seen) == b'{"id": "42"}'
