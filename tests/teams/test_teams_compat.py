@@ -309,6 +309,25 @@ async def test_workaround_8_the_pool_is_bounded_whatever_service_urls_arrive() -
     assert await factory.create(f"{SERVICE}/1", None) is not dropped
 
 
+async def test_workaround_10_pooled_clients_send_the_same_bodies_without_msrest_checking_nothing() -> None:
+    """msrest walks every attribute of an activity to check rules no botbuilder model declares; the
+    pooled connector client skips that walk and serialises a reply exactly as botbuilder's own."""
+    auth = teams_compat.make_adapter(TeamsAuth()).bot_framework_authentication
+    activity = Activity(type="message", channel_id="msteams", service_url=SERVICE)
+    turn = await auth.authenticate_request(activity, "")
+    botbuilder_own = teams_compat.ConfigurationBotFrameworkAuthentication.create_connector_factory
+    own = await botbuilder_own(auth, turn.claims_identity).create(SERVICE, turn.audience)
+    pooled = await turn.connector_factory.create(SERVICE, turn.audience)
+    assert own._serialize.client_side_validation is True  # msrest's default: the walk
+    assert pooled._serialize.client_side_validation is False
+    incoming = fixture("playground-message-text.json")
+    reply = TurnContext.apply_conversation_reference(
+        Activity(type="message", text="Approved: café ☕", attachments=[{"contentType": "x", "content": {"a": [1]}}]),
+        TurnContext.get_conversation_reference(Activity().deserialize(incoming)),
+    )
+    assert pooled._serialize.body(reply, "Activity") == own._serialize.body(reply, "Activity")
+
+
 async def test_workaround_8_the_server_closes_its_pooled_clients_when_it_stops(tmp_path: Path) -> None:
     """The pooled connector client keeps its connection to the connector open between turns (that is
     the point of the pool); when the server stops it closes the client, so no connection outlives
