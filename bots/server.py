@@ -9,7 +9,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -347,51 +347,47 @@ def audit_deliverers(approvals: Approvals, outbox: Outbox, cfg: ServerConfig) ->
     return deliverers
 
 
+def _every(
+    every: float, work: Callable[[], Awaitable[object]], failed: str
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    """A cleanup context that runs `work` every `every` seconds while the app runs; a failure
+    (a store fault) is logged as `failed` and tried again on the next round."""
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        async def loop() -> None:
+            while True:
+                try:
+                    await work()
+                except Exception as e:
+                    log.warning("%s: %s", failed, e)
+                await asyncio.sleep(every)
+
+        task = asyncio.create_task(loop())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return ctx
+
+
 def _sweeper(
     approvals: Approvals, every: float, kept: Path | None = None
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     """`kept`: run_script's kept results (issue 27.5), swept on the objects' horizon: a result is
     worth keeping only while its card can still be claimed again."""
 
-    async def ctx(app: web.Application) -> AsyncIterator[None]:
-        async def loop() -> None:
-            while True:
-                try:
-                    removed = await approvals.sweep()
-                    if kept is not None:
-                        removed += await asyncio.to_thread(sweep_kept, kept, older_than=approvals.sweep_horizon())
-                    if removed:
-                        log.info("sweep removed %d expired rows/objects", removed)
-                except Exception as e:
-                    log.warning("sweep failed: %s", e)
-                await asyncio.sleep(every)
+    async def sweep() -> None:
+        removed = await approvals.sweep()
+        if kept is not None:
+            removed += await asyncio.to_thread(sweep_kept, kept, older_than=approvals.sweep_horizon())
+        if removed:
+            log.info("sweep removed %d expired rows/objects", removed)
 
-        task = asyncio.create_task(loop())
-        yield
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    return ctx
+    return _every(every, sweep, "sweep failed")
 
 
 def _timer_loop(approvals: Approvals, every: float) -> Callable[[web.Application], AsyncIterator[None]]:
     """Issue 33: every replica looks for due timers every `every` seconds; the one holding the
     timers' lease fires them (core/protocol/timers.py), the others find the lease taken."""
-
-    async def ctx(app: web.Application) -> AsyncIterator[None]:
-        async def loop() -> None:
-            while True:
-                try:
-                    await approvals.fire_timers()
-                except Exception as e:  # a store fault: try again on the next look
-                    log.warning("timers failed: %s", e)
-                await asyncio.sleep(every)
-
-        task = asyncio.create_task(loop())
-        yield
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    return ctx
+    return _every(every, approvals.fire_timers, "timers failed")

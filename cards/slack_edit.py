@@ -18,7 +18,7 @@ from chat_approvals.cards.edit_fields import (
     read_field,
     read_json,
 )
-from chat_approvals.cards.slack_answer import SlackClick, SlackPayloadError
+from chat_approvals.cards.slack_answer import SlackClick, SlackPayloadError, _Team, _User, _Wire
 from chat_approvals.core.identity import SlackUser, unverified
 from chat_approvals.core.models import ApprovalCard, InvalidAnswer, is_card_id, read_answer
 
@@ -101,20 +101,6 @@ def edit_view(card: ApprovalCard, secret: str, where: dict[str, str | None]) -> 
         "private_metadata": metadata,
         "blocks": blocks,
     }
-
-
-class _Wire(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-
-class _Team(_Wire):
-    id: str | None = None
-    enterprise_id: str | None = None
-
-
-class _User(_Wire):
-    id: str = Field(min_length=1)
-    team_id: str | None = None
 
 
 class _Input(_Wire):

@@ -15,12 +15,13 @@ import pytest
 
 import chat_approvals.core.protocol.wording as wording
 from chat_approvals.core.agent.demo_tools import notes_file
-from chat_approvals.core.agent.factory import default_factory, gated_factory, prepare
+from chat_approvals.core.agent.factory import gated_factory, prepare
 from chat_approvals.core.agent.tool_gate import fingerprint
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.store.aio import StoreIO
 from tests.conftest import Api, make_approvals, serve
 from tests.support import agents
+from tests.support.agents import chat_notes, notes_agent
 
 CHAT = "batch-chat"
 USER = "alice"
@@ -35,13 +36,12 @@ def notes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def lines(root: Path, chat: str = CHAT) -> list[str]:
-    path = notes_file(root, chat)
-    return path.read_text().splitlines() if path.exists() else []
+    return chat_notes(root, chat)
 
 
 @pytest.fixture
 async def api(store: StoreIO, clock: ManualClock, notes: Path) -> AsyncIterator[Api]:
-    approvals = make_approvals(store, clock, gated_factory(default_factory("scripted", notes_dir=notes), "save_note"))
+    approvals = make_approvals(store, clock, notes_agent(notes))
     server = await serve(approvals)
     async with aiohttp.ClientSession() as session:
         yield Api(session, str(server.make_url("")).rstrip("/"))
@@ -225,7 +225,7 @@ async def test_the_strictest_rule_over_the_items_decides_who_may_answer(
     from chat_approvals.core.protocol.policy import parse_policy
 
     policy = parse_policy(POLICY)
-    factory = gated_factory(default_factory("scripted", notes_dir=notes), "save_note")
+    factory = notes_agent(notes)
     approvals = bootstrap(
         store, clock=clock, agent_factory=factory, policy=policy, approvers=ApproverDirectory(policy)
     ).approvals

@@ -17,8 +17,8 @@ from slack_sdk.models.views import View
 from chat_approvals.cards import slack_batch, slack_edit
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.slack_answer import CHOOSE_EACH
-from chat_approvals.core.agent.factory import default_factory, gated_factory
 from tests.support import slack_payloads as P
+from tests.support.agents import notes_agent, saved_notes
 from tests.support.slack_rig import OWNER, SlackRig, assert_valid_blocks, buttons, running
 from tests.support.slack_standin import Call
 
@@ -32,13 +32,8 @@ async def notes(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def rig(notes: Path) -> AsyncIterator[SlackRig]:
-    async with running(SlackRig(factory=gated_factory(default_factory("scripted", notes_dir=notes), "save_note"))) as r:
+    async with running(SlackRig(factory=notes_agent(notes))) as r:
         yield r
-
-
-def saved(notes: Path) -> list[str]:
-    files = list(notes.rglob("notes.txt")) if notes.exists() else []
-    return [line for f in files for line in f.read_text().splitlines()]
 
 
 def selects(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -73,7 +68,7 @@ async def test_one_card_lists_both_calls_with_a_select_each(rig: SlackRig, notes
         slack_batch.ACTION_ITEMS,
         sb.ACTION_DENY,
     ]
-    assert saved(notes) == []
+    assert saved_notes(notes) == []
 
 
 async def test_per_item_decisions_under_20_racing_clicks_run_the_approved_body_once(rig: SlackRig, notes: Path) -> None:
@@ -82,7 +77,7 @@ async def test_per_item_decisions_under_20_racing_clicks_run_the_approved_body_o
     payload = rig.click_payload(card, action=slack_batch.ACTION_ITEMS, state=chosen(blocks, ["deny", "approve_once"]))
     assert await asyncio.gather(*(rig.click(payload) for _ in range(20))) == [(200, "")] * 20
     await rig.settle()
-    assert saved(notes) == ["second"]
+    assert saved_notes(notes) == ["second"]
     final = json.dumps(rig.standin.of("chat.update")[-1].args["blocks"])
     assert "Partly approved" in final and "Request 1: run" in final and "denied; it did not run" in final
     assert "approved once" in final
@@ -96,11 +91,11 @@ async def test_an_item_left_undecided_is_refused_to_the_clicker_and_changes_noth
     await rig.settle()
     told = rig.standin.of("chat.postEphemeral")[ephemerals:]
     assert [c for c in told if CHOOSE_EACH in json.dumps(c.args.get("blocks"))], told
-    assert saved(notes) == []
+    assert saved_notes(notes) == []
     # still answerable
     await rig.click(rig.click_payload(card, action=sb.ACTION_APPROVE_ONCE))
     await rig.settle()
-    assert sorted(saved(notes)) == ["first", "second"]
+    assert sorted(saved_notes(notes)) == ["first", "second"]
 
 
 EDITS = """\
@@ -112,7 +107,7 @@ edits = true
 
 @pytest.fixture
 async def edit_rig(notes: Path) -> AsyncIterator[SlackRig]:
-    factory = gated_factory(default_factory("scripted", notes_dir=notes), "save_note")
+    factory = notes_agent(notes)
     async with running(SlackRig(factory=factory, policy=EDITS)) as r:
         yield r
 
@@ -147,7 +142,7 @@ async def test_approve_with_edits_opens_a_modal_and_runs_exactly_the_edited_inpu
     await rig.settle()
     told = json.dumps([c.args.get("blocks") for c in rig.standin.of("chat.postEphemeral")[ephemerals:]])
     assert "5 is not of type" in told, told
-    assert saved(notes) == []
+    assert saved_notes(notes) == []
     # a field that does not read as its type stays in the modal, with the error next to it
     status, text = await rig.click(P.view_submission(bad, {"edit:text": "five"}, user=OWNER))
     assert status == 200 and json.loads(text)["response_action"] == "errors"
@@ -159,6 +154,6 @@ async def test_approve_with_edits_opens_a_modal_and_runs_exactly_the_edited_inpu
     status, _ = await rig.click(P.view_submission(view, {"edit:text": "call Alex at 4"}, user=OWNER))
     assert status == 200
     await rig.settle()
-    assert saved(notes) == ["call Alex at 4"]
+    assert saved_notes(notes) == ["call Alex at 4"]
     final = json.dumps(rig.standin.of("chat.update")[-1].args["blocks"])
     assert "Approved with edits" in final and "Input as approved (edited)" in final and "call Alex at 4" in final

@@ -13,9 +13,10 @@ import pytest
 
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.core.agent.demo_tools import notes_file
-from chat_approvals.core.agent.factory import default_factory, gated_factory, prepare
+from chat_approvals.core.agent.factory import prepare
 from tests.support import agents
 from tests.support import slack_payloads as P
+from tests.support.agents import notes_agent, saved_notes
 from tests.support.slack_rig import DM, OWNER, OWNER_KEY, SlackRig, assert_valid_blocks, buttons, running
 from tests.support.slack_standin import Call
 
@@ -27,13 +28,8 @@ async def notes(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def rig(notes: Path) -> AsyncIterator[SlackRig]:
-    async with running(SlackRig(factory=gated_factory(default_factory("scripted", notes_dir=notes), "save_note"))) as r:
+    async with running(SlackRig(factory=notes_agent(notes))) as r:
         yield r
-
-
-def saved(notes: Path) -> list[str]:
-    files = list(notes.rglob("notes.txt")) if notes.exists() else []
-    return [line for f in files for line in f.read_text().splitlines()]
 
 
 def texts(calls: list[Call]) -> list[str]:
@@ -55,11 +51,11 @@ async def test_r1_r10_tool_card_then_20_racing_approve_once_clicks_run_the_body_
     blocks = assert_valid_blocks(card)
     assert "save_note" in json.dumps(blocks) and "hello" in json.dumps(blocks)
     assert [b["action_id"] for b in buttons(blocks)] == [sb.ACTION_APPROVE_ONCE, sb.ACTION_APPROVE, sb.ACTION_DENY]
-    assert saved(notes) == []  # paused before the body ran
+    assert saved_notes(notes) == []  # paused before the body ran
     payload = rig.click_payload(card, action=sb.ACTION_APPROVE_ONCE)
     assert await asyncio.gather(*(rig.click(payload) for _ in range(20))) == [(200, "")] * 20
     await rig.settle()
-    assert saved(notes) == ["hello"]
+    assert saved_notes(notes) == ["hello"]
     assert [t for t in texts(replies(rig)) if "Saved the note: hello" in t]
     assert "Approved once" in texts(rig.standin.of("chat.update"))[-1]
     assert await rig.approvals.grants(user=OWNER_KEY) == []  # once: no grant
@@ -74,7 +70,7 @@ async def test_r16_deny_with_a_typed_reason_never_runs_and_the_agent_is_told(rig
     }
     await rig.click(payload)
     await rig.settle()
-    assert saved(notes) == []
+    assert saved_notes(notes) == []
     (reply,) = [t for t in texts(replies(rig)) if "Not saved" in t]
     assert reply.endswith("Not saved: you denied the note (no notes).") and "Do not try" not in reply
     final = texts(rig.standin.of("chat.update"))[-1]
@@ -100,14 +96,14 @@ async def test_r14_approve_for_this_chat_then_revoke_tool_name_asks_again(rig: S
     again["event"]["thread_ts"] = thread
     await rig.send(*P.json_body(again))
     await rig.standin.wait_for(lambda s: any("Saved the note: second" in t for t in texts(replies(rig))))
-    assert len(rig.card_calls()) == cards and saved(notes) == ["hello", "second"]
+    assert len(rig.card_calls()) == cards and saved_notes(notes) == ["hello", "second"]
     # revoke, then the same thread asks again
     await rig.command("revoke tool:save_note")
     await rig.settle()
     assert "Revoked" in rig.standin.of("response_url")[-1].args["text"]
     assert await rig.approvals.grants(user=OWNER_KEY) == []
     await new_card(rig, "save a note: third", thread_ts=thread)
-    assert saved(notes) == ["hello", "second"]
+    assert saved_notes(notes) == ["hello", "second"]
 
 
 async def test_a_users_own_interrupt_is_a_question_card_in_slack(tmp_path: Path) -> None:

@@ -17,7 +17,6 @@ import aiohttp
 import pytest
 
 import chat_approvals.core.protocol.wording as wording
-from chat_approvals.core.agent.demo_tools import notes_file
 from chat_approvals.core.agent.factory import AgentFactory, default_factory, gated_factory, prepare
 from chat_approvals.core.agent.tool_gate import fingerprint
 from chat_approvals.core.approvals import Approvals
@@ -25,6 +24,7 @@ from chat_approvals.core.clock import ManualClock
 from chat_approvals.store.aio import StoreIO
 from tests.conftest import Api, make_approvals, serve
 from tests.support import agents
+from tests.support.agents import chat_notes
 
 CHAT = "notes-chat"
 USER = "alice"
@@ -39,8 +39,7 @@ def notes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def lines(root: Path, chat: str = CHAT) -> list[str]:
-    path = notes_file(root, chat)
-    return path.read_text().splitlines() if path.exists() else []
+    return chat_notes(root, chat)
 
 
 async def _api(approvals: Approvals) -> AsyncIterator[Api]:

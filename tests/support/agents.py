@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from strands import Agent, ToolContext, tool
 
 from chat_approvals.core.agent.approval_tool import request_approval
-from chat_approvals.core.agent.factory import AgentFactory, prepare
+from chat_approvals.core.agent.demo_tools import notes_file
+from chat_approvals.core.agent.factory import AgentFactory, default_factory, gated_factory, prepare
 from chat_approvals.core.agent.scripted_model import ScriptedModel
 
 WORK_LOG_ENV = "CHAT_APPROVALS_TEST_WORK_LOG"
@@ -149,6 +151,23 @@ def work_agent() -> Agent:
 # --- issue 14: gated tools and a user's own interrupting tool -------------------------------
 NOTES_ENV = "CHAT_APPROVALS_TEST_NOTES"  # where the test agents' save_note writes
 QUESTION_LOG_ENV = "CHAT_APPROVALS_TEST_QUESTION_LOG"  # a line per answer delete_repo received
+
+
+def notes_agent(notes: Path) -> AgentFactory:
+    """The built-in scripted agent with `save_note` writing under `notes`, gated (a card per call)."""
+    return gated_factory(default_factory("scripted", notes_dir=notes), "save_note")
+
+
+def saved_notes(notes: Path) -> list[str]:
+    """Every line `save_note` wrote under `notes`, in any chat."""
+    files = list(notes.rglob("notes.txt")) if notes.exists() else []
+    return [line for f in files for line in f.read_text().splitlines()]
+
+
+def chat_notes(notes: Path, chat: str) -> list[str]:
+    """The lines `save_note` wrote under `notes` for one chat."""
+    path = notes_file(notes, chat)
+    return path.read_text().splitlines() if path.exists() else []
 
 
 def _save_note() -> Any:

@@ -14,8 +14,8 @@ import pytest
 
 from chat_approvals.cards import adaptive, adaptive_batch
 from chat_approvals.cards.adaptive_parse import CHOOSE_EACH
-from chat_approvals.core.agent.factory import default_factory, gated_factory
 from chat_approvals.core.clock import ManualClock
+from tests.support.agents import notes_agent, saved_notes
 from tests.teams.harness import CHAT, Bot, MockConnector, card_data, card_text, invoke_card
 from tests.teams.schema import assert_valid_card
 
@@ -29,14 +29,9 @@ def notes(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def bot(tmp_path: Path, notes: Path, connector: tuple[MockConnector, str]) -> AsyncIterator[Bot]:
-    factory = gated_factory(default_factory("scripted", notes_dir=notes), "save_note")
+    factory = notes_agent(notes)
     async with Bot(tmp_path / "store", ManualClock(), connector[1], agent_factory=factory) as b:
         yield b
-
-
-def saved(notes: Path) -> list[str]:
-    files = list(notes.rglob("notes.txt")) if notes.exists() else []
-    return [line for f in files for line in f.read_text().splitlines()]
 
 
 async def batch_card(bot: Bot, mock: MockConnector) -> dict[str, Any]:
@@ -61,7 +56,7 @@ async def test_one_card_lists_both_calls_with_a_choice_set_each(
     inputs = adaptive.all_inputs(card)
     assert [k for k in inputs if k.startswith(adaptive_batch.ITEM_INPUT)] == ["item_1", "item_2"]
     assert "first" in card_text(card) and "second" in card_text(card) and "2 requests in one step" in card_text(card)
-    assert saved(notes) == []
+    assert saved_notes(notes) == []
 
 
 async def test_per_item_decisions_under_20_racing_invokes_run_the_approved_body_once(
@@ -74,7 +69,7 @@ async def test_per_item_decisions_under_20_racing_invokes_run_the_approved_body_
     await bot.drain()
     cards = [invoke_card(*r) for r in results]
     assert any("Partly approved" in card_text(c) for c in cards)
-    assert saved(notes) == ["first"]
+    assert saved_notes(notes) == ["first"]
     kinds = [e.kind for e in await bot.approvals.audit(CHAT)]
     assert kinds.count("claim_won") == 1
     assert any("Not saved: you denied the note (only the first)." in t for t in mock.texts())
@@ -88,11 +83,11 @@ async def test_an_item_left_undecided_is_refused_and_changes_nothing(
     status, body = await bot.click(adaptive_batch.VERB_ITEMS, {**data, "item_1": "approve_once", "item_2": ""})
     await bot.drain()
     assert CHOOSE_EACH in card_text(body), body
-    assert saved(notes) == []
+    assert saved_notes(notes) == []
     assert "claim_won" not in [e.kind for e in await bot.approvals.audit(CHAT)]
     invoke_card(*await bot.click("approve_once", data))
     await bot.drain()
-    assert sorted(saved(notes)) == ["first", "second"]
+    assert sorted(saved_notes(notes)) == ["first", "second"]
 
 
 EDITS = """\
@@ -104,7 +99,7 @@ edits = true
 
 @pytest.fixture
 async def edit_bot(tmp_path: Path, notes: Path, connector: tuple[MockConnector, str]) -> AsyncIterator[Bot]:
-    factory = gated_factory(default_factory("scripted", notes_dir=notes), "save_note")
+    factory = notes_agent(notes)
     async with Bot(tmp_path / "store", ManualClock(), connector[1], agent_factory=factory, policy=EDITS) as b:
         yield b
 
@@ -128,8 +123,8 @@ async def test_approve_with_edits_runs_the_edited_input_and_shows_it_on_the_answ
     assert body["statusCode"] == 400 and "Invalid edit: text: 5 is not of type 'string'" in card_text(body), body
     status, body = await edit_bot.click(adaptive_batch.VERB_APPROVE_EDITED, {**data, "edit:text": "x", "reason": "no"})
     assert body["statusCode"] == 400, body  # a reason goes only with a deny
-    assert saved(notes) == []
+    assert saved_notes(notes) == []
     answered = invoke_card(*await edit_bot.click(adaptive_batch.VERB_APPROVE_EDITED, {**data, "edit:text": "at 4"}))
     await edit_bot.drain()
-    assert saved(notes) == ["at 4"]
+    assert saved_notes(notes) == ["at 4"]
     assert "Approved with edits" in card_text(answered) and "at 4" in card_text(answered)

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from chat_approvals.cards import adaptive
-from chat_approvals.core.agent.factory import default_factory, gated_factory, prepare
+from chat_approvals.core.agent.factory import prepare
 from chat_approvals.core.clock import ManualClock
 from tests.support import agents
+from tests.support.agents import notes_agent, saved_notes
 from tests.teams.harness import CHAT, OWNER, Bot, MockConnector, card_data, card_text, invoke_card
 from tests.teams.schema import assert_valid_card
 
@@ -26,14 +27,9 @@ def notes(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def bot(tmp_path: Path, notes: Path, connector: tuple[MockConnector, str]) -> AsyncIterator[Bot]:
-    factory = gated_factory(default_factory("scripted", notes_dir=notes), "save_note")
+    factory = notes_agent(notes)
     async with Bot(tmp_path / "store", ManualClock(), connector[1], agent_factory=factory) as b:
         yield b
-
-
-def saved(notes: Path) -> list[str]:
-    files = list(notes.rglob("notes.txt")) if notes.exists() else []
-    return [line for f in files for line in f.read_text().splitlines()]
 
 
 async def ask(bot: Bot, mock: MockConnector, text: str = "save a note: hello") -> dict[str, Any]:
@@ -51,13 +47,13 @@ async def test_r1_r10_tool_card_and_20_racing_approve_once_invokes_run_the_body_
     card = await ask(bot, mock)
     assert [a["verb"] for a in adaptive.all_actions(card)] == ["approve_once", "approve", "deny"]
     assert "save_note" in card_text(card) and "hello" in card_text(card)
-    assert saved(notes) == []
+    assert saved_notes(notes) == []
     data = card_data(card)
     results = await asyncio.gather(*(bot.click("approve_once", data) for _ in range(20)))
     await bot.drain()
     cards = [invoke_card(*r) for r in results]
     assert sum("Approved once by Alex Wilber" in card_text(c) and "Already" not in card_text(c) for c in cards) >= 1
-    assert saved(notes) == ["hello"]
+    assert saved_notes(notes) == ["hello"]
     assert any("Saved the note: hello" in t for t in mock.texts())
     kinds = [e.kind for e in await bot.approvals.audit(CHAT)]
     assert kinds.count("claim_won") == 1
@@ -72,7 +68,7 @@ async def test_r16_deny_with_a_reason_never_runs_and_the_agent_is_told(
     card = invoke_card(*await bot.click("deny", {**data, "reason": "not in this chat"}))
     await bot.drain()
     assert "Denied by Alex Wilber at" in card_text(card) and "not in this chat" in card_text(card)
-    assert saved(notes) == []
+    assert saved_notes(notes) == []
     assert "Not saved: you denied the note (not in this chat)." in mock.texts()
     assert not any("Do not try" in t for t in mock.texts())  # the model's instruction is not shown
 
@@ -89,7 +85,7 @@ async def test_r14_approve_for_this_chat_lists_the_tool_and_revoke_asks_again(
     cards = len(mock.cards())
     await bot.say("save a note: second")
     await bot.drain()
-    assert len(mock.cards()) == cards and saved(notes) == ["hello", "second"]
+    assert len(mock.cards()) == cards and saved_notes(notes) == ["hello", "second"]
     await bot.say("approvals")
     listing = mock.cards()[-1]
     assert_valid_card(listing)
@@ -99,7 +95,7 @@ async def test_r14_approve_for_this_chat_lists_the_tool_and_revoke_asks_again(
     assert await bot.approvals.grants(user=OWNER, chat=CHAT) == []
     again = await ask(bot, mock, "save a note: third")
     assert [a["verb"] for a in adaptive.all_actions(again)] == ["approve_once", "approve", "deny"]
-    assert saved(notes) == ["hello", "second"]
+    assert saved_notes(notes) == ["hello", "second"]
 
 
 async def test_a_users_own_interrupt_is_a_question_card_in_teams(
