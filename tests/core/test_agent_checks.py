@@ -1,5 +1,6 @@
 """The cheap checks on every turn's Agent and tool access (issue 34): the approval tool must be
-registered (core/agent/hooks.checked), and a tool reaches only a `ToolAccess` (core/agent/context)."""
+registered (core/agent/hooks.checked; R1: without it nothing pauses), and a tool reaches only a
+`ToolAccess` (core/agent/context; R4: identity never comes from the model)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """A pause's interrupt state without asdict's copies (core/agent/strands_compat.py, entry 7; issue
 34): the same dict as Strands' `_InterruptState.to_dict` for a paused agent, a deactivated state
 and a pending tool call, Strands' own snapshot when a value is not plain JSON, and Strands' code
-pinned so an upgrade that changes it fails here first."""
+pinned so an upgrade that changes it fails here first (R1, R7: the snapshot a paused turn is
+resumed from holds its interrupt state as Strands writes it)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """core/text.py's fast paths (issue 34) give what the full walk gives: valid text passes as it
-is, and a lone surrogate anywhere (a key, a nested value, past ASCII) is still found or replaced."""
+is, and a lone surrogate anywhere (a key, a nested value, past ASCII) is still found or replaced
+(R20: only valid text crosses an edge)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """The embedded store's cheaper writes of a cycle (issue 34): a pointer read back from its row,
 one statement for a card's timers, an object written inside a step without a savepoint of its
-own. Each keeps what the longer form promised."""
+own. Each keeps what the longer form promised (R8: the pointer read back is what its row holds;
+R7, R12: an object is written once, and a refused one leaves the step's other writes to commit
+together)."""
 
 from __future__ import annotations
 

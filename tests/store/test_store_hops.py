@@ -1,6 +1,7 @@
 """StoreIO.run: one hop to the store's thread, its result (or error) handed straight back to the
 loop. What run_in_executor promised still holds: errors reach the caller, a call cancelled before
-its thread took it never runs, and one cancelled while running ends quietly."""
+its thread took it never runs, and one cancelled while running ends quietly (R21: the store's work
+stays off the event loop)."""
 
 from __future__ import annotations
 

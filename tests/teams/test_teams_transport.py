@@ -1,7 +1,9 @@
 """Workaround 11 (bots/teams_transport.py): the pooled connector clients send with aiohttp on the
 loop, not `requests` in a thread, and keep what msrest's requests pipeline did: the body as sent,
 and urllib3 2's retries (a status msrest lists as unsafe retried for an update, PUT; never for a
-new post, POST, which may have been processed). Real HTTP, to a connector stand-in."""
+new post, POST, which may have been processed). Real HTTP, to a connector stand-in. (R20: the
+text arrives intact; R21: nothing is sent from a thread the loop waits on, and the proxy is read
+off the loop.)"""
 
 from __future__ import annotations
 
