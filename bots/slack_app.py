@@ -57,12 +57,23 @@ WELCOME_KEPT = 10 * 365 * 86400.0  # "once per chat": long enough to mean never 
 
 
 @dataclass
+class _Resuming:
+    """A won claim's "Resuming…" update. It goes out only once the turn has run for the front
+    end's `resuming_after` seconds: a quicker turn goes straight to its outcome, with one Slack
+    call less and no flash of "Resuming…" (chat.update is rate-limited per workspace)."""
+
+    holders: int  # clicks of this person on this card still waiting for their resume
+    task: asyncio.Task[bool] = field(init=False)
+    sent: bool = False  # the update has started: whoever shows an outcome waits for it
+
+
+@dataclass
 class _Click:
     """A click of this front end's, between the resume call and its outcome: where to show
-    "Resuming…" when the claim is won, and that update's task (the outcome waits for it)."""
+    "Resuming…" when the claim is won, and that update (the outcome waits for it once sent)."""
 
     here: SlackCardLocation | None
-    resuming: list[asyncio.Task[bool]] = field(default_factory=list)
+    resuming: list[_Resuming] = field(default_factory=list)
 
 
 class SlackFrontEnd:
@@ -83,6 +94,7 @@ class SlackFrontEnd:
         self.commands = SlackCommands(approvals, self.web, self.oauth)
         self._tasks: set[asyncio.Task[None]] = set()
         self._clicks: dict[tuple[str, str], list[_Click]] = {}  # (card id, actor) -> its clicks in flight
+        self.resuming_after = cfg.resuming_after  # seconds a turn runs before "Resuming…" is shown
         self._socket: CheckedSocketModeHandler | None = None
 
         self.bolt = bolt_app(cfg, self.web, self, self.oauth)
@@ -256,18 +268,28 @@ class SlackFrontEnd:
     # ------------------------------------------------------------------ clicks
 
     async def _on_claimed(self, event: Claimed) -> None:
-        """ "Resuming…" goes out while the turn runs, not before it (a Slack round trip per click);
-        the outcome's update waits for it, so it can never land last. Only this front end's own
-        clicks: another front end (or process) shows its own."""
+        """ "Resuming…" goes out once the turn has run `resuming_after` seconds, never before the
+        claim is won; a sent one is waited for by the outcome's update, so it can never land last
+        (`_settle_resuming`). Only this front end's own clicks: another front end (or process)
+        shows its own."""
         clicks = self._clicks.get((event.card.card_id, event.user))
         if not clicks:
             return
         # The same person may click twice (two windows): which click won is not told, so every
-        # one of them waits for this update before it shows its own outcome.
+        # one of them holds this update; it is dropped unsent only when none is still waiting.
         loc = SlackCardLocation.parse(event.location) or clicks[0].here
-        update = asyncio.ensure_future(self.web.update(loc, sb.resuming_message(event.card, event.user)))
+        resuming = _Resuming(holders=len(clicks))
+        msg = sb.resuming_message(event.card, event.user)
+
+        async def update() -> bool:
+            if self.resuming_after > 0:
+                await asyncio.sleep(self.resuming_after)
+            resuming.sent = True
+            return await self.web.update(loc, msg)
+
+        resuming.task = asyncio.ensure_future(update())
         for click in clicks:
-            click.resuming.append(update)
+            click.resuming.append(resuming)
 
     async def click(self, body: dict[str, Any]) -> None:
         try:
@@ -325,8 +347,8 @@ class SlackFrontEnd:
             return
         finally:
             self._forget(key, mine)
-            if mine.resuming:  # update() logs its own faults; nothing here may skip the outcome
-                await asyncio.gather(*mine.resuming, return_exceptions=True)
+            if mine.resuming:
+                await self._settle_resuming(mine)
         loc = SlackCardLocation.parse(res.card_location) or here
         for effect in fx.resume_effects(res):
             await self._carry_out(c, effect, loc)
@@ -342,6 +364,21 @@ class SlackFrontEnd:
             self.approvals.metrics.resumes.labels("slack", "not_installed").inc()
             await self.web.respond(_response_url(body), sb.reply_message(f":warning: {refusal}"))
         return actor
+
+    async def _settle_resuming(self, click: _Click) -> None:
+        """Before a click shows its outcome: a "Resuming…" already sent is waited for, so it can
+        never land last; one not sent yet is dropped once no click of its claim is still waiting
+        (the turn is over, the outcome is next). update() logs its own faults: nothing here may
+        skip the outcome."""
+        sent = []
+        for r in click.resuming:
+            r.holders -= 1
+            if r.sent:
+                sent.append(r.task)
+            elif r.holders <= 0:
+                r.task.cancel()
+        if sent:
+            await asyncio.gather(*sent, return_exceptions=True)
 
     def _forget(self, key: tuple[str, str], click: _Click) -> None:
         clicks = self._clicks.get(key, [])

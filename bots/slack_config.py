@@ -18,6 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 DEFAULT_API_URL = "https://slack.com/api/"
 COMMAND = "/approvals"  # as in manifest/slack*.yaml
 # What the app asks for when installed by OAuth (as in manifest/slack.yaml; docs/slack.md says why each).
+DEFAULT_RESUMING_AFTER = 0.5  # seconds: well inside the second after which a wait is felt
 DEFAULT_SCOPES = "app_mentions:read,im:history,chat:write,commands,usergroups:read,channels:read,groups:read"
 
 
@@ -41,6 +42,9 @@ class SlackConfig(BaseModel):
     redirect_uri: str = ""
     token_key: str = ""  # Fernet key(s), comma-separated, the first seals (bots/slack_install.py)
     token_rotation_minutes: int = Field(default=120, ge=1)  # Bolt refreshes a token this long before expiry
+    # A claimed card shows "Resuming…" only once its turn has run this long: a quicker turn goes
+    # straight to its outcome (one chat.update less per click); 0 shows it at once.
+    resuming_after: float = Field(default=DEFAULT_RESUMING_AFTER, ge=0, le=60)
     install_path: str = "/slack/install"
     redirect_path: str = "/slack/oauth_redirect"
 
@@ -52,6 +56,13 @@ class SlackConfig(BaseModel):
             raise ValueError(
                 "CHAT_APPROVALS_SLACK_TOKEN_ROTATION_MINUTES must be a whole number of minutes, at least 1"
             )
+        resuming = env.get("CHAT_APPROVALS_SLACK_RESUMING_AFTER", "").strip() or str(DEFAULT_RESUMING_AFTER)
+        try:
+            resuming_after = float(resuming)
+        except ValueError:
+            resuming_after = -1.0
+        if not 0 <= resuming_after <= 60:  # also refuses nan and inf
+            raise ValueError("CHAT_APPROVALS_SLACK_RESUMING_AFTER must be a number of seconds from 0 to 60")
         return cls(
             bot_token=env.get("SLACK_BOT_TOKEN", ""),
             signing_secret=env.get("SLACK_SIGNING_SECRET", ""),
@@ -63,6 +74,7 @@ class SlackConfig(BaseModel):
             redirect_uri=env.get("SLACK_REDIRECT_URI", ""),
             token_key=env.get("CHAT_APPROVALS_SLACK_TOKEN_KEY", ""),
             token_rotation_minutes=int(minutes),
+            resuming_after=resuming_after,
         )
 
     @property

@@ -98,8 +98,12 @@ class SlackRig:
         timers: bool = False,
         store: str | None = None,
         oauth: bool = False,
+        resuming_after: float | None = 0.0,
     ) -> None:
         self.store_url = store  # a store URL for rows and objects (PostgreSQL); None: SQLite in the folder
+        # "Resuming…" at once unless a test asks for the server's delay (None: serve's default), so the
+        # tests of its order against the outcome see it every time.
+        self.resuming_after = resuming_after
         self.oauth = oauth  # issue 31: installed by OAuth in many workspaces, no SLACK_BOT_TOKEN
         self.token_key = TokenBox.new_key()
         self.timers = timers  # issue 33: run the server's timer loop (reminders, escalation, expiry)
@@ -131,6 +135,7 @@ class SlackRig:
             "SLACK_CLIENT_ID": CLIENT_ID if self.oauth else "",
             "SLACK_CLIENT_SECRET": CLIENT_SECRET if self.oauth else "",
             "CHAT_APPROVALS_SLACK_TOKEN_KEY": self.token_key if self.oauth else "",
+            "CHAT_APPROVALS_SLACK_RESUMING_AFTER": "" if self.resuming_after is None else str(self.resuming_after),
         }
         if self.oauth:  # as serve builds it: each workspace's token from the store's installations
             cfg_slack = SlackConfig.from_env(env)

@@ -1,0 +1,137 @@
+"""A claimed card's "Resuming…" (bots/slack_app.py): shown only once the resumed turn has run for
+`CHAT_APPROVALS_SLACK_RESUMING_AFTER` seconds (default 0.5). A quicker turn goes straight to its
+outcome: one chat.update less per click (Slack rate-limits it per workspace), no flash. Whatever
+the timing, the card never ends on "Resuming…" (R12) and an approver never sees a slow turn without
+a sign that their click took (R22).
+
+Real signed HTTP to the running server and the Web API stand-in. A tool in the resumed turn holds
+it until the test lets it go, so "slow" and "quick" are decided by the test, not by the machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from chat_approvals.bots.slack_config import DEFAULT_RESUMING_AFTER, SlackConfig
+from tests.bots.test_admission import Hold, held_factory
+from tests.support.slack_rig import SlackRig
+from tests.support.slack_standin import Call
+
+DELAY = 0.3  # seconds: short, so the slow-turn tests do not wait long
+QUICK_DELAY = 1.0  # the quick-turn test's: a turn let go at once ends well inside it, even under load
+
+
+def texts(calls: list[Call]) -> list[str]:
+    return [json.dumps(c.args.get("blocks")) for c in calls]
+
+
+def states(rig: SlackRig) -> list[str]:
+    """Each chat.update of the card so far, as the approver saw it."""
+    return [
+        "resuming" if "Resuming" in t else "approved" if "Approved" in t else t
+        for t in texts(rig.standin.of("chat.update"))
+    ]
+
+
+@pytest.fixture
+def hold() -> Iterator[Hold]:
+    h = Hold()
+    yield h
+    h.release()
+
+
+@contextlib.asynccontextmanager
+async def running(hold: Hold, delay: float) -> AsyncIterator[SlackRig]:
+    r = await SlackRig(factory=held_factory(hold), resuming_after=delay).start()
+    try:
+        yield r
+    finally:
+        hold.release()
+        await r.stop()
+
+
+@pytest.fixture
+async def rig(hold: Hold) -> AsyncIterator[SlackRig]:
+    async with running(hold, DELAY) as r:
+        yield r
+
+
+async def open_card(rig: SlackRig) -> Call:
+    assert await rig.dm("download <https://example.org/data.csv>") == (200, "")
+    await rig.standin.wait_for(lambda s: bool(rig.card_calls()))
+    await rig.settle()
+    (card,) = rig.card_calls()
+    return card
+
+
+async def test_r12_a_quick_turn_goes_straight_to_its_outcome_and_no_late_resuming_follows(hold: Hold) -> None:
+    """The turn is let go as soon as it runs: the card goes from its buttons to "Approved" in one
+    update. After the delay has passed, still only that update: the pending "Resuming…" was
+    dropped, not sent late over the outcome."""
+    async with running(hold, QUICK_DELAY) as rig:
+        card = await open_card(rig)
+        hold.release()  # the resumed turn passes straight on
+        clicked = time.monotonic()
+        assert await rig.click(rig.click_payload(card)) == (200, "")
+        await rig.standin.wait_for(lambda s: "approved" in states(rig))
+        assert time.monotonic() - clicked < QUICK_DELAY, "the machine was too slow to show a quick turn"
+        await rig.settle()
+        await asyncio.sleep(clicked + QUICK_DELAY + 0.3 - time.monotonic())  # a "Resuming…" not dropped lands by now
+        assert states(rig) == ["approved"]
+        assert len([c for c in rig.standin.of("chat.postMessage") if c is not card]) == 1  # the reply
+
+
+async def test_r22_a_slow_turn_shows_resuming_while_it_runs_then_its_outcome(rig: SlackRig, hold: Hold) -> None:
+    """The turn is held past the delay: "Resuming…" appears while it runs (the approver sees the
+    click took), and the outcome replaces it when it ends."""
+    card = await open_card(rig)
+    assert await rig.click(rig.click_payload(card)) == (200, "")
+    await hold.wait_entered()
+    await rig.standin.wait_for(lambda s: bool(s.of("chat.update")), timeout=10)
+    assert states(rig) == ["resuming"]  # shown while the turn is still held
+    hold.release()
+    await rig.standin.wait_for(lambda s: "approved" in states(rig))
+    await rig.settle()
+    assert states(rig) == ["resuming", "approved"]
+
+
+async def test_r12_a_second_click_of_the_same_person_does_not_drop_the_winner_s_resuming(
+    rig: SlackRig, hold: Hold
+) -> None:
+    """Five clicks of the owner at once (two windows, a double click): one claim wins and its turn
+    is held. The other clicks end first; they must not drop the "Resuming…" the held turn still
+    needs, and it is shown once, before the one outcome."""
+    card = await open_card(rig)
+    payload = rig.click_payload(card)
+    assert await asyncio.gather(*(rig.click(payload) for _ in range(5))) == [(200, "")] * 5
+    await hold.wait_entered()
+    await rig.standin.wait_for(lambda s: bool(s.of("chat.update")), timeout=10)
+    hold.release()
+    await rig.standin.wait_for(lambda s: "approved" in states(rig))
+    await rig.settle()
+    seen = states(rig)
+    assert seen.count("resuming") == 1 and seen[0] == "resuming" and seen[-1] == "approved", seen
+    assert len([c for c in rig.standin.of("chat.postMessage") if c is not card]) == 1  # resumed once
+
+
+def test_the_delay_defaults_to_half_a_second_and_zero_shows_it_at_once() -> None:
+    base = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"}
+    assert SlackConfig.from_env(base).resuming_after == DEFAULT_RESUMING_AFTER == 0.5
+    assert SlackConfig.from_env({**base, "CHAT_APPROVALS_SLACK_RESUMING_AFTER": "0"}).resuming_after == 0
+    assert SlackConfig.from_env({**base, "CHAT_APPROVALS_SLACK_RESUMING_AFTER": " 2.5 "}).resuming_after == 2.5
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "61", "nan", "inf", str(math.pi * 100)])
+def test_a_bad_delay_is_refused_by_name(value: str) -> None:
+    env = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s", "CHAT_APPROVALS_SLACK_RESUMING_AFTER": value}
+    with pytest.raises(
+        ValueError, match="CHAT_APPROVALS_SLACK_RESUMING_AFTER must be a number of seconds from 0 to 60"
+    ):
+        SlackConfig.from_env(env)
