@@ -66,3 +66,5 @@ def test_bench_cpu_prints_server_bare_and_agent_for_each_platform() -> None:
     for r in rows:
         assert all(NUMBER.match(c) for c in r[1:5]), r
         assert re.fullmatch(r"\d+\.\d\dx", r[5]) and r[6] == "<= 2x" and r[7] in ("yes", "no"), r
+        assert all(NUMBER.match(c) for c in r[8:10]), r  # the server's CPU: its event loop, its other threads
+        assert abs(float(r[8]) + float(r[9]) - float(r[1])) < 0.02, r
