@@ -1,7 +1,7 @@
 """Bare click handlers: only the platform's part of a click, for bench.bench_cpu (issue 34, target 2).
 
-    .venv/bin/python -m bench.bare_handlers --platform slack --port 8123 --api URL
-    .venv/bin/python -m bench.bare_handlers --platform teams --port 8123
+    .venv/bin/python -m bench.bare_handlers --platform slack --port 8123 --api URL [--durable]
+    .venv/bin/python -m bench.bare_handlers --platform teams --port 8123 [--durable]
 
 Slack (POST /slack/events): the signature verified (slack_sdk's SignatureVerifier, what Bolt uses),
 the block_actions payload read, the 200 ack, then one `chat.update` of the clicked message through
@@ -9,6 +9,12 @@ slack_sdk's AsyncWebClient (at `--api`, the bench's Web API stand-in).
 Teams (POST /api/messages): the invoke parsed into botbuilder's Activity, answered with an adaptive
 card invoke response, and one reply posted to the activity's serviceUrl (the bench's connector).
 No store, no agent, no queue, no access log: what any server must do for a click on that platform.
+
+`--durable` adds what a durable approval click cannot do without, and nothing else (the bench's
+bound for target 2): the card's claim and the turn's finish, each one fsync'd SQLite commit
+(WAL, synchronous=FULL, as the server's) through a thread, the claim reading a snapshot-sized blob
+back and the finish writing one; and for Slack one more Web API call, the resumed turn's reply
+(`chat.postMessage`; Teams's bare handler already posts its reply). No audit, no card, no policy.
 """
 
 from __future__ import annotations
@@ -17,6 +23,11 @@ import argparse
 import asyncio
 import json
 import os
+import sqlite3
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -31,9 +42,59 @@ from chat_approvals.bots.cpus import pin_process
 from tests.support.slack_payloads import SIGNING_SECRET
 
 OUTCOME = [{"type": "section", "text": {"type": "mrkdwn", "text": "Approved by <@U0BENCH>"}}]
+REPLY = [{"type": "section", "text": {"type": "mrkdwn", "text": "Fetched: 200 OK, 1,204 bytes."}}]
+SNAPSHOT = 1500  # bytes: the bench agent's stored snapshot and history are 1.3-1.8 KB each
+ROWS = 4096  # cards, reused in turn: the finish opens its row again
 
 
-def slack_app(api_url: str, secret: str = SIGNING_SECRET) -> web.Application:
+class DurableSteps:
+    """The two commits of a durable click, each through a thread: the claim (`UPDATE ... WHERE
+    open RETURNING` the snapshot) and the finish (the new snapshot written, the row done; here
+    opened again, so rows are reused). One writer at a time, as the server's WriteGate."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = str(folder / "bare.db")
+        self._local = threading.local()
+        self._write = threading.Lock()
+        self._pool = ThreadPoolExecutor(4, thread_name_prefix="bare-store")
+        self._next = 0
+        blob = os.urandom(SNAPSHOT)
+        c = self._conn()
+        c.execute("CREATE TABLE cards (n INTEGER PRIMARY KEY, state TEXT NOT NULL, snapshot BLOB NOT NULL)")
+        c.execute("BEGIN")
+        c.executemany("INSERT INTO cards VALUES (?, 'open', ?)", [(n, blob) for n in range(ROWS)])
+        c.execute("COMMIT")
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            self._local.conn = conn
+        return conn
+
+    def _commit(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        conn = self._conn()
+        with self._write:
+            conn.execute("BEGIN IMMEDIATE")
+            rows = conn.execute(sql, args).fetchall()
+            conn.execute("COMMIT")
+        return rows
+
+    async def click(self) -> None:
+        n, self._next = self._next, (self._next + 1) % ROWS
+        loop = asyncio.get_running_loop()
+        claim = "UPDATE cards SET state = 'claimed' WHERE n = ? AND state = 'open' RETURNING snapshot"
+        (row,) = await loop.run_in_executor(self._pool, self._commit, claim, (n,))
+        finish = "UPDATE cards SET state = 'open', snapshot = ? WHERE n = ? AND state = 'claimed'"
+        await loop.run_in_executor(self._pool, self._commit, finish, (bytes(reversed(row[0])), n))
+
+    def close(self) -> None:
+        self._pool.shutdown()
+
+
+def slack_app(api_url: str, secret: str = SIGNING_SECRET, durable: DurableSteps | None = None) -> web.Application:
     verifier = SignatureVerifier(secret)
     client = AsyncWebClient(token="xoxb-bare", base_url=api_url.rstrip("/") + "/")
     tasks: set[asyncio.Task[Any]] = set()
@@ -45,15 +106,21 @@ def slack_app(api_url: str, secret: str = SIGNING_SECRET) -> web.Application:
         if client.session is not None:
             await client.session.close()
 
+    async def durably(channel: str, ts: str, update: Any) -> None:
+        assert durable is not None
+        await durable.click()
+        await update
+        await client.chat_postMessage(channel=channel, thread_ts=ts, text="Fetched.", blocks=REPLY)
+
     async def click(request: web.Request) -> web.Response:
         body = await request.read()
         if not verifier.is_valid_request(body, dict(request.headers)):
             return web.Response(status=401)
         payload = json.loads(parse_qs(body.decode())["payload"][0])
-        update = client.chat_update(
-            channel=payload["channel"]["id"], ts=payload["message"]["ts"], text="Approved", blocks=OUTCOME
-        )
-        task = asyncio.ensure_future(update)  # after the ack, as a server must (Slack's 3 s)
+        channel, ts = payload["channel"]["id"], payload["message"]["ts"]
+        update = client.chat_update(channel=channel, ts=ts, text="Approved", blocks=OUTCOME)
+        task = asyncio.ensure_future(update if durable is None else durably(channel, ts, update))
+        # after the ack, as a server must (Slack's 3 s)
         tasks.add(task)
         task.add_done_callback(tasks.discard)
         return web.Response(status=200)
@@ -66,7 +133,7 @@ def slack_app(api_url: str, secret: str = SIGNING_SECRET) -> web.Application:
     return app
 
 
-def teams_app() -> web.Application:
+def teams_app(durable: DurableSteps | None = None) -> web.Application:
     holder: dict[str, aiohttp.ClientSession] = {}
 
     async def start(_: web.Application) -> None:
@@ -85,6 +152,8 @@ def teams_app() -> web.Application:
         }
         reply = Activity(type="message", text="Approved: fetched.", reply_to_id=activity.id).serialize()
         url = f"{activity.service_url.rstrip('/')}/v3/conversations/{conversation}/activities"
+        if durable is not None:
+            await durable.click()
         async with holder["http"].post(url, json=reply) as r:
             await r.read()
         return web.json_response({"statusCode": 200, "type": "application/vnd.microsoft.card.adaptive", "value": card})
@@ -107,12 +176,19 @@ def main() -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--api", help="Slack Web API base URL (with --platform slack)")
+    p.add_argument("--durable", action="store_true", help="also the claim's and the finish's commits (the bound)")
     args = p.parse_args()
     if args.platform == "slack" and not args.api:
         p.error("--platform slack needs --api")
     pin_process(os.environ.get("CHAT_APPROVALS_CPUS", ""))
-    app = slack_app(args.api) if args.platform == "slack" else teams_app()
-    web.run_app(app, host=args.host, port=args.port, access_log=None, print=None, backlog=LISTEN_BACKLOG)
+    with tempfile.TemporaryDirectory(prefix="bare-") as folder:
+        durable = DurableSteps(Path(folder)) if args.durable else None
+        app = slack_app(args.api, durable=durable) if args.platform == "slack" else teams_app(durable)
+        try:
+            web.run_app(app, host=args.host, port=args.port, access_log=None, print=None, backlog=LISTEN_BACKLOG)
+        finally:
+            if durable is not None:
+                durable.close()
 
 
 if __name__ == "__main__":

@@ -68,3 +68,12 @@ def test_bench_cpu_prints_server_bare_and_agent_for_each_platform() -> None:
         assert re.fullmatch(r"\d+\.\d\dx", r[5]) and r[6] == "<= 2x" and r[7] in ("yes", "no"), r
         assert all(NUMBER.match(c) for c in r[8:10]), r  # the server's CPU: its event loop, its other threads
         assert abs(float(r[8]) + float(r[9]) - float(r[1])) < 0.02, r
+    # the bound: the bare handler with the click's two fsync'd commits (and Slack's reply), plus the agent
+    bound = table_rows(out, "platform | durable bare ms")
+    assert [b[0] for b in bound] == ["slack", "teams"], out
+    for r, b in zip(rows, bound, strict=True):
+        durable, agent, bare = float(b[1]), float(r[3]), float(r[2])
+        assert abs(float(b[2]) - (durable + agent)) < 0.02, b
+        assert re.fullmatch(r"\d+\.\d\dx", b[3]) and b[4] == "<= 2x" and b[5] in ("yes", "no"), b
+        assert abs(float(b[3][:-1]) - (durable + agent) / (bare + agent)) < 0.05, b  # from the rounded figures
+        assert NUMBER.match(b[6].lstrip("-")), b  # what the target leaves for the rest (negative: nothing)
