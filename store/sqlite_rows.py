@@ -15,6 +15,7 @@ import contextlib
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,7 @@ from chat_approvals.core.models import (
     TurnStart,
     Vote,
 )
+from chat_approvals.store import sqlite_writes
 from chat_approvals.store.base import RowStore, StoreError
 from chat_approvals.store.sqlite_writes import connect, write_gate
 
@@ -146,6 +148,12 @@ class SqliteRows(RowStore):
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._gate = write_gate(self.path)
+        # This store's writes, from any thread, one at a time on ONE connection: SQLite drops a
+        # connection's page cache whenever another connection wrote, so with a writer per thread
+        # every write re-read its pages, and a thread that lost the race failed its BEGIN and
+        # retried. Reads outside a transaction keep a connection per thread (WAL: never wait).
+        self._writes = threading.Lock()
+        self._writer: sqlite3.Connection | None = None
         self._gate.attempt(self._create_schema)
 
     def _create_schema(self) -> None:
@@ -162,6 +170,9 @@ class SqliteRows(RowStore):
             self._gate.ended()
 
     def _conn(self) -> sqlite3.Connection:
+        """Inside this thread's transaction the writer's connection, else the thread's own."""
+        if getattr(self._local, "depth", 0) > 0:
+            return self._writer  # type: ignore[return-value]  # set while depth > 0
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = connect(self.path)
@@ -169,20 +180,38 @@ class SqliteRows(RowStore):
             self._local.conn = conn
         return conn
 
+    def _write_turn(self) -> tuple[sqlite3.Connection, float]:
+        """This store's one writer connection, once this thread's turn to write came (at most
+        LOCK_WAIT); the caller releases `_writes`. Returns the deadline for SQLite's lock too."""
+        deadline = time.monotonic() + sqlite_writes.LOCK_WAIT
+        if not self._writes.acquire(timeout=sqlite_writes.LOCK_WAIT):
+            raise StoreError("sqlite: database is locked (this process's writers)")
+        if self._writer is None:
+            try:
+                self._writer = connect(self.path, shared=True)
+            except BaseException:
+                self._writes.release()
+                raise
+            self._writer.row_factory = sqlite3.Row
+        return self._writer, deadline
+
     def _exec(self, sql: str, args: tuple[Any, ...] = ()) -> Ran | sqlite3.Cursor:
-        """One statement. Inside a transaction (which holds the lock) as is; on its own it waits
-        for the lock on the file's WriteGate (store/sqlite_writes.py), and a write's result is
-        read to its end, so it has committed when this returns."""
-        conn = self._conn()
+        """One statement. Inside a transaction (which holds the lock) as is; a write on its own
+        waits for this store's writer (`_writes`), then for SQLite's lock on the file's WriteGate
+        (store/sqlite_writes.py: another store or process on the file), and its result is read
+        to its end, so it has committed when this returns."""
         try:
             if getattr(self._local, "depth", 0) > 0:
-                return conn.execute(sql, args)
+                return self._writer.execute(sql, args)  # type: ignore[union-attr]  # set while depth > 0
             if not sql.lstrip()[:7].upper().startswith(_WRITES):
+                conn = self._conn()
                 return self._gate.attempt(lambda: conn.execute(sql, args))
+            writer, deadline = self._write_turn()
             try:
-                return self._gate.attempt(lambda: _ran(conn.execute(sql, args)))
+                return self._gate.attempt(lambda: _ran(writer.execute(sql, args)), deadline)
             finally:
                 self._gate.ended()
+                self._writes.release()
         except sqlite3.OperationalError as e:  # "database is locked" past LOCK_WAIT
             raise StoreError(f"sqlite: {e}") from e
 
@@ -193,18 +222,25 @@ class SqliteRows(RowStore):
         Any exception inside rolls everything back: the compound step changed nothing.
         Nested (a compound step inside `atomic`): a savepoint, so a failed inner step is undone
         alone and the outer transaction decides about the rest."""
-        conn = self._conn()
         depth = getattr(self._local, "depth", 0)
         undo, done = (
             ("ROLLBACK", "COMMIT") if depth == 0 else (f"ROLLBACK TO s{depth}; RELEASE s{depth}", f"RELEASE s{depth}")
         )
-        try:
-            if depth == 0:  # the lock, waited for on the file's WriteGate
-                self._gate.attempt(lambda: conn.execute("BEGIN IMMEDIATE"))
-            else:
+        if depth == 0:  # this store's writer, then SQLite's lock, waited for on the file's WriteGate
+            conn, deadline = self._write_turn()
+            try:
+                self._gate.attempt(lambda: conn.execute("BEGIN IMMEDIATE"), deadline)
+            except BaseException as e:
+                self._writes.release()
+                if isinstance(e, sqlite3.OperationalError):
+                    raise StoreError(f"sqlite: {e}") from e
+                raise
+        else:
+            conn = self._conn()
+            try:
                 conn.execute(f"SAVEPOINT s{depth}")
-        except sqlite3.OperationalError as e:
-            raise StoreError(f"sqlite: {e}") from e
+            except sqlite3.OperationalError as e:
+                raise StoreError(f"sqlite: {e}") from e
         self._local.depth = depth + 1
         try:
             yield conn
@@ -219,7 +255,8 @@ class SqliteRows(RowStore):
         finally:
             self._local.depth = depth
             if depth == 0:
-                self._gate.ended()  # this process's waiting writers try again now
+                self._gate.ended()  # the other stores' waiting writers on this file try again now
+                self._writes.release()
 
     def atomic(self) -> contextlib.AbstractContextManager[object]:
         """Everything this thread writes inside, on this store and on objects kept in its file
@@ -231,6 +268,10 @@ class SqliteRows(RowStore):
         if conn is not None:
             conn.close()
             self._local.conn = None
+        with self._writes:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
 
     # --- pointers ----------------------------------------------------------------------
     @staticmethod

@@ -47,10 +47,11 @@ class WriteGate:
             self._ended += 1
             self._cond.notify_all()
 
-    def attempt(self, statement: Callable[[], T]) -> T:
+    def attempt(self, statement: Callable[[], T], deadline: float | None = None) -> T:
         """Run `statement` (which must change nothing when it fails busy) until it gets the
-        lock or LOCK_WAIT has passed."""
-        deadline = time.monotonic() + LOCK_WAIT
+        lock or LOCK_WAIT has passed (or the monotonic `deadline`)."""
+        if deadline is None:
+            deadline = time.monotonic() + LOCK_WAIT
         while True:
             with self._cond:
                 seen = self._ended
@@ -77,10 +78,11 @@ def write_gate(path: str) -> WriteGate:
         return _gates.setdefault(key, WriteGate())
 
 
-def connect(path: str) -> sqlite3.Connection:
+def connect(path: str, *, shared: bool = False) -> sqlite3.Connection:
     """A connection of the store: WAL, every commit fsync'd, autocommit, and no busy timeout
-    (its statements wait on the file's WriteGate instead)."""
-    conn = sqlite3.connect(path, isolation_level=None, timeout=LOCK_WAIT)
+    (its statements wait on the file's WriteGate instead). `shared`: used by several threads,
+    one at a time (a store's writer, under its lock)."""
+    conn = sqlite3.connect(path, isolation_level=None, timeout=LOCK_WAIT, check_same_thread=not shared)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")  # every commit fsyncs the WAL before it returns
     conn.execute("PRAGMA busy_timeout = 0")
