@@ -110,6 +110,7 @@ _ADDED = {"pointers": {"votes": "TEXT"}, "grants": {"turn_id": "TEXT"}}
 _HOLDING = "chat = ? AND card_id = ? AND state = 'claimed' AND worker = ? AND claim_count = ?"
 _SWEEP_BATCH = 500
 _TIMERS_PER_INSERT = 100  # 5 parameters each: well under SQLite's 999 of old builds
+_AUDIT_PER_INSERT = 100  # 7 parameters each
 
 
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
@@ -221,11 +222,11 @@ class SqliteRows(RowStore):
         (waiting on busy_timeout), so the statements inside never hit SQLITE_BUSY_SNAPSHOT.
         Any exception inside rolls everything back: the compound step changed nothing.
         Nested (a compound step inside `atomic`): a savepoint, so a failed inner step is undone
-        alone and the outer transaction decides about the rest."""
+        alone and the outer transaction decides about the rest. A nested step that succeeds
+        leaves its savepoint for the outer COMMIT to release (one statement less; ROLLBACK TO
+        finds the newest savepoint of a name, so a later step at the same depth is undone alone)."""
         depth = getattr(self._local, "depth", 0)
-        undo, done = (
-            ("ROLLBACK", "COMMIT") if depth == 0 else (f"ROLLBACK TO s{depth}; RELEASE s{depth}", f"RELEASE s{depth}")
-        )
+        undo, done = ("ROLLBACK", "COMMIT") if depth == 0 else (f"ROLLBACK TO s{depth}; RELEASE s{depth}", "")
         if depth == 0:  # this store's writer, then SQLite's lock, waited for on the file's WriteGate
             conn, deadline = self._write_turn()
             try:
@@ -244,7 +245,8 @@ class SqliteRows(RowStore):
         self._local.depth = depth + 1
         try:
             yield conn
-            conn.execute(done)
+            if done:
+                conn.execute(done)
         except BaseException as e:
             for statement in undo.split("; "):
                 with contextlib.suppress(sqlite3.Error):  # a failed COMMIT may have ended it already
@@ -603,9 +605,30 @@ class SqliteRows(RowStore):
 
     def _append_all(self, audit: Sequence[AuditWrite]) -> None:
         """Inside a compound step's transaction an audit row is part of the step: a failed
-        insert rolls the step back rather than being logged and skipped (the base's rule)."""
-        for a in audit:
-            self._insert_audit(a.event, a.ttl, a.outbox)
+        insert rolls the step back rather than being logged and skipped (the base's rule).
+        All of them one INSERT (rows numbered in the order given), their outbox items one more:
+        each statement hands the GIL back and waits to win it again from a busy event loop."""
+        if len(audit) == 1:
+            self._insert_audit(audit[0].event, audit[0].ttl, audit[0].outbox)
+            return
+        for at in range(0, len(audit), _AUDIT_PER_INSERT):
+            part = audit[at : at + _AUDIT_PER_INSERT]
+            self._exec(
+                "INSERT INTO audit (chat, at, kind, actor, card_id, detail, ttl) VALUES "
+                + ",".join(["(?,?,?,?,?,?,?)"] * len(part)),
+                tuple(
+                    v
+                    for a in part
+                    for v in (a.event.chat, a.event.at, a.event.kind, a.event.actor, a.event.card_id,
+                              json.dumps(a.event.detail), a.ttl)
+                ),
+            )  # fmt: skip
+        outbox = [(o.sink, o.id, o.chat, o.body, a.ttl) for a in audit for o in a.outbox]
+        if outbox:
+            try:
+                self._conn().executemany("INSERT INTO outbox (sink, id, chat, body, ttl) VALUES (?,?,?,?,?)", outbox)
+            except sqlite3.OperationalError as e:
+                raise StoreError(f"sqlite: {e}") from e
 
     # --- compound steps: the base's sequence of calls, in one transaction (one commit) ------
     def begin_turn(self, chat: str, holder: str, user: str, now: float, lease_until: float) -> TurnStart:
@@ -626,8 +649,25 @@ class SqliteRows(RowStore):
             return super().end_turn(chat, holder, now=now, pointer=pointer, audit=audit, session=session)
 
     def claim_grants(self, w: ClaimWrite) -> Claimed | None:
+        """The base's claim_grants in one transaction, its audit rows written together after the
+        grant changes (the same rows, in the same order: before, each change's, after)."""
         with self._tx():
-            return super().claim_grants(w)
+            won = self.claim(
+                w.read, worker=w.worker, now=w.now, lease_until=w.lease_until, resume_deadline=w.resume_deadline
+            )
+            if won is None:
+                return None
+            audit = list(w.before)
+            for c in w.changes:
+                g = c.grant
+                if c.delete:
+                    if self.delete_grant(g.user, g.chat, g.kind, g.name):
+                        audit.append(c.audit)
+                else:
+                    self.put_grant(g, c.ttl)
+                    audit.append(c.audit)
+            self._append_all([*audit, *w.after])
+            return Claimed(won, tuple(self.list_grants(won.owner, won.chat, w.now)))
 
     @staticmethod
     def _to_event(r: sqlite3.Row) -> AuditEvent:
