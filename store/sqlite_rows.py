@@ -15,7 +15,6 @@ import contextlib
 import json
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +39,7 @@ from chat_approvals.core.models import (
 )
 from chat_approvals.store import sqlite_writes
 from chat_approvals.store.base import RowStore, StoreError
-from chat_approvals.store.sqlite_writes import connect, write_gate
+from chat_approvals.store.sqlite_writes import connect, connect_writer, write_gate
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS pointers (
@@ -181,20 +180,20 @@ class SqliteRows(RowStore):
             self._local.conn = conn
         return conn
 
-    def _write_turn(self) -> tuple[sqlite3.Connection, float]:
+    def _write_turn(self) -> sqlite3.Connection:
         """This store's one writer connection, once this thread's turn to write came (at most
-        LOCK_WAIT); the caller releases `_writes`. Returns the deadline for SQLite's lock too."""
-        deadline = time.monotonic() + sqlite_writes.LOCK_WAIT
+        LOCK_WAIT; then SQLite's lock is waited for on the gate, at most LOCK_WAIT again); the
+        caller releases `_writes`."""
         if not self._writes.acquire(timeout=sqlite_writes.LOCK_WAIT):
             raise StoreError("sqlite: database is locked (this process's writers)")
         if self._writer is None:
             try:
-                self._writer = connect(self.path, shared=True)
+                self._writer = connect_writer(self.path)
             except BaseException:
                 self._writes.release()
                 raise
             self._writer.row_factory = sqlite3.Row
-        return self._writer, deadline
+        return self._writer
 
     def _exec(self, sql: str, args: tuple[Any, ...] = ()) -> Ran | sqlite3.Cursor:
         """One statement. Inside a transaction (which holds the lock) as is; a write on its own
@@ -207,9 +206,9 @@ class SqliteRows(RowStore):
             if not sql.lstrip()[:7].upper().startswith(_WRITES):
                 conn = self._conn()
                 return self._gate.attempt(lambda: conn.execute(sql, args))
-            writer, deadline = self._write_turn()
+            writer = self._write_turn()
             try:
-                return self._gate.attempt(lambda: _ran(writer.execute(sql, args)), deadline)
+                return self._gate.attempt(lambda: _ran(writer.execute(sql, args)))
             finally:
                 self._gate.ended()
                 self._writes.release()
@@ -228,9 +227,9 @@ class SqliteRows(RowStore):
         depth = getattr(self._local, "depth", 0)
         undo, done = ("ROLLBACK", "COMMIT") if depth == 0 else (f"ROLLBACK TO s{depth}; RELEASE s{depth}", "")
         if depth == 0:  # this store's writer, then SQLite's lock, waited for on the file's WriteGate
-            conn, deadline = self._write_turn()
+            conn = self._write_turn()
             try:
-                self._gate.attempt(lambda: conn.execute("BEGIN IMMEDIATE"), deadline)
+                self._gate.attempt(lambda: conn.execute("BEGIN IMMEDIATE"))
             except BaseException as e:
                 self._writes.release()
                 if isinstance(e, sqlite3.OperationalError):

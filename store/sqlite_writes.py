@@ -47,11 +47,10 @@ class WriteGate:
             self._ended += 1
             self._cond.notify_all()
 
-    def attempt(self, statement: Callable[[], T], deadline: float | None = None) -> T:
+    def attempt(self, statement: Callable[[], T]) -> T:
         """Run `statement` (which must change nothing when it fails busy) until it gets the
-        lock or LOCK_WAIT has passed (or the monotonic `deadline`)."""
-        if deadline is None:
-            deadline = time.monotonic() + LOCK_WAIT
+        lock or LOCK_WAIT has passed."""
+        deadline = time.monotonic() + LOCK_WAIT
         while True:
             with self._cond:
                 seen = self._ended
@@ -78,11 +77,19 @@ def write_gate(path: str) -> WriteGate:
         return _gates.setdefault(key, WriteGate())
 
 
-def connect(path: str, *, shared: bool = False) -> sqlite3.Connection:
+def connect(path: str) -> sqlite3.Connection:
     """A connection of the store: WAL, every commit fsync'd, autocommit, and no busy timeout
-    (its statements wait on the file's WriteGate instead). `shared`: used by several threads,
-    one at a time (a store's writer, under its lock)."""
-    conn = sqlite3.connect(path, isolation_level=None, timeout=LOCK_WAIT, check_same_thread=not shared)
+    (its statements wait on the file's WriteGate instead)."""
+    return _connect(path, check_same_thread=True)
+
+
+def connect_writer(path: str) -> sqlite3.Connection:
+    """The same, for a store's one writer: used by its threads one at a time (under its lock)."""
+    return _connect(path, check_same_thread=False)
+
+
+def _connect(path: str, check_same_thread: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, timeout=LOCK_WAIT, check_same_thread=check_same_thread)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")  # every commit fsyncs the WAL before it returns
     conn.execute("PRAGMA busy_timeout = 0")
