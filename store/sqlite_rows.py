@@ -1,12 +1,13 @@
 """The embedded default row store: SQLite in WAL mode with synchronous=FULL (every commit is
 fsync'd before it returns), one statement per state change.
 
-Each thread gets its own connection in autocommit mode (isolation_level=None). A compound step
-is one transaction begun with BEGIN IMMEDIATE (a deferred BEGIN followed by a write would fail at
-once under contention, SQLITE_BUSY_SNAPSHOT); a single conditional UPDATE/INSERT is its own
-implicit transaction. Either waits for SQLite's lock on the file's WriteGate, which wakes it as
-soon as another write of this process ends (store/sqlite_writes.py), and then applies or
-matches nothing.
+Connections are in autocommit mode (isolation_level=None). Writes, from any thread, take turns
+on the store's ONE writer connection (a lock, at most LOCK_WAIT); reads outside a transaction
+use a connection per thread and never wait (WAL). A compound step is one transaction begun with
+BEGIN IMMEDIATE (a deferred BEGIN followed by a write would fail at once under contention,
+SQLITE_BUSY_SNAPSHOT); a single conditional UPDATE/INSERT is its own implicit transaction.
+Either then waits for SQLite's lock on the file's WriteGate while another store or process on
+the file holds it (store/sqlite_writes.py), and applies or matches nothing.
 """
 
 from __future__ import annotations
