@@ -1,12 +1,13 @@
 """The embedded default row store: SQLite in WAL mode with synchronous=FULL (every commit is
 fsync'd before it returns), one statement per state change.
 
-Each thread gets its own connection in autocommit mode (isolation_level=None). A compound step
-is one transaction begun with BEGIN IMMEDIATE (a deferred BEGIN followed by a write would fail at
-once under contention, SQLITE_BUSY_SNAPSHOT); a single conditional UPDATE/INSERT is its own
-implicit transaction. Either waits for SQLite's lock on the file's WriteGate, which wakes it as
-soon as another write of this process ends (store/sqlite_writes.py), and then applies or
-matches nothing.
+Connections are in autocommit mode (isolation_level=None). Writes, from any thread, take turns
+on the store's ONE writer connection (a lock, at most LOCK_WAIT); reads outside a transaction
+use a connection per thread and never wait (WAL). A compound step is one transaction begun with
+BEGIN IMMEDIATE (a deferred BEGIN followed by a write would fail at once under contention,
+SQLITE_BUSY_SNAPSHOT); a single conditional UPDATE/INSERT is its own implicit transaction.
+Either then waits for SQLite's lock on the file's WriteGate while another store or process on
+the file holds it (store/sqlite_writes.py), and applies or matches nothing.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ from chat_approvals.core.models import (
     TurnStart,
     Vote,
 )
+from chat_approvals.store import sqlite_writes
 from chat_approvals.store.base import RowStore, StoreError
-from chat_approvals.store.sqlite_writes import connect, write_gate
+from chat_approvals.store.sqlite_writes import connect, connect_writer, write_gate
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS pointers (
@@ -108,6 +110,7 @@ _ADDED = {"pointers": {"votes": "TEXT"}, "grants": {"turn_id": "TEXT"}}
 _HOLDING = "chat = ? AND card_id = ? AND state = 'claimed' AND worker = ? AND claim_count = ?"
 _SWEEP_BATCH = 500
 _TIMERS_PER_INSERT = 100  # 5 parameters each: well under SQLite's 999 of old builds
+_AUDIT_PER_INSERT = 100  # 7 parameters each
 
 
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
@@ -146,6 +149,12 @@ class SqliteRows(RowStore):
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._gate = write_gate(self.path)
+        # This store's writes, from any thread, one at a time on ONE connection: SQLite drops a
+        # connection's page cache whenever another connection wrote, so with a writer per thread
+        # every write re-read its pages, and a thread that lost the race failed its BEGIN and
+        # retried. Reads outside a transaction keep a connection per thread (WAL: never wait).
+        self._writes = threading.Lock()
+        self._writer: sqlite3.Connection | None = None
         self._gate.attempt(self._create_schema)
 
     def _create_schema(self) -> None:
@@ -162,6 +171,9 @@ class SqliteRows(RowStore):
             self._gate.ended()
 
     def _conn(self) -> sqlite3.Connection:
+        """Inside this thread's transaction the writer's connection, else the thread's own."""
+        if getattr(self._local, "depth", 0) > 0:
+            return self._writer  # type: ignore[return-value]  # set while depth > 0
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = connect(self.path)
@@ -169,20 +181,38 @@ class SqliteRows(RowStore):
             self._local.conn = conn
         return conn
 
+    def _write_turn(self) -> sqlite3.Connection:
+        """This store's one writer connection, once this thread's turn to write came (at most
+        LOCK_WAIT; then SQLite's lock is waited for on the gate, at most LOCK_WAIT again); the
+        caller releases `_writes`."""
+        if not self._writes.acquire(timeout=sqlite_writes.LOCK_WAIT):
+            raise StoreError("sqlite: database is locked (this process's writers)")
+        if self._writer is None:
+            try:
+                self._writer = connect_writer(self.path)
+            except BaseException:
+                self._writes.release()
+                raise
+            self._writer.row_factory = sqlite3.Row
+        return self._writer
+
     def _exec(self, sql: str, args: tuple[Any, ...] = ()) -> Ran | sqlite3.Cursor:
-        """One statement. Inside a transaction (which holds the lock) as is; on its own it waits
-        for the lock on the file's WriteGate (store/sqlite_writes.py), and a write's result is
-        read to its end, so it has committed when this returns."""
-        conn = self._conn()
+        """One statement. Inside a transaction (which holds the lock) as is; a write on its own
+        waits for this store's writer (`_writes`), then for SQLite's lock on the file's WriteGate
+        (store/sqlite_writes.py: another store or process on the file), and its result is read
+        to its end, so it has committed when this returns."""
         try:
             if getattr(self._local, "depth", 0) > 0:
-                return conn.execute(sql, args)
+                return self._writer.execute(sql, args)  # type: ignore[union-attr]  # set while depth > 0
             if not sql.lstrip()[:7].upper().startswith(_WRITES):
+                conn = self._conn()
                 return self._gate.attempt(lambda: conn.execute(sql, args))
+            writer = self._write_turn()
             try:
-                return self._gate.attempt(lambda: _ran(conn.execute(sql, args)))
+                return self._gate.attempt(lambda: _ran(writer.execute(sql, args)))
             finally:
                 self._gate.ended()
+                self._writes.release()
         except sqlite3.OperationalError as e:  # "database is locked" past LOCK_WAIT
             raise StoreError(f"sqlite: {e}") from e
 
@@ -192,23 +222,31 @@ class SqliteRows(RowStore):
         (waiting on busy_timeout), so the statements inside never hit SQLITE_BUSY_SNAPSHOT.
         Any exception inside rolls everything back: the compound step changed nothing.
         Nested (a compound step inside `atomic`): a savepoint, so a failed inner step is undone
-        alone and the outer transaction decides about the rest."""
-        conn = self._conn()
+        alone and the outer transaction decides about the rest. A nested step that succeeds
+        leaves its savepoint for the outer COMMIT to release (one statement less; ROLLBACK TO
+        finds the newest savepoint of a name, so a later step at the same depth is undone alone)."""
         depth = getattr(self._local, "depth", 0)
-        undo, done = (
-            ("ROLLBACK", "COMMIT") if depth == 0 else (f"ROLLBACK TO s{depth}; RELEASE s{depth}", f"RELEASE s{depth}")
-        )
-        try:
-            if depth == 0:  # the lock, waited for on the file's WriteGate
+        undo, done = ("ROLLBACK", "COMMIT") if depth == 0 else (f"ROLLBACK TO s{depth}; RELEASE s{depth}", "")
+        if depth == 0:  # this store's writer, then SQLite's lock, waited for on the file's WriteGate
+            conn = self._write_turn()
+            try:
                 self._gate.attempt(lambda: conn.execute("BEGIN IMMEDIATE"))
-            else:
+            except BaseException as e:
+                self._writes.release()
+                if isinstance(e, sqlite3.OperationalError):
+                    raise StoreError(f"sqlite: {e}") from e
+                raise
+        else:
+            conn = self._conn()
+            try:
                 conn.execute(f"SAVEPOINT s{depth}")
-        except sqlite3.OperationalError as e:
-            raise StoreError(f"sqlite: {e}") from e
+            except sqlite3.OperationalError as e:
+                raise StoreError(f"sqlite: {e}") from e
         self._local.depth = depth + 1
         try:
             yield conn
-            conn.execute(done)
+            if done:
+                conn.execute(done)
         except BaseException as e:
             for statement in undo.split("; "):
                 with contextlib.suppress(sqlite3.Error):  # a failed COMMIT may have ended it already
@@ -219,7 +257,8 @@ class SqliteRows(RowStore):
         finally:
             self._local.depth = depth
             if depth == 0:
-                self._gate.ended()  # this process's waiting writers try again now
+                self._gate.ended()  # the other stores' waiting writers on this file try again now
+                self._writes.release()
 
     def atomic(self) -> contextlib.AbstractContextManager[object]:
         """Everything this thread writes inside, on this store and on objects kept in its file
@@ -231,6 +270,10 @@ class SqliteRows(RowStore):
         if conn is not None:
             conn.close()
             self._local.conn = None
+        with self._writes:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
 
     # --- pointers ----------------------------------------------------------------------
     @staticmethod
@@ -562,9 +605,30 @@ class SqliteRows(RowStore):
 
     def _append_all(self, audit: Sequence[AuditWrite]) -> None:
         """Inside a compound step's transaction an audit row is part of the step: a failed
-        insert rolls the step back rather than being logged and skipped (the base's rule)."""
-        for a in audit:
-            self._insert_audit(a.event, a.ttl, a.outbox)
+        insert rolls the step back rather than being logged and skipped (the base's rule).
+        All of them one INSERT (rows numbered in the order given), their outbox items one more:
+        each statement hands the GIL back and waits to win it again from a busy event loop."""
+        if len(audit) == 1:
+            self._insert_audit(audit[0].event, audit[0].ttl, audit[0].outbox)
+            return
+        for at in range(0, len(audit), _AUDIT_PER_INSERT):
+            part = audit[at : at + _AUDIT_PER_INSERT]
+            self._exec(
+                "INSERT INTO audit (chat, at, kind, actor, card_id, detail, ttl) VALUES "
+                + ",".join(["(?,?,?,?,?,?,?)"] * len(part)),
+                tuple(
+                    v
+                    for a in part
+                    for v in (a.event.chat, a.event.at, a.event.kind, a.event.actor, a.event.card_id,
+                              json.dumps(a.event.detail), a.ttl)
+                ),
+            )  # fmt: skip
+        outbox = [(o.sink, o.id, o.chat, o.body, a.ttl) for a in audit for o in a.outbox]
+        if outbox:
+            try:
+                self._conn().executemany("INSERT INTO outbox (sink, id, chat, body, ttl) VALUES (?,?,?,?,?)", outbox)
+            except sqlite3.OperationalError as e:
+                raise StoreError(f"sqlite: {e}") from e
 
     # --- compound steps: the base's sequence of calls, in one transaction (one commit) ------
     def begin_turn(self, chat: str, holder: str, user: str, now: float, lease_until: float) -> TurnStart:
@@ -585,8 +649,25 @@ class SqliteRows(RowStore):
             return super().end_turn(chat, holder, now=now, pointer=pointer, audit=audit, session=session)
 
     def claim_grants(self, w: ClaimWrite) -> Claimed | None:
+        """The base's claim_grants in one transaction, its audit rows written together after the
+        grant changes (the same rows, in the same order: before, each change's, after)."""
         with self._tx():
-            return super().claim_grants(w)
+            won = self.claim(
+                w.read, worker=w.worker, now=w.now, lease_until=w.lease_until, resume_deadline=w.resume_deadline
+            )
+            if won is None:
+                return None
+            audit = list(w.before)
+            for c in w.changes:
+                g = c.grant
+                if c.delete:
+                    if self.delete_grant(g.user, g.chat, g.kind, g.name):
+                        audit.append(c.audit)
+                else:
+                    self.put_grant(g, c.ttl)
+                    audit.append(c.audit)
+            self._append_all([*audit, *w.after])
+            return Claimed(won, tuple(self.list_grants(won.owner, won.chat, w.now)))
 
     @staticmethod
     def _to_event(r: sqlite3.Row) -> AuditEvent:
