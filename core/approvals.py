@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import chat_approvals.core.observe.tracing as tracing
 import chat_approvals.core.protocol.wording as wording
+from chat_approvals.core.agent.strands_compat import carry_thread_context_if_recorded
 from chat_approvals.core.ids import hash_secret, is_card_id, mint_secret, secret_matches
 from chat_approvals.core.models import (
     Answer,
@@ -83,6 +84,7 @@ class Approvals:
         unattended: bool = False,
         user_name: str | None = None,
     ) -> TurnResult:
+        carry_thread_context_if_recorded()  # a tracer provider installed since: threads carry its context again
         with tracing.tracer().start_as_current_span("chat_approvals.turn") as span:
             span.set_attribute("chat_approvals.platform", platform)
             turn = await self.turns.run(
@@ -115,6 +117,7 @@ class Approvals:
         protocol does not depend on it); without it, the card's platform where the click proved
         it knows the card."""
         started = time.perf_counter()
+        carry_thread_context_if_recorded()
         with tracing.tracer().start_as_current_span("chat_approvals.resume") as span:
             # the resume service links this span to the paused turn's once it holds the claim
             res = await self.resumes.resume(card_id=card_id, user=user, secret=secret, answer=answer)

@@ -19,7 +19,11 @@ from typing import Generic, TypeVar
 from chat_approvals.core.agent.context import ScopedAccess
 from chat_approvals.core.agent.factory import AgentFactory, default_factory
 from chat_approvals.core.agent.paused_agents import PausedAgents
-from chat_approvals.core.agent.strands_compat import skip_needless_message_copies, skip_unrecorded_serialisation
+from chat_approvals.core.agent.strands_compat import (
+    skip_needless_message_copies,
+    skip_unrecorded_serialisation,
+    skip_unrecorded_thread_context,
+)
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.models import Clock, SystemClock
 from chat_approvals.core.observe.metrics import Metrics
@@ -91,6 +95,7 @@ def bootstrap(
     clock = clock or SystemClock()
     skip_unrecorded_serialisation()  # Strands' span text, built only when a span records it
     skip_needless_message_copies()  # nor a second copy of the messages per model call
+    skip_unrecorded_thread_context()  # nor OpenTelemetry's context carried into each store hop's thread
     try:
         ports = store.ports()
         trail = AuditTrail(ports.steps, retention=settings.retention, sinks=audit_sinks)  # every audit event

@@ -22,6 +22,7 @@ from strands import Agent
 class PausedAgent:
     agent: Agent
     snapshot: bytes  # the bytes stored as the card's snapshot (what binds() checks)
+    sha256: str  # their checksum, hashed once when kept (the bytes never change)
 
 
 class PausedAgents:
@@ -36,7 +37,7 @@ class PausedAgents:
         if self.size <= 0:
             return
         with self._lock:
-            self._entries[card_id] = PausedAgent(agent, snapshot)
+            self._entries[card_id] = PausedAgent(agent, snapshot, hashlib.sha256(snapshot).hexdigest())
             self._entries.move_to_end(card_id)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
@@ -45,14 +46,14 @@ class PausedAgents:
         """Would `take` hand this card's Agent out (the entry's bytes hash to `sha256`)?"""
         with self._lock:
             entry = self._entries.get(card_id)
-        return entry is not None and hashlib.sha256(entry.snapshot).hexdigest() == sha256
+        return entry is not None and entry.sha256 == sha256
 
     def take(self, card_id: str, sha256: str) -> PausedAgent | None:
         """The card's paused Agent, removed, only if its snapshot bytes hash to `sha256` (the
         checksum on the pointer the claim won); else None, and a mismatched entry is dropped."""
         with self._lock:
             entry = self._entries.pop(card_id, None)
-        if entry is None or hashlib.sha256(entry.snapshot).hexdigest() != sha256:
+        if entry is None or entry.sha256 != sha256:
             self.misses += 1
             return None
         self.hits += 1

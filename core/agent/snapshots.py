@@ -44,7 +44,13 @@ def encode(snap: Snapshot) -> bytes:
 
 
 def decode(raw: bytes) -> Snapshot:
-    return Snapshot.from_dict(json.loads(raw, object_hook=_bytes_in))
+    return Snapshot.from_dict(decode_doc(raw))
+
+
+def decode_doc(raw: bytes) -> dict[str, Any]:
+    """The snapshot's dict, bytes restored in the same pass (as `decode_bytes_values(json.loads(raw))`)."""
+    doc: dict[str, Any] = json.loads(raw, object_hook=_bytes_in)
+    return doc
 
 
 def agent_bytes(

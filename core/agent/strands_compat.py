@@ -12,11 +12,13 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import strands.event_loop.streaming as strands_streaming
 import strands.telemetry.tracer as strands_tracer
 from opentelemetry import trace
+from opentelemetry.instrumentation.threading import ThreadingInstrumentor
 from strands import Agent, ToolContext
 from strands.interrupt import _AGENT_STREAM_INTERRUPT_ID_PREFIX as _STREAM_INTERRUPT_PREFIX
 from strands.interventions import InterventionHandler
@@ -175,3 +177,48 @@ def interrupt_state_doc(agent: Agent) -> dict[str, Any]:
             "completed_tool_results": pending.completed_tool_results,
         }
     return doc
+
+
+# 8. Strands' tracer, when first built, calls OpenTelemetry's `ThreadingInstrumentor().instrument()`,
+# which wraps `ThreadPoolExecutor.submit` for the whole process so each job carries the caller's
+# OpenTelemetry context into its thread: every store hop pays for it, on the loop and in the
+# store's thread (4-5 us a submit on the loop; 1.6% of the process's CPU a facade click, issue 34).
+# While no tracer provider is installed no span records anything, so the context carries nothing a
+# thread would use. 1.62 has
+# no switch: while no provider is installed, that one wrapper (OpenTelemetry's own, recognised by
+# its function; a wrapper anyone else put on top is left alone) is taken off `submit`, and the
+# same object is put back as soon as a turn or a resume starts with a provider installed
+# (`carry_thread_context_if_recorded`, called by the facade). Thread and Timer stay wrapped. The
+# wrapper's private name in opentelemetry-instrumentation-threading fails loudly at import if moved.
+_SUBMIT_WRAPPER = getattr(ThreadingInstrumentor, "_ThreadingInstrumentor__wrap_thread_pool_submit")  # noqa: B009
+_unwrapped_submit: Any = None  # OpenTelemetry's wrapper while we keep it off `submit`, else None
+
+
+def _recorded() -> bool:
+    """Is a tracer provider installed (a span can record)?"""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
+def carry_thread_context_if_recorded() -> None:
+    """OpenTelemetry's wrapper on `ThreadPoolExecutor.submit` on while a provider is installed,
+    off while none is (only the wrapper Strands' tracer installed; cheap when nothing changes)."""
+    global _unwrapped_submit
+    if _unwrapped_submit is not None:
+        if _recorded():
+            if vars(ThreadPoolExecutor).get("submit") is _unwrapped_submit.__wrapped__:  # nobody wrapped it since
+                ThreadPoolExecutor.submit = _unwrapped_submit  # type: ignore[method-assign]
+            _unwrapped_submit = None
+        return
+    if _recorded():
+        return
+    current = vars(ThreadPoolExecutor).get("submit")
+    if getattr(current, "_self_wrapper", None) is _SUBMIT_WRAPPER:  # OpenTelemetry's, outermost
+        _unwrapped_submit = current
+        ThreadPoolExecutor.submit = current.__wrapped__  # type: ignore[method-assign,union-attr]
+
+
+def skip_unrecorded_thread_context() -> None:
+    """Build Strands' tracer now (it instruments threading once, when built), then take
+    OpenTelemetry's `submit` wrapper off while no provider is installed (idempotent)."""
+    strands_tracer.get_tracer()
+    carry_thread_context_if_recorded()

@@ -308,6 +308,14 @@ def grant_plan(card: ApprovalCard, answer: Answer) -> tuple[dict[tuple[str, str]
     return plan, kept - set(plan)
 
 
+def shows_calls(card: ApprovalCard) -> bool:
+    """Does `binds` read the stored run for this card (a tool card, a batch with a tool item)?
+    Otherwise it holds whatever the snapshot says, and the snapshot need not be read for it."""
+    if card.kind == "batch":
+        return any(i.tool is not None for i in card.items)
+    return card.kind == "tool" and card.tool is not None
+
+
 def binds(card: ApprovalCard, tool_use_id: str, interrupt_id: str, snapshot: dict[str, Any]) -> bool:
     """A `tool` card answers only the interrupt whose call it shows: in the stored run, the paused
     interrupt's reason carries the card's fingerprint and tool use, and the assistant message's

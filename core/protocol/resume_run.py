@@ -6,22 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from typing import Any, Protocol
 
 from strands.types import Snapshot
 from strands.types.interrupt import InterruptResponseContent
-from strands.types.session import decode_bytes_values
 
 import chat_approvals.core.protocol.wording as wording
 from chat_approvals.core.agent.context import RequestContext, ToolAccess, invocation_state
 from chat_approvals.core.agent.factory import AgentFactory
 from chat_approvals.core.agent.paused_agents import PausedAgents
-from chat_approvals.core.agent.snapshots import load_owned
+from chat_approvals.core.agent.snapshots import decode_doc, load_owned
 from chat_approvals.core.models import Answer, AnswerRecord, Clock, Fence, Pointer, ResumeResult, TurnResult
 from chat_approvals.core.ports import Loaded, Objects, Rows, Steps
-from chat_approvals.core.protocol.card_kinds import binds, interrupt_responses
+from chat_approvals.core.protocol.card_kinds import binds, interrupt_responses, shows_calls
 from chat_approvals.core.protocol.claim_release import NOT_STORED, UNSTORABLE, release_unstorable
 from chat_approvals.core.protocol.grants import GrantBook
 from chat_approvals.core.protocol.history import History, HistoryWrite
@@ -39,6 +37,7 @@ def answer_doc(p: Pointer, user: str, answer: Answer, at: float, result: TurnRes
     """The stored answer. `result_json` is kept as a string so a replay returns it byte for byte.
     R19: a chained card's offer (its secret) is never stored, only which card it was."""
     chained = result.offer.card.card_id if result.offer is not None else None
+    kept = result if result.offer is None else result.model_copy(update={"offer": None})
     return (
         AnswerRecord(
             card_id=p.card_id,
@@ -48,7 +47,7 @@ def answer_doc(p: Pointer, user: str, answer: Answer, at: float, result: TurnRes
             answer=answer,
             answered_by=user,
             answered_at=at,
-            result_json=result.model_copy(update={"offer": None}).model_dump_json(),
+            result_json=kept.model_dump_json(),
             chained_card_id=chained,
         )
         .model_dump_json()
@@ -96,15 +95,21 @@ class ClaimedRun:
             if loaded.error is not None or loaded.claimed is None:
                 raise loaded.error or RuntimeError("claim not read")
             held = self.parts.paused.take(p.card_id, p.snapshot.sha256)  # only the bytes the pointer names
-            raw = held.snapshot if held is not None else loaded.snapshot
-            if raw is None:  # expected here but gone meanwhile: the store is the truth
-                raw = await self.parts.objects.get(p.snapshot)
-            snap = decode_bytes_values(json.loads(raw))
-            if not binds(p.card, p.tool_use_id, p.sdk_interrupt_id, snap):
-                raise NotBound(p.card_id)
             if held is not None:
+                # the held bytes are the stored ones (same checksum); read only when binds() needs them
+                bound = not shows_calls(p.card) or binds(
+                    p.card, p.tool_use_id, p.sdk_interrupt_id, decode_doc(held.snapshot)
+                )
+                if not bound:
+                    raise NotBound(p.card_id)
                 agent = held.agent
             else:
+                raw = loaded.snapshot
+                if raw is None:  # expected here but gone meanwhile: the store is the truth
+                    raw = await self.parts.objects.get(p.snapshot)
+                snap = decode_doc(raw)
+                if not binds(p.card, p.tool_use_id, p.sdk_interrupt_id, snap):
+                    raise NotBound(p.card_id)
                 agent = self.parts.factory()
                 load_owned(agent, Snapshot.from_dict(snap))  # snap was just decoded: nothing else holds it
             grants = list(loaded.claimed.grants)  # read in the claim's own round trip
