@@ -20,6 +20,7 @@ from chat_approvals.core.agent.context import ScopedAccess
 from chat_approvals.core.agent.factory import AgentFactory, default_factory
 from chat_approvals.core.agent.paused_agents import PausedAgents
 from chat_approvals.core.agent.strands_compat import (
+    skip_empty_plugin_scans,
     skip_needless_message_copies,
     skip_unrecorded_serialisation,
     skip_unrecorded_thread_context,
@@ -96,6 +97,7 @@ def bootstrap(
     skip_unrecorded_serialisation()  # Strands' span text, built only when a span records it
     skip_needless_message_copies()  # nor a second copy of the messages per model call
     skip_unrecorded_thread_context()  # nor OpenTelemetry's context carried into each store hop's thread
+    skip_empty_plugin_scans()  # nor a scan of Strands' own two plugins per Agent, which hold no hooks
     try:
         ports = store.ports()
         trail = AuditTrail(ports.steps, retention=settings.retention, sinks=audit_sinks)  # every audit event

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import strands.event_loop.streaming as strands_streaming
+import strands.plugins.plugin as strands_plugin
 import strands.telemetry.tracer as strands_tracer
 from opentelemetry import trace
 from opentelemetry.instrumentation.threading import ThreadingInstrumentor
@@ -23,6 +24,7 @@ from strands import Agent, ToolContext
 from strands.interrupt import _AGENT_STREAM_INTERRUPT_ID_PREFIX as _STREAM_INTERRUPT_PREFIX
 from strands.interventions import InterventionHandler
 from strands.interventions.registry import InterventionRegistry
+from strands.tools.decorator import DecoratedFunctionTool
 
 GATE_MARK = "_chat_approvals_gate"
 
@@ -222,3 +224,63 @@ def skip_unrecorded_thread_context() -> None:
     OpenTelemetry's `submit` wrapper off while no provider is installed (idempotent)."""
     strands_tracer.get_tracer()
     carry_thread_context_if_recorded()
+
+
+# 9. Every Agent Strands builds makes two plugins of its own (the model's, and agent delegation),
+# and `Plugin.__init__` scans each one's whole class for @hook and @tool methods with a getattr per
+# attribute: about 60 us of a 120 us `Agent()`, once per turn and per click resumed from the store
+# (issue 34), to find none. 1.62 has no switch and imports the two scans by name into
+# `strands.plugins.plugin`: they are swapped there for ones that answer [] for exactly those two
+# classes when no attribute of their classes is a hook or a tool (checked once, when installed;
+# otherwise that class is scanned as before), and call Strands' own scans for every other plugin.
+# tests/core/test_strands_plugin_scan.py compares both on the instances a real Agent makes.
+_BUILT_IN_PLUGINS = (
+    ("strands.models.model", "_ModelPlugin"),
+    ("strands.agent._agent_delegation", "AgentDelegation"),
+)
+_STRANDS_DISCOVER_HOOKS: Callable[[object, str], list[Any]] = strands_plugin.discover_hooks
+_STRANDS_DISCOVER_TOOLS: Callable[[object, str], list[Any]] = strands_plugin.discover_tools
+_PLAIN_PLUGINS: set[type] = set()  # Strands' own plugin classes known to carry no hook or tool
+
+
+def _declares_hooks_or_tools(cls: type) -> bool:
+    """Does any class in `cls`'s MRO hold a @hook or @tool attribute? (A property is not looked
+    into; the test compares with Strands' own scan on real instances.)"""
+    for klass in cls.__mro__:
+        for value in vars(klass).values():
+            inner = getattr(value, "__func__", value)  # a staticmethod's or classmethod's function
+            if isinstance(inner, DecoratedFunctionTool) or hasattr(inner, "_hook_event_types"):
+                return True
+    return False
+
+
+def discover_hooks_unless_plain(instance: object, plugin_name: str) -> list[Any]:
+    """Strands' `discover_hooks`, or [] for a plugin class of Strands' own that declares none."""
+    if type(instance) in _PLAIN_PLUGINS:
+        return []
+    return _STRANDS_DISCOVER_HOOKS(instance, plugin_name)
+
+
+def discover_tools_unless_plain(instance: object, plugin_name: str) -> list[Any]:
+    """Strands' `discover_tools`, or [] for a plugin class of Strands' own that declares none."""
+    if type(instance) in _PLAIN_PLUGINS:
+        return []
+    return _STRANDS_DISCOVER_TOOLS(instance, plugin_name)
+
+
+def skip_empty_plugin_scans() -> None:
+    """Install the two scans above in `strands.plugins.plugin` (idempotent)."""
+    for module_name, class_name in _BUILT_IN_PLUGINS:
+        cls = getattr(importlib.import_module(module_name), class_name)  # AttributeError: see entry 9
+        if not _declares_hooks_or_tools(cls):
+            _PLAIN_PLUGINS.add(cls)
+    for name, ours, theirs in (
+        ("discover_hooks", discover_hooks_unless_plain, _STRANDS_DISCOVER_HOOKS),
+        ("discover_tools", discover_tools_unless_plain, _STRANDS_DISCOVER_TOOLS),
+    ):
+        current = getattr(strands_plugin, name)  # AttributeError: Strands moved it; see entry 9
+        if current is ours:
+            continue
+        if current is not theirs:
+            raise RuntimeError(f"strands.plugins.plugin.{name} is not Strands' own: strands_compat.py entry 9")
+        setattr(strands_plugin, name, ours)
