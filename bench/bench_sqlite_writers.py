@@ -14,6 +14,9 @@ Two ways of waiting, interleaved round by round:
   busy handler the store before: SQLite's busy handler (busy_timeout 10 s), which sleeps in steps
                (1, 2, 5 ... 100 ms) until the lock comes free
 Prints p50 / p99 / max of a write's wall time, per kind and way. Not a test: compare within one run.
+Since the store's writes take turns on one writer connection (store/sqlite_rows.py), one store's
+threads no longer race for SQLite's lock: both ways now mostly measure that turn-taking, and the
+WriteGate's wait matters for several stores or processes on one file.
 """
 
 from __future__ import annotations
