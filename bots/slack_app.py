@@ -58,8 +58,8 @@ WELCOME_KEPT = 10 * 365 * 86400.0  # "once per chat": long enough to mean never 
 
 @dataclass
 class _Resuming:
-    """A won claim's "Resuming…" update. It goes out only once the turn has run for the front
-    end's `resuming_after` seconds: a quicker turn goes straight to its outcome, with one Slack
+    """A won claim's "Resuming…" update. It goes out only once the turn has run for the Slack
+    config's `resuming_after` seconds: a quicker turn goes straight to its outcome, with one Slack
     call less and no flash of "Resuming…" (chat.update is rate-limited per workspace)."""
 
     holders: int  # clicks of this person on this card still waiting for their resume
@@ -94,7 +94,6 @@ class SlackFrontEnd:
         self.commands = SlackCommands(approvals, self.web, self.oauth)
         self._tasks: set[asyncio.Task[None]] = set()
         self._clicks: dict[tuple[str, str], list[_Click]] = {}  # (card id, actor) -> its clicks in flight
-        self.resuming_after = cfg.resuming_after  # seconds a turn runs before "Resuming…" is shown
         self._socket: CheckedSocketModeHandler | None = None
 
         self.bolt = bolt_app(cfg, self.web, self, self.oauth)
@@ -268,7 +267,7 @@ class SlackFrontEnd:
     # ------------------------------------------------------------------ clicks
 
     async def _on_claimed(self, event: Claimed) -> None:
-        """ "Resuming…" goes out once the turn has run `resuming_after` seconds, never before the
+        """ "Resuming…" goes out once the turn has run `cfg.resuming_after` seconds, never before the
         claim is won; a sent one is waited for by the outcome's update, so it can never land last
         (`_settle_resuming`). Only this front end's own clicks: another front end (or process)
         shows its own."""
@@ -282,8 +281,8 @@ class SlackFrontEnd:
         msg = sb.resuming_message(event.card, event.user)
 
         async def update() -> bool:
-            if self.resuming_after > 0:
-                await asyncio.sleep(self.resuming_after)
+            if self.cfg.resuming_after > 0:
+                await asyncio.sleep(self.cfg.resuming_after)
             resuming.sent = True
             return await self.web.update(loc, msg)
 

@@ -17,8 +17,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 DEFAULT_API_URL = "https://slack.com/api/"
 COMMAND = "/approvals"  # as in manifest/slack*.yaml
-# What the app asks for when installed by OAuth (as in manifest/slack.yaml; docs/slack.md says why each).
 DEFAULT_RESUMING_AFTER = 0.5  # seconds: well inside the second after which a wait is felt
+# What the app asks for when installed by OAuth (as in manifest/slack.yaml; docs/slack.md says why each).
 DEFAULT_SCOPES = "app_mentions:read,im:history,chat:write,commands,usergroups:read,channels:read,groups:read"
 
 

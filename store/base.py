@@ -273,22 +273,23 @@ class RowStore(ABC):
         """R10's claim, exactly as `claim`, and only if it was won: the events `before`, the
         grant changes in order (R14), the events `after`, all in the claim's write where the
         backend allows it; then the owner's live grants in the chat (as list_grants at `now`).
-        None when the claim was lost: then nothing else was written."""
+        None when the claim was lost: then nothing else was written. The events are written
+        together after the grant changes, in that order (one statement where the backend can)."""
         won = self.claim(
             w.read, worker=w.worker, now=w.now, lease_until=w.lease_until, resume_deadline=w.resume_deadline
         )
         if won is None:
             return None
-        self._append_all(w.before)
+        audit = list(w.before)
         for c in w.changes:
             g = c.grant
             if c.delete:
                 if self.delete_grant(g.user, g.chat, g.kind, g.name):
-                    self._append_all([c.audit])
+                    audit.append(c.audit)
             else:
                 self.put_grant(g, c.ttl)
-                self._append_all([c.audit])
-        self._append_all(w.after)
+                audit.append(c.audit)
+        self._append_all([*audit, *w.after])
         return Claimed(won, tuple(self.list_grants(won.owner, won.chat, w.now)))
 
     def atomic(self) -> contextlib.AbstractContextManager[object]:

@@ -583,34 +583,18 @@ class SqliteRows(RowStore):
 
     # --- audit -------------------------------------------------------------------------
     def append_audit(self, event: AuditEvent, ttl: float, outbox: Sequence[OutboxItem] = ()) -> None:
+        write = [AuditWrite(event=event, ttl=ttl, outbox=tuple(outbox))]
         if not outbox:
-            self._insert_audit(event, ttl, ())
+            self._append_all(write)
             return
         with self._tx():
-            self._insert_audit(event, ttl, outbox)
-
-    def _insert_audit(self, event: AuditEvent, ttl: float, outbox: Sequence[OutboxItem]) -> None:
-        self._exec(
-            "INSERT INTO audit (chat, at, kind, actor, card_id, detail, ttl) VALUES (?,?,?,?,?,?,?)",
-            (event.chat, event.at, event.kind, event.actor, event.card_id, json.dumps(event.detail), ttl),
-        )
-        if outbox:
-            try:
-                self._conn().executemany(
-                    "INSERT INTO outbox (sink, id, chat, body, ttl) VALUES (?,?,?,?,?)",
-                    [(o.sink, o.id, o.chat, o.body, ttl) for o in outbox],
-                )
-            except sqlite3.OperationalError as e:
-                raise StoreError(f"sqlite: {e}") from e
+            self._append_all(write)
 
     def _append_all(self, audit: Sequence[AuditWrite]) -> None:
         """Inside a compound step's transaction an audit row is part of the step: a failed
         insert rolls the step back rather than being logged and skipped (the base's rule).
         All of them one INSERT (rows numbered in the order given), their outbox items one more:
         each statement hands the GIL back and waits to win it again from a busy event loop."""
-        if len(audit) == 1:
-            self._insert_audit(audit[0].event, audit[0].ttl, audit[0].outbox)
-            return
         for at in range(0, len(audit), _AUDIT_PER_INSERT):
             part = audit[at : at + _AUDIT_PER_INSERT]
             self._exec(
@@ -649,25 +633,8 @@ class SqliteRows(RowStore):
             return super().end_turn(chat, holder, now=now, pointer=pointer, audit=audit, session=session)
 
     def claim_grants(self, w: ClaimWrite) -> Claimed | None:
-        """The base's claim_grants in one transaction, its audit rows written together after the
-        grant changes (the same rows, in the same order: before, each change's, after)."""
         with self._tx():
-            won = self.claim(
-                w.read, worker=w.worker, now=w.now, lease_until=w.lease_until, resume_deadline=w.resume_deadline
-            )
-            if won is None:
-                return None
-            audit = list(w.before)
-            for c in w.changes:
-                g = c.grant
-                if c.delete:
-                    if self.delete_grant(g.user, g.chat, g.kind, g.name):
-                        audit.append(c.audit)
-                else:
-                    self.put_grant(g, c.ttl)
-                    audit.append(c.audit)
-            self._append_all([*audit, *w.after])
-            return Claimed(won, tuple(self.list_grants(won.owner, won.chat, w.now)))
+            return super().claim_grants(w)
 
     @staticmethod
     def _to_event(r: sqlite3.Row) -> AuditEvent:

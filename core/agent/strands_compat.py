@@ -186,12 +186,12 @@ def interrupt_state_doc(agent: Agent) -> dict[str, Any]:
 # OpenTelemetry context into its thread: every store hop pays for it, on the loop and in the
 # store's thread (4-5 us a submit on the loop; 1.6% of the process's CPU a facade click, issue 34).
 # While no tracer provider is installed no span records anything, so the context carries nothing a
-# thread would use. 1.62 has
-# no switch: while no provider is installed, that one wrapper (OpenTelemetry's own, recognised by
-# its function; a wrapper anyone else put on top is left alone) is taken off `submit`, and the
-# same object is put back as soon as a turn or a resume starts with a provider installed
-# (`carry_thread_context_if_recorded`, called by the facade). Thread and Timer stay wrapped. The
-# wrapper's private name in opentelemetry-instrumentation-threading fails loudly at import if moved.
+# thread would use. 1.62 has no switch: while no provider is installed, that one wrapper
+# (OpenTelemetry's own, recognised by its function; a wrapper anyone else put on top is left alone)
+# is taken off `submit`, and the same object is put back as soon as a turn or a resume starts with
+# a provider installed (`carry_thread_context_if_recorded`, called by the facade). Thread and Timer
+# stay wrapped. The wrapper's private name in opentelemetry-instrumentation-threading fails loudly
+# at import if moved.
 _SUBMIT_WRAPPER = getattr(ThreadingInstrumentor, "_ThreadingInstrumentor__wrap_thread_pool_submit")  # noqa: B009
 _unwrapped_submit: Any = None  # OpenTelemetry's wrapper while we keep it off `submit`, else None
 

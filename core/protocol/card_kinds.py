@@ -308,27 +308,28 @@ def grant_plan(card: ApprovalCard, answer: Answer) -> tuple[dict[tuple[str, str]
     return plan, kept - set(plan)
 
 
-def shows_calls(card: ApprovalCard) -> bool:
-    """Does `binds` read the stored run for this card (a tool card, a batch with a tool item)?
-    Otherwise it holds whatever the snapshot says, and the snapshot need not be read for it."""
+def _calls(card: ApprovalCard, tool_use_id: str, interrupt_id: str) -> list[tuple[str, str, str]]:
+    """(fingerprint, tool use id, interrupt id) of each call the card shows: a tool card's one, a
+    batch's tool items'; none for other kinds."""
     if card.kind == "batch":
-        return any(i.tool is not None for i in card.items)
-    return card.kind == "tool" and card.tool is not None
+        return [(i.tool.fingerprint, i.tool_use_id, i.interrupt_id) for i in card.items if i.tool is not None]
+    if card.kind == "tool" and card.tool is not None:
+        return [(card.tool.fingerprint, tool_use_id, interrupt_id)]
+    return []
+
+
+def shows_calls(card: ApprovalCard) -> bool:
+    """Does `binds` read the stored run for this card? Otherwise it holds whatever the snapshot
+    says, and the snapshot need not be read for it."""
+    return bool(_calls(card, "", ""))
 
 
 def binds(card: ApprovalCard, tool_use_id: str, interrupt_id: str, snapshot: dict[str, Any]) -> bool:
     """A `tool` card answers only the interrupt whose call it shows: in the stored run, the paused
     interrupt's reason carries the card's fingerprint and tool use, and the assistant message's
-    tool use of that id has that very name and input. Other kinds: always true."""
-    if card.kind == "batch":  # every tool item binds to its own stored call
-        return all(
-            _binds_call(i.tool.fingerprint, i.tool_use_id, i.interrupt_id, snapshot)
-            for i in card.items
-            if i.tool is not None
-        )
-    if card.kind != "tool" or card.tool is None:
-        return True
-    return _binds_call(card.tool.fingerprint, tool_use_id, interrupt_id, snapshot)
+    tool use of that id has that very name and input; a batch card, each of its tool items' own
+    call. Other kinds: always true."""
+    return all(_binds_call(fp, use, intr, snapshot) for fp, use, intr in _calls(card, tool_use_id, interrupt_id))
 
 
 def _binds_call(fp: str, tool_use_id: str, interrupt_id: str, snapshot: dict[str, Any]) -> bool:

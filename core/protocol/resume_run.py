@@ -96,11 +96,10 @@ class ClaimedRun:
                 raise loaded.error or RuntimeError("claim not read")
             held = self.parts.paused.take(p.card_id, p.snapshot.sha256)  # only the bytes the pointer names
             if held is not None:
-                # the held bytes are the stored ones (same checksum); read only when binds() needs them
-                bound = not shows_calls(p.card) or binds(
+                # the held bytes are the stored ones (same checksum): decoded only when binds() reads them
+                if shows_calls(p.card) and not binds(
                     p.card, p.tool_use_id, p.sdk_interrupt_id, decode_doc(held.snapshot)
-                )
-                if not bound:
+                ):
                     raise NotBound(p.card_id)
                 agent = held.agent
             else:

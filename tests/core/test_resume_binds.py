@@ -1,6 +1,7 @@
 """A tool card resumes only the call its stored run holds (binds(), card_kinds.py), whether the
-Agent is held in this process or built from the stored snapshot; a held Agent's snapshot bytes are
-read only for a card that shows a call (issue 34: the rest need not decode them)."""
+Agent is held in this process or built from the stored snapshot: a failed check refuses and runs
+nothing (R9), so what runs is the call the approver read on the card (R22). A held Agent's snapshot
+bytes are read only for a card that shows a call (issue 34: the rest need not decode them)."""
 
 from __future__ import annotations
 

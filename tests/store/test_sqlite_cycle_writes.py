@@ -6,25 +6,13 @@ together)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.models import Timer, Vote
 from chat_approvals.store.base import ObjectExists
-from chat_approvals.store.open import open_objects, open_rows
 from chat_approvals.store.sqlite_objects import SqliteObjects
 from chat_approvals.store.sqlite_rows import SqliteRows
 from tests.support.store_conformance import RETENTION, T0, make_pointer
-
-
-@pytest.fixture
-def embedded(tmp_path: Path) -> tuple[SqliteRows, SqliteObjects]:
-    url = f"sqlite:///{tmp_path / 'approvals.db'}"
-    rows, objects = open_rows(url), open_objects(url, ManualClock(T0))
-    assert isinstance(rows, SqliteRows) and isinstance(objects, SqliteObjects)
-    return rows, objects
 
 
 def test_a_pointer_read_back_has_its_columns_not_the_document_written_first(

@@ -10,18 +10,10 @@ import pytest
 
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.models import ObjectRef
-from chat_approvals.store.open import open_objects, open_rows
+from chat_approvals.store.open import open_objects
 from chat_approvals.store.sqlite_objects import SqliteObjects
 from chat_approvals.store.sqlite_rows import SqliteRows
 from tests.support.store_conformance import T0, _grant, make_pointer
-
-
-@pytest.fixture
-def embedded(tmp_path: Path) -> tuple[SqliteRows, SqliteObjects]:
-    url = f"sqlite:///{tmp_path / 'approvals.db'}"
-    rows, objects = open_rows(url), open_objects(url, ManualClock(T0))
-    assert isinstance(rows, SqliteRows) and isinstance(objects, SqliteObjects)
-    return rows, objects
 
 
 def test_objects_opened_on_the_rows_file_share_its_connections(

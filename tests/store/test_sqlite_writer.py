@@ -9,28 +9,17 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from pathlib import Path
 
 import pytest
 
 import chat_approvals.store.sqlite_writes as writes
-from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.models import AuditEvent, AuditWrite, ClaimRead, ClaimWrite, GrantChange, OutboxItem
 from chat_approvals.store.base import StoreError
-from chat_approvals.store.open import open_objects, open_rows
 from chat_approvals.store.sqlite_objects import SqliteObjects
 from chat_approvals.store.sqlite_rows import SqliteRows
 from tests.support.store_conformance import LEASE, RETENTION, T0, _grant, make_pointer
 
 THREADS, WRITES = 4, 25
-
-
-@pytest.fixture
-def embedded(tmp_path: Path) -> tuple[SqliteRows, SqliteObjects]:
-    url = f"sqlite:///{tmp_path / 'approvals.db'}"
-    rows, objects = open_rows(url), open_objects(url, ManualClock(T0))
-    assert isinstance(rows, SqliteRows) and isinstance(objects, SqliteObjects)
-    return rows, objects
 
 
 def _traced_writer(rows: SqliteRows) -> list[str]:
@@ -157,6 +146,7 @@ def _claim(rows: SqliteRows, chat: str, *, ids: tuple[str, str]) -> ClaimWrite:
 def test_a_claims_audit_rows_and_their_outbox_items_are_written_in_order(
     embedded: tuple[SqliteRows, SqliteObjects],
 ) -> None:
+    """R10 and R14: the claim's events before, its grant's, after, in that order, with their outbox items."""
     rows, _ = embedded
     assert rows.put_pointer(make_pointer("http:c"), T0)
     assert rows.claim_grants(_claim(rows, "http:c", ids=("1", "2"))) is not None
@@ -166,6 +156,7 @@ def test_a_claims_audit_rows_and_their_outbox_items_are_written_in_order(
 
 
 def test_a_claim_whose_audit_cannot_be_written_changes_nothing(embedded: tuple[SqliteRows, SqliteObjects]) -> None:
+    """R10: the claim, its grants (R14) and its events are one write; any part failing undoes it all."""
     rows, _ = embedded
     assert rows.put_pointer(make_pointer("http:c"), T0)
     before = rows.get_pointer("http:c")
