@@ -278,13 +278,14 @@ class SlackFrontEnd:
         # one of them holds this update; it is dropped unsent only when none is still waiting.
         loc = SlackCardLocation.parse(event.location) or clicks[0].here
         resuming = _Resuming(holders=len(clicks))
-        msg = sb.resuming_message(event.card, event.user)
+        card, user = event.card, event.user
 
         async def update() -> bool:
             if self.cfg.resuming_after > 0:
                 await asyncio.sleep(self.cfg.resuming_after)
             resuming.sent = True
-            return await self.web.update(loc, msg)
+            # built only when sent: most turns end first, and their update is never made
+            return await self.web.update(loc, sb.resuming_message(card, user))
 
         resuming.task = asyncio.ensure_future(update())
         for click in clicks:

@@ -77,10 +77,11 @@ class SlackEnvelope(_Open):
     challenge: str | None = None
 
 
-def _problem(model: type[BaseModel], value: object, what: str) -> str | None:
+def _problem(model: type[BaseModel], value: object, what: str, text_checked: bool = False) -> str | None:
+    """`text_checked`: the JSON text it was decoded from was shown to hold only valid text."""
     if not isinstance(value, dict):
         return f"{what} is not a JSON object"
-    where = first_invalid(value)
+    where = None if text_checked else first_invalid(value)
     if where is not None:
         return f"{what}: {where} is not valid Unicode text"
     try:
@@ -108,14 +109,15 @@ def slack_body_problem(body: str, content_type: str) -> str | None:
     return None  # a plain form (a slash command): strings only, parse_qsl made them valid text
 
 
-def socket_payload_problem(kind: str, payload: object) -> str | None:
+def socket_payload_problem(kind: str, payload: object, *, text_checked: bool = False) -> str | None:
     """Why a Socket Mode envelope's payload is not a shape this server reads, or None: the same
     shapes as over HTTP (an events_api payload is an Events API body, an interactive one is the
-    `payload=` JSON, a slash command is the form's fields). Other kinds reach no listener here."""
+    `payload=` JSON, a slash command is the form's fields). Other kinds reach no listener here.
+    `text_checked`: R20 was checked on the JSON text the payload was decoded from."""
     if kind == "events_api":
-        return _problem(SlackEnvelope, payload, "the event")
+        return _problem(SlackEnvelope, payload, "the event", text_checked)
     if kind == "interactive":
-        return _problem(SlackInteraction, payload, "the payload")
+        return _problem(SlackInteraction, payload, "the payload", text_checked)
     if kind == "slash_commands":
         if not isinstance(payload, dict) or not all(isinstance(v, str) for v in payload.values()):
             return "the command is not an object of strings"

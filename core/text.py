@@ -27,6 +27,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # In JSON a surrogate can only arrive as a \uD800-\uDFFF escape (raw surrogate bytes are not
 # UTF-8 and fail decoding): a body without one needs no second look.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+_SURROGATE_ESCAPE_TEXT = re.compile(_SURROGATE_ESCAPE.pattern.decode())
 
 
 class InvalidText(ValueError):
@@ -167,3 +168,10 @@ def display_problem(value: str, where: str) -> str | None:
     if _BIDI.search(value):
         return f"{where} holds a bidi override or isolate (U+202A-202E, U+2066-2069)"
     return None
+
+
+def holds_surrogate_escape(json_text: str) -> bool:
+    """Whether JSON text (decoded as UTF-8, strictly or with replacement) can decode to a lone
+    surrogate: only a \\uD800-\\uDFFF escape can. False: every string in it is valid text, and
+    `first_invalid` on the decoded value has nothing to find."""
+    return _SURROGATE_ESCAPE_TEXT.search(json_text) is not None

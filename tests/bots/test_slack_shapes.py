@@ -72,14 +72,27 @@ async def test_a_message_with_a_lone_surrogate_starts_no_turn(rig: SlackRig) -> 
     assert rig.card_calls() == []
 
 
-async def test_a_click_with_a_lone_surrogate_claims_nothing_and_the_card_stays_answerable(rig: SlackRig) -> None:
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda m: {**m, "text": f"no {SURROGATE}"},
+        lambda m: {**m, f"k{SURROGATE}": "a key"},
+        lambda m: {**m, "blocks": [*m["blocks"], {"deep": [{"x": ["\udfff"]}]}]},
+    ],
+    ids=["text", "key", "nested-low-surrogate"],
+)
+async def test_a_click_with_a_lone_surrogate_claims_nothing_and_the_card_stays_answerable(
+    rig: SlackRig, spoil: Any
+) -> None:
+    """R20 on the click's fast path: the payload's JSON text is scanned for a surrogate escape
+    (the only way one arrives), and one anywhere, a key included, is a 400 before any claim."""
     [card] = await rig.owner_says("download <https://example.org/a.csv>")
     buttons = [e for b in card.args["blocks"] if b["type"] == "actions" for e in b["elements"]]
     value = json.loads(next(e["value"] for e in buttons if "value" in e))
     card_id = str(value["card"])
     before = await rig.snapshot(card_id)
     bad = rig.click_payload(card, action=sb.ACTION_DENY)
-    bad["message"] = {**bad["message"], "text": f"no {SURROGATE}"}
+    bad["message"] = spoil(bad["message"])
     assert (await rig.click(bad))[0] == 400
     await rig.settle()
     assert await rig.snapshot(card_id) == before
@@ -87,6 +100,24 @@ async def test_a_click_with_a_lone_surrogate_claims_nothing_and_the_card_stays_a
     await rig.settle()
     kinds = [e["kind"] for e in (await rig.snapshot(card_id))["audit"]]
     assert kinds.count("claim_won") == 1, kinds
+
+
+@pytest.mark.parametrize(
+    ("text", "holds"),
+    [
+        ('{"a": "\\ud800"}', True),
+        ('{"a": "\\uDBFF\\uDFFF"}', True),  # a valid pair is looked at too (the walk clears it)
+        ('{"\\uDC00": 1}', True),
+        ('{"a": "\\u00e9 \u00e9 \\uD7FF \\uE000"}', False),
+        ('{"a": "%ED%A0%80 \ufffd"}', False),  # what yarl makes of surrogate bytes: U+FFFD
+    ],
+)
+def test_r20_a_surrogate_can_reach_a_decoded_payload_only_through_an_escape(text: str, holds: bool) -> None:
+    from chat_approvals.core.text import first_invalid, holds_surrogate_escape
+
+    assert holds_surrogate_escape(text) is holds
+    if not holds:
+        assert first_invalid(json.loads(text)) is None
 
 
 async def test_a_click_form_sent_as_json_is_a_400_and_claims_nothing(rig: SlackRig) -> None:
