@@ -85,6 +85,7 @@ from chat_approvals.bots.teams_auth import TokenRejected, TokenValidator
 from chat_approvals.bots.teams_shapes import activity_problem
 from chat_approvals.bots.teams_token import OffLoopCredentials, TokenSource
 from chat_approvals.bots.teams_transport import aiohttp_pipeline
+from chat_approvals.core.text import holds_surrogate_escape
 
 log = logging.getLogger(__name__)
 
@@ -346,10 +347,13 @@ async def process(adapter: CloudAdapter, request: web.Request, bot: Bot, *, auth
         # With no app id nothing can validate a token; accepting one silently would mislead.
         raise web.HTTPUnauthorized(text="this endpoint runs without authentication; send no Authorization")
     try:
-        body = await request.json()  # aiohttp caches the body, so the adapter reads it again
+        text = await request.text()  # strict UTF-8: surrogate bytes fail here; aiohttp caches the body
+        body = json.loads(text)
     except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's depth
         raise web.HTTPBadRequest(text="body is not JSON") from exc
-    problem = activity_problem(body)  # the shape botbuilder reads, and R20's valid text (teams_shapes.py)
+    # the shape botbuilder reads, and R20's valid text (teams_shapes.py): a lone surrogate can only
+    # come from a \uD800-\uDFFF escape, so a body without one is not walked again
+    problem = activity_problem(body, text_checked=not holds_surrogate_escape(text))
     if problem is not None:
         raise web.HTTPBadRequest(text=problem)
     response = await adapter.process(request, bot)

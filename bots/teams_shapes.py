@@ -57,11 +57,12 @@ class Activity(_Open):
     membersRemoved: list[ChannelAccount] | None = None
 
 
-def activity_problem(body: object) -> str | None:
-    """Why a decoded JSON body is not an activity this server can read (a 400), or None."""
+def activity_problem(body: object, *, text_checked: bool = False) -> str | None:
+    """Why a decoded JSON body is not an activity this server can read (a 400), or None.
+    `text_checked`: R20 was checked on the JSON text it was decoded from (no surrogate escape)."""
     if not isinstance(body, dict):
         return "the body is not an activity (a JSON object)"
-    where = first_invalid(body)
+    where = None if text_checked else first_invalid(body)
     if where is not None:
         return f"{where} is not valid Unicode text"
     try:

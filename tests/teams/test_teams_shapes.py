@@ -34,6 +34,8 @@ async def bot(tmp_path: Path, connector: tuple[MockConnector, str]) -> AsyncIter
         {"entities": {"0": {}}},
         {"text": f"please fetch {URL} x{SURROGATE}y"},
         {"from": {"id": f"29:{SURROGATE}", "aadObjectId": "a"}},
+        {"channelData": {f"k{SURROGATE}": "a key"}},  # R20: the JSON text is scanned, keys too
+        {"entities": [{"deep": [{"x": ["\udfff"]}]}]},
     ],
 )
 async def test_a_message_of_a_shape_teams_never_sends_is_a_400(
