@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import logging
 from collections.abc import Callable, Sequence
@@ -83,13 +84,17 @@ class StoreIO:
         took it does not run (as with an executor)."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[T] = loop.create_future()
+        # the caller's context variables go with the call, as with asyncio.to_thread: the
+        # OpenTelemetry context among them (an instrumented client's spans in the store's thread
+        # stay in the caller's trace, as OpenTelemetry's wrapper on an executor's submit made them)
+        context = contextvars.copy_context()
 
         def job(ready: Callable[[], None]) -> None:
             if done.cancelled():  # the awaiting task gave up before this thread took the call
                 ready()
                 return
             try:
-                result = fn(*args, **kwargs)
+                result = context.run(fn, *args, **kwargs)
             except BaseException as e:  # handed to the awaiting task, as an executor does
                 ready()
                 _hand_over(loop, done, None, e)

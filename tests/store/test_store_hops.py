@@ -6,11 +6,13 @@ stays off the event loop)."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.store.aio import StoreIO
@@ -138,3 +140,31 @@ async def test_close_lets_queued_calls_finish_then_ends_the_threads(tmp_path: Pa
     assert not thread.is_alive()
     with pytest.raises(RuntimeError, match="shut down"):
         await asyncio.wait_for(io.run(lambda: None), 5)
+
+
+_CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="none")
+
+
+async def test_a_call_carries_the_callers_context_into_the_store_thread(tmp_path: Path) -> None:
+    """As asyncio.to_thread does: the OpenTelemetry context rides on a context variable, so a
+    span an instrumented client starts in the store's thread stays in the caller's trace."""
+    io = _io(tmp_path)
+    try:
+        _CALLER.set("turn-1")
+        assert await io.run(_CALLER.get) == "turn-1"
+        _CALLER.set("turn-2")
+        assert await io.run(_CALLER.get) == "turn-2"
+
+        def sets() -> str:
+            _CALLER.set("inside")
+            return _CALLER.get()
+
+        assert await io.run(sets) == "inside"
+        assert _CALLER.get() == "turn-2"  # what the call set stays in its thread's copy
+
+        outer = trace.NonRecordingSpan(trace.SpanContext(trace_id=7, span_id=11, is_remote=False))
+        with trace.use_span(outer):
+            seen = await io.run(lambda: trace.get_current_span().get_span_context().span_id)
+        assert seen == 11
+    finally:
+        io.close()
