@@ -38,7 +38,7 @@ from chat_approvals.core.models import (
     TurnStart,
     Vote,
 )
-from chat_approvals.store import sqlite_writes
+from chat_approvals.store import sqlite_rebuild, sqlite_writes
 from chat_approvals.store.base import RowStore, StoreError
 from chat_approvals.store.sqlite_writes import connect, connect_writer, write_gate
 
@@ -66,7 +66,7 @@ CREATE TABLE IF NOT EXISTS grants (
   card_id TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL, ttl REAL NOT NULL,
   turn_id TEXT,
   PRIMARY KEY (user, chat, kind, name)
-);
+) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS grants_ttl ON grants(ttl);
 CREATE TABLE IF NOT EXISTS refusals (
   chat TEXT NOT NULL, turn_id TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
@@ -75,14 +75,14 @@ CREATE TABLE IF NOT EXISTS refusals (
 );
 CREATE INDEX IF NOT EXISTS refusals_ttl ON refusals(ttl);
 CREATE TABLE IF NOT EXISTS turns (chat TEXT PRIMARY KEY, holder TEXT NOT NULL, lease_until REAL NOT NULL,
-  ttl REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS turns_ttl ON turns(ttl);
+  ttl REAL NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS events (key TEXT PRIMARY KEY, ttl REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS sessions (chat TEXT PRIMARY KEY, key TEXT NOT NULL, seq REAL NOT NULL, ttl REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (chat TEXT PRIMARY KEY, key TEXT NOT NULL, seq REAL NOT NULL, ttl REAL NOT NULL)
+  WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sessions_ttl ON sessions(ttl);
 CREATE INDEX IF NOT EXISTS events_ttl ON events(ttl);
 CREATE TABLE IF NOT EXISTS audit (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  seq INTEGER PRIMARY KEY,
   chat TEXT NOT NULL, at REAL NOT NULL, kind TEXT NOT NULL, actor TEXT NOT NULL,
   card_id TEXT, detail TEXT NOT NULL, ttl REAL NOT NULL
 );
@@ -98,7 +98,7 @@ CREATE TABLE IF NOT EXISTS slack_installations (key TEXT PRIMARY KEY, record TEX
 CREATE TABLE IF NOT EXISTS outbox_leases (sink TEXT PRIMARY KEY, holder TEXT NOT NULL, lease_until REAL NOT NULL,
   ttl REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS timers (card_id TEXT NOT NULL, name TEXT NOT NULL, chat TEXT NOT NULL,
-  due_at REAL NOT NULL, ttl REAL NOT NULL, fired_at REAL, PRIMARY KEY (card_id, name));
+  due_at REAL NOT NULL, ttl REAL NOT NULL, fired_at REAL, PRIMARY KEY (card_id, name)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS timers_due ON timers(due_at) WHERE fired_at IS NULL;
 CREATE INDEX IF NOT EXISTS timers_ttl ON timers(ttl);
 CREATE TABLE IF NOT EXISTS timer_leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, lease_until REAL NOT NULL,
@@ -109,6 +109,21 @@ CREATE TABLE IF NOT EXISTS timer_leases (name TEXT PRIMARY KEY, holder TEXT NOT 
 _ADDED = {"pointers": {"votes": "TEXT"}, "grants": {"turn_id": "TEXT"}}
 _HOLDING = "chat = ? AND card_id = ? AND state = 'claimed' AND worker = ? AND claim_count = ?"
 _SWEEP_BATCH = 500
+# What names a row of each table to the sweep: a WITHOUT ROWID table (store/sqlite_rebuild.py
+# says why those) by its primary key.
+_SWEPT = {
+    "pointers": "rowid",
+    "grants": "(user, chat, kind, name)",
+    "refusals": "rowid",
+    "events": "rowid",
+    "sessions": "chat",
+    "audit": "rowid",
+    "turns": "chat",
+    "outbox": "rowid",
+    "outbox_leases": "rowid",
+    "timers": "(card_id, name)",
+    "timer_leases": "rowid",
+}
 _TIMERS_PER_INSERT = 100  # 5 parameters each: well under SQLite's 999 of old builds
 _AUDIT_PER_INSERT = 100  # 7 parameters each
 
@@ -162,6 +177,8 @@ class SqliteRows(RowStore):
         c = self._conn()
         try:
             c.executescript(SCHEMA)
+            if sqlite_rebuild.needed(c):  # a file of an earlier release: its tables' new forms
+                sqlite_rebuild.rebuild(c, SCHEMA)
             for table, columns in _ADDED.items():
                 have = {r["name"] for r in c.execute(f"PRAGMA table_info({table})")}
                 for name, kind in columns.items():
@@ -719,22 +736,10 @@ class SqliteRows(RowStore):
     # --- sweep -------------------------------------------------------------------------
     def sweep(self, now: float) -> int:
         removed = 0
-        for table in (
-            "pointers",
-            "grants",
-            "refusals",
-            "events",
-            "sessions",
-            "audit",
-            "turns",
-            "outbox",
-            "outbox_leases",
-            "timers",
-            "timer_leases",
-        ):
+        for table, key in _SWEPT.items():
             while True:
                 cur = self._exec(
-                    f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE ttl < ? LIMIT ?)",
+                    f"DELETE FROM {table} WHERE {key} IN (SELECT {key.strip('()')} FROM {table} WHERE ttl < ? LIMIT ?)",
                     (now, _SWEEP_BATCH),
                 )
                 removed += cur.rowcount
