@@ -284,3 +284,94 @@ def skip_empty_plugin_scans() -> None:
         if current is not theirs:
             raise RuntimeError(f"strands.plugins.plugin.{name} is not Strands' own: strands_compat.py entry 9")
         setattr(strands_plugin, name, ours)
+
+
+# 10. Strands' tracer builds each span's attributes and events before it asks OpenTelemetry for the
+# span (the messages walked part by part, the token counts, and for an agent's span the tool list
+# and every tool's spec: `Agent.tool_names` and `get_all_tools_config()` each copy, normalise and
+# validate every spec, twice per `invoke_async`), and ends each span the same way, though while no
+# tracer provider is installed the span is a non-recording no-op that drops all of it (7% of the
+# loop's CPU a facade cycle, issue 34; entry 5 stopped only the JSON text). 1.62 has no switch.
+# While no provider is installed: the four `start_*_span` methods the agent, the event loop and the
+# tool executor call return the span Strands' `_start_span` would get from OpenTelemetry (the same
+# parent rule, nothing built for it); the four matching `end_*_span` return at once for a span that
+# does not record (Strands' `_end_span` does nothing else for one); `Agent._start_agent_trace_span`
+# asks for the span without the tool list. With a provider installed every call is Strands' own.
+# tests/core/test_strands_quiet_spans.py pins the methods' source and compares the spans.
+_QUIET_STARTS = ("start_agent_span", "start_model_invoke_span", "start_tool_call_span", "start_event_loop_cycle_span")
+_QUIET_ENDS = ("end_agent_span", "end_model_invoke_span", "end_tool_call_span", "end_event_loop_cycle_span")
+_STRANDS_TRACER_METHODS: dict[str, Callable[..., Any]] = {
+    name: getattr(strands_tracer.Tracer, name) for name in (*_QUIET_STARTS, *_QUIET_ENDS)
+}
+_STRANDS_AGENT_SPAN: Callable[..., Any] = Agent._start_agent_trace_span
+
+
+def _unrecorded_span(tracer: strands_tracer.Tracer, parent_span: trace.Span | None) -> trace.Span:
+    """The span Strands' `_start_span(name, parent_span)` gets from OpenTelemetry, nothing built:
+    the parent's context only when the parent records (Strands' rule); OpenTelemetry's no-op
+    tracer answers with a non-recording span (the current one, or one with the parent's context)."""
+    if not parent_span:
+        parent_span = trace.get_current_span()
+    context = None
+    if parent_span.is_recording() and parent_span != trace.INVALID_SPAN:
+        context = trace.set_span_in_context(parent_span)
+    return tracer.tracer.start_span(name="", context=context)
+
+
+def _parent(args: tuple[Any, ...], kwargs: dict[str, Any], at: int) -> Any:
+    return kwargs["parent_span"] if "parent_span" in kwargs else args[at] if len(args) > at else None
+
+
+def _quiet_start(name: str) -> Callable[..., Any]:
+    strands_own = _STRANDS_TRACER_METHODS[name]
+
+    def start(self: strands_tracer.Tracer, *args: Any, **kwargs: Any) -> Any:
+        if _recorded():
+            return strands_own(self, *args, **kwargs)
+        if name == "start_agent_span":  # (messages, agent_name, ...): always under the current span
+            return _unrecorded_span(self, None)
+        if name == "start_event_loop_cycle_span":  # (invocation_state, messages, parent_span=None, ...)
+            state = kwargs["invocation_state"] if "invocation_state" in kwargs else args[0]
+            return _unrecorded_span(self, _parent(args, kwargs, 2) or state.get("event_loop_parent_span"))
+        return _unrecorded_span(self, _parent(args, kwargs, 1))  # (messages or tool, parent_span=None, ...)
+
+    start.__name__ = start.__qualname__ = name
+    start._chat_approvals_quiet = True  # type: ignore[attr-defined]
+    return start
+
+
+def _quiet_end(name: str) -> Callable[..., Any]:
+    strands_own = _STRANDS_TRACER_METHODS[name]
+
+    def end(self: strands_tracer.Tracer, span: Any, *args: Any, **kwargs: Any) -> None:
+        if not span or not span.is_recording():
+            return  # what Strands' `_end_span` does with it, after building what it would drop
+        strands_own(self, span, *args, **kwargs)
+
+    end.__name__ = end.__qualname__ = name
+    end._chat_approvals_quiet = True  # type: ignore[attr-defined]
+    return end
+
+
+def agent_span_if_recorded(agent: Agent, messages: Any) -> Any:
+    """`Agent._start_agent_trace_span`, without the tool list and specs while nothing records."""
+    if _recorded():
+        return _STRANDS_AGENT_SPAN(agent, messages)
+    return agent.tracer.start_agent_span(messages=messages, agent_name=agent.name)
+
+
+def skip_unrecorded_spans() -> None:
+    """Install the quiet span methods on Strands' `Tracer` and `Agent` (idempotent)."""
+    for name in (*_QUIET_STARTS, *_QUIET_ENDS):
+        current = getattr(strands_tracer.Tracer, name)  # AttributeError: Strands moved it; see entry 10
+        if getattr(current, "_chat_approvals_quiet", False):
+            continue
+        if current is not _STRANDS_TRACER_METHODS[name]:
+            raise RuntimeError(f"strands Tracer.{name} is not Strands' own: core/agent/strands_compat.py entry 10")
+        setattr(strands_tracer.Tracer, name, _quiet_start(name) if name in _QUIET_STARTS else _quiet_end(name))
+    current = Agent._start_agent_trace_span  # AttributeError: Strands moved it; see entry 10
+    if current is agent_span_if_recorded:
+        return
+    if current is not _STRANDS_AGENT_SPAN:
+        raise RuntimeError("strands Agent._start_agent_trace_span is not Strands' own: strands_compat.py entry 10")
+    setattr(Agent, "_start_agent_trace_span", agent_span_if_recorded)  # noqa: B010 (mypy cannot see it)
