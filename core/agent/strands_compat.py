@@ -9,12 +9,15 @@ below fails loudly (AttributeError) or safely (see its fallback) if the SDK chan
 
 from __future__ import annotations
 
+import copy
 import importlib
 import re
+import types
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import strands.event_loop.event_loop as strands_event_loop
 import strands.event_loop.streaming as strands_streaming
 import strands.plugins.plugin as strands_plugin
 import strands.telemetry.tracer as strands_tracer
@@ -375,3 +378,61 @@ def skip_unrecorded_spans() -> None:
     if current is not _STRANDS_AGENT_SPAN:
         raise RuntimeError("strands Agent._start_agent_trace_span is not Strands' own: strands_compat.py entry 10")
     setattr(Agent, "_start_agent_trace_span", agent_span_if_recorded)  # noqa: B010 (mypy cannot see it)
+
+
+# 11. Before each model call Strands' event loop deep-copies the agent's messages, the tool specs,
+# the tool choice and the model state (`copy.deepcopy`, for the middleware context: nothing a
+# middleware or the model does may reach the agent's own). `copy.deepcopy` goes through its memo
+# and dispatch table for every dict, list and string; for the trees these are (dicts, lists and
+# JSON scalars) a direct copy is 2-3x cheaper and as deep (every dict and list new, nothing
+# mutable shared with the original), and the messages grow with a chat's history (issue 34).
+# 1.62 has no switch and calls `copy.deepcopy` through the module it imported: that name, in
+# `strands.event_loop.event_loop` only, is given an object that copies JSON trees directly and
+# hands anything else (a tuple, a dataclass, a dict subclass, a tree too deep or with a cycle) to
+# `copy.deepcopy`, and forwards every other attribute to the `copy` module. One difference: a
+# dict or list that appears twice in the tree is copied twice (deepcopy keeps the two as one).
+# tests/core/test_strands_model_call_copies.py compares both and pins what the event loop copies.
+_JSON_ATOMS = frozenset({str, int, float, bool, type(None), bytes})
+
+
+def _json_tree_copy(value: Any) -> Any:
+    cls = value.__class__
+    if cls is dict:
+        return {k: v if v.__class__ in _JSON_ATOMS else _json_tree_copy(v) for k, v in value.items()}
+    if cls is list:
+        return [v if v.__class__ in _JSON_ATOMS else _json_tree_copy(v) for v in value]
+    if cls in _JSON_ATOMS:
+        return value
+    return copy.deepcopy(value)
+
+
+def deepcopy_json_first(value: Any, memo: dict[int, Any] | None = None) -> Any:
+    """`copy.deepcopy(value)`, made directly for a tree of dicts, lists and JSON scalars."""
+    if memo is not None:
+        return copy.deepcopy(value, memo)
+    try:
+        return _json_tree_copy(value)
+    except RecursionError:  # a cycle, or deeper than the stack: deepcopy's memo handles it
+        return copy.deepcopy(value)
+
+
+class _CopyForTheEventLoop(types.ModuleType):
+    """The `copy` module as Strands' event loop sees it: `deepcopy` is `deepcopy_json_first`."""
+
+    deepcopy = staticmethod(deepcopy_json_first)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+
+_EVENT_LOOP_COPY = _CopyForTheEventLoop("copy")
+
+
+def copy_model_call_inputs_directly() -> None:
+    """Install `_EVENT_LOOP_COPY` as `copy` in Strands' event loop module (idempotent)."""
+    current = strands_event_loop.copy  # AttributeError: Strands stopped importing it; see entry 11
+    if current is _EVENT_LOOP_COPY:
+        return
+    if current is not copy:
+        raise RuntimeError("strands.event_loop.event_loop.copy is not the copy module: strands_compat.py entry 11")
+    setattr(strands_event_loop, "copy", _EVENT_LOOP_COPY)  # noqa: B010 (an attribute mypy cannot see)
