@@ -299,7 +299,8 @@ def skip_empty_plugin_scans() -> None:
 # tool executor call return the span Strands' `_start_span` would get from OpenTelemetry (the same
 # parent rule, nothing built for it); the four matching `end_*_span` return at once for a span that
 # does not record (Strands' `_end_span` does nothing else for one); `Agent._start_agent_trace_span`
-# asks for the span without the tool list. With a provider installed every call is Strands' own.
+# asks for the span without the tool list. With a provider installed every call is Strands' own;
+# a method another library wrapped before start-up (an instrumentation of Strands) is left as it is.
 # tests/core/test_strands_quiet_spans.py pins the methods' source and compares the spans.
 _QUIET_STARTS = ("start_agent_span", "start_model_invoke_span", "start_tool_call_span", "start_event_loop_cycle_span")
 _QUIET_ENDS = ("end_agent_span", "end_model_invoke_span", "end_tool_call_span", "end_event_loop_cycle_span")
@@ -364,20 +365,14 @@ def agent_span_if_recorded(agent: Agent, messages: Any) -> Any:
 
 
 def skip_unrecorded_spans() -> None:
-    """Install the quiet span methods on Strands' `Tracer` and `Agent` (idempotent)."""
+    """Install the quiet span methods on Strands' `Tracer` and `Agent` (idempotent). A method
+    another library has wrapped already (an instrumentation of Strands' spans) is left alone."""
     for name in (*_QUIET_STARTS, *_QUIET_ENDS):
         current = getattr(strands_tracer.Tracer, name)  # AttributeError: Strands moved it; see entry 10
-        if getattr(current, "_chat_approvals_quiet", False):
-            continue
-        if current is not _STRANDS_TRACER_METHODS[name]:
-            raise RuntimeError(f"strands Tracer.{name} is not Strands' own: core/agent/strands_compat.py entry 10")
-        setattr(strands_tracer.Tracer, name, _quiet_start(name) if name in _QUIET_STARTS else _quiet_end(name))
-    current = Agent._start_agent_trace_span  # AttributeError: Strands moved it; see entry 10
-    if current is agent_span_if_recorded:
-        return
-    if current is not _STRANDS_AGENT_SPAN:
-        raise RuntimeError("strands Agent._start_agent_trace_span is not Strands' own: strands_compat.py entry 10")
-    setattr(Agent, "_start_agent_trace_span", agent_span_if_recorded)  # noqa: B010 (mypy cannot see it)
+        if current is _STRANDS_TRACER_METHODS[name]:
+            setattr(strands_tracer.Tracer, name, _quiet_start(name) if name in _QUIET_STARTS else _quiet_end(name))
+    if Agent._start_agent_trace_span is _STRANDS_AGENT_SPAN:  # AttributeError: Strands moved it; see entry 10
+        setattr(Agent, "_start_agent_trace_span", agent_span_if_recorded)  # noqa: B010 (mypy cannot see it)
 
 
 # 11. Before each model call Strands' event loop deep-copies the agent's messages, the tool specs,

@@ -201,3 +201,18 @@ def test_a_recorded_cycle_still_carries_strands_attributes(tmp_path: Path) -> No
     assert tools and tools[-1]["gen_ai.tool.status"] == "success"  # end_tool_call_span's, on the resume
     cycles = [a for name, a in spans if name == "execute_event_loop_cycle"]
     assert cycles and all("event_loop.cycle_id" in a for a in cycles)
+
+
+def test_a_method_another_library_wrapped_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An instrumentation of Strands' spans installed before start-up keeps its wrapper."""
+
+    def theirs(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return compat._STRANDS_TRACER_METHODS["start_tool_call_span"](self, *args, **kwargs)
+
+    monkeypatch.setattr(strands_tracer.Tracer, "start_tool_call_span", theirs)
+    monkeypatch.setattr(
+        strands_tracer.Tracer, "end_tool_call_span", compat._STRANDS_TRACER_METHODS["end_tool_call_span"]
+    )
+    compat.skip_unrecorded_spans()
+    assert strands_tracer.Tracer.start_tool_call_span is theirs
+    assert strands_tracer.Tracer.end_tool_call_span._chat_approvals_quiet  # Strands' own: installed
