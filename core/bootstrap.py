@@ -20,9 +20,11 @@ from chat_approvals.core.agent.context import ScopedAccess
 from chat_approvals.core.agent.factory import AgentFactory, default_factory
 from chat_approvals.core.agent.paused_agents import PausedAgents
 from chat_approvals.core.agent.strands_compat import (
+    copy_model_call_inputs_directly,
     skip_empty_plugin_scans,
     skip_needless_message_copies,
     skip_unrecorded_serialisation,
+    skip_unrecorded_spans,
     skip_unrecorded_thread_context,
 )
 from chat_approvals.core.approvals import Approvals
@@ -98,6 +100,8 @@ def bootstrap(
     skip_needless_message_copies()  # nor a second copy of the messages per model call
     skip_unrecorded_thread_context()  # nor OpenTelemetry's context carried into each store hop's thread
     skip_empty_plugin_scans()  # nor a scan of Strands' own two plugins per Agent, which hold no hooks
+    skip_unrecorded_spans()  # nor the attributes of a span that records nothing
+    copy_model_call_inputs_directly()  # and a model call's inputs copied without deepcopy's memo
     try:
         ports = store.ports()
         trail = AuditTrail(ports.steps, retention=settings.retention, sinks=audit_sinks)  # every audit event

@@ -71,14 +71,16 @@ def default_factory(
     model: str = "scripted", extra_tools: Sequence[Any] = (), notes_dir: str | Path | None = None
 ) -> AgentFactory:
     """The default agent: the approval tool, `save_note` (when a notes folder is given) and any
-    extra tools (the sandbox's `run_script`)."""
-    build_model(model)  # fail at start-up, not at the first turn
+    extra tools (the sandbox's `run_script`). Every Agent it builds shares one model: a provider's
+    client is made once, at start-up (boto3's Bedrock client costs about 70 ms of CPU on the event
+    loop), not per turn and per resume; Strands keeps a conversation's model state on its Agent."""
+    shared = build_model(model)  # and a bad spec fails at start-up, not at the first turn
     demo = [make_save_note(Path(notes_dir))] if notes_dir is not None else []
 
     def make() -> Agent:  # the approval tool and hooks at construction (core/agent/hooks.py)
         return checked(
             Agent(
-                model=build_model(model),
+                model=shared,
                 tools=[*approval_tools(), *demo, *extra_tools],
                 hooks=[ApprovalHooks()],
                 system_prompt=SYSTEM_PROMPT,

@@ -9,12 +9,15 @@ below fails loudly (AttributeError) or safely (see its fallback) if the SDK chan
 
 from __future__ import annotations
 
+import copy
 import importlib
 import re
+import types
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import strands.event_loop.event_loop as strands_event_loop
 import strands.event_loop.streaming as strands_streaming
 import strands.plugins.plugin as strands_plugin
 import strands.telemetry.tracer as strands_tracer
@@ -284,3 +287,147 @@ def skip_empty_plugin_scans() -> None:
         if current is not theirs:
             raise RuntimeError(f"strands.plugins.plugin.{name} is not Strands' own: strands_compat.py entry 9")
         setattr(strands_plugin, name, ours)
+
+
+# 10. Strands' tracer builds each span's attributes and events before it asks OpenTelemetry for the
+# span (the messages walked part by part, the token counts, and for an agent's span the tool list
+# and every tool's spec: `Agent.tool_names` and `get_all_tools_config()` each copy, normalise and
+# validate every spec, twice per `invoke_async`), and ends each span the same way, though while no
+# tracer provider is installed the span is a non-recording no-op that drops all of it (7% of the
+# loop's CPU a facade cycle, issue 34; entry 5 stopped only the JSON text). 1.62 has no switch.
+# While no provider is installed: the four `start_*_span` methods the agent, the event loop and the
+# tool executor call return the span Strands' `_start_span` would get from OpenTelemetry (the same
+# parent rule, nothing built for it); the four matching `end_*_span` return at once for a span that
+# does not record (Strands' `_end_span` does nothing else for one); `Agent._start_agent_trace_span`
+# asks for the span without the tool list. With a provider installed every call is Strands' own;
+# a method another library wrapped before start-up (an instrumentation of Strands) is left as it is.
+# tests/core/test_strands_quiet_spans.py pins the methods' source and compares the spans.
+_QUIET_STARTS = ("start_agent_span", "start_model_invoke_span", "start_tool_call_span", "start_event_loop_cycle_span")
+_QUIET_ENDS = ("end_agent_span", "end_model_invoke_span", "end_tool_call_span", "end_event_loop_cycle_span")
+_STRANDS_TRACER_METHODS: dict[str, Callable[..., Any]] = {
+    name: getattr(strands_tracer.Tracer, name) for name in (*_QUIET_STARTS, *_QUIET_ENDS)
+}
+_STRANDS_AGENT_SPAN: Callable[..., Any] = Agent._start_agent_trace_span
+
+
+def _unrecorded_span(tracer: strands_tracer.Tracer, parent_span: trace.Span | None) -> trace.Span:
+    """The span Strands' `_start_span(name, parent_span)` gets from OpenTelemetry, nothing built:
+    the parent's context only when the parent records (Strands' rule); OpenTelemetry's no-op
+    tracer answers with a non-recording span (the current one, or one with the parent's context)."""
+    if not parent_span:
+        parent_span = trace.get_current_span()
+    context = None
+    if parent_span.is_recording() and parent_span != trace.INVALID_SPAN:
+        context = trace.set_span_in_context(parent_span)
+    return tracer.tracer.start_span(name="", context=context)
+
+
+def _parent(args: tuple[Any, ...], kwargs: dict[str, Any], at: int) -> Any:
+    return kwargs["parent_span"] if "parent_span" in kwargs else args[at] if len(args) > at else None
+
+
+def _quiet_start(name: str) -> Callable[..., Any]:
+    strands_own = _STRANDS_TRACER_METHODS[name]
+
+    def start(self: strands_tracer.Tracer, *args: Any, **kwargs: Any) -> Any:
+        if _recorded():
+            return strands_own(self, *args, **kwargs)
+        if name == "start_agent_span":  # (messages, agent_name, ...): always under the current span
+            return _unrecorded_span(self, None)
+        if name == "start_event_loop_cycle_span":  # (invocation_state, messages, parent_span=None, ...)
+            state = kwargs["invocation_state"] if "invocation_state" in kwargs else args[0]
+            return _unrecorded_span(self, _parent(args, kwargs, 2) or state.get("event_loop_parent_span"))
+        return _unrecorded_span(self, _parent(args, kwargs, 1))  # (messages or tool, parent_span=None, ...)
+
+    start.__name__ = start.__qualname__ = name
+    start._chat_approvals_quiet = True  # type: ignore[attr-defined]
+    return start
+
+
+def _quiet_end(name: str) -> Callable[..., Any]:
+    strands_own = _STRANDS_TRACER_METHODS[name]
+
+    def end(self: strands_tracer.Tracer, span: Any, *args: Any, **kwargs: Any) -> None:
+        if not span or not span.is_recording():
+            return  # what Strands' `_end_span` does with it, after building what it would drop
+        strands_own(self, span, *args, **kwargs)
+
+    end.__name__ = end.__qualname__ = name
+    end._chat_approvals_quiet = True  # type: ignore[attr-defined]
+    return end
+
+
+def agent_span_if_recorded(agent: Agent, messages: Any) -> Any:
+    """`Agent._start_agent_trace_span`, without the tool list and specs while nothing records."""
+    if _recorded():
+        return _STRANDS_AGENT_SPAN(agent, messages)
+    return agent.tracer.start_agent_span(messages=messages, agent_name=agent.name)
+
+
+def skip_unrecorded_spans() -> None:
+    """Install the quiet span methods on Strands' `Tracer` and `Agent` (idempotent). A method
+    another library has wrapped already (an instrumentation of Strands' spans) is left alone."""
+    for name in (*_QUIET_STARTS, *_QUIET_ENDS):
+        current = getattr(strands_tracer.Tracer, name)  # AttributeError: Strands moved it; see entry 10
+        if current is _STRANDS_TRACER_METHODS[name]:
+            setattr(strands_tracer.Tracer, name, _quiet_start(name) if name in _QUIET_STARTS else _quiet_end(name))
+    if Agent._start_agent_trace_span is _STRANDS_AGENT_SPAN:  # AttributeError: Strands moved it; see entry 10
+        setattr(Agent, "_start_agent_trace_span", agent_span_if_recorded)  # noqa: B010 (mypy cannot see it)
+
+
+# 11. Before each model call Strands' event loop deep-copies the agent's messages, the tool specs,
+# the tool choice and the model state (`copy.deepcopy`, for the middleware context: nothing a
+# middleware or the model does may reach the agent's own). `copy.deepcopy` goes through its memo
+# and dispatch table for every dict, list and string; for the trees these are (dicts, lists and
+# JSON scalars) a direct copy is 2-3x cheaper and as deep (every dict and list new, nothing
+# mutable shared with the original), and the messages grow with a chat's history (issue 34).
+# 1.62 has no switch and calls `copy.deepcopy` through the module it imported: that name, in
+# `strands.event_loop.event_loop` only, is given an object that copies JSON trees directly and
+# hands anything else (a tuple, a dataclass, a dict subclass, a tree too deep or with a cycle) to
+# `copy.deepcopy`, and forwards every other attribute to the `copy` module. One difference: a
+# dict or list that appears twice in the tree is copied twice (deepcopy keeps the two as one).
+# tests/core/test_strands_model_call_copies.py compares both and pins what the event loop copies.
+_JSON_ATOMS = frozenset({str, int, float, bool, type(None), bytes})
+
+
+def _json_tree_copy(value: Any) -> Any:
+    cls = value.__class__
+    if cls is dict:
+        return {k: v if v.__class__ in _JSON_ATOMS else _json_tree_copy(v) for k, v in value.items()}
+    if cls is list:
+        return [v if v.__class__ in _JSON_ATOMS else _json_tree_copy(v) for v in value]
+    if cls in _JSON_ATOMS:
+        return value
+    return copy.deepcopy(value)
+
+
+def deepcopy_json_first(value: Any, memo: dict[int, Any] | None = None) -> Any:
+    """`copy.deepcopy(value)`, made directly for a tree of dicts, lists and JSON scalars."""
+    if memo is not None:
+        return copy.deepcopy(value, memo)
+    try:
+        return _json_tree_copy(value)
+    except RecursionError:  # a cycle, or deeper than the stack: deepcopy's memo handles it
+        return copy.deepcopy(value)
+
+
+class _CopyForTheEventLoop(types.ModuleType):
+    """The `copy` module as Strands' event loop sees it: `deepcopy` is `deepcopy_json_first`."""
+
+    deepcopy = staticmethod(deepcopy_json_first)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+
+_EVENT_LOOP_COPY = _CopyForTheEventLoop("copy")
+
+
+def copy_model_call_inputs_directly() -> None:
+    """Install `_EVENT_LOOP_COPY` as `copy` in Strands' event loop module (idempotent)."""
+    current = strands_event_loop.copy  # AttributeError: Strands stopped importing it; see entry 11
+    if current is _EVENT_LOOP_COPY:
+        return
+    if current is not copy:
+        raise RuntimeError("strands.event_loop.event_loop.copy is not the copy module: strands_compat.py entry 11")
+    setattr(strands_event_loop, "copy", _EVENT_LOOP_COPY)  # noqa: B010 (an attribute mypy cannot see)

@@ -60,3 +60,25 @@ async def test_without_sinks_events_are_written_with_no_outbox(
     await click(a, turn.offer, user="alice")
     assert len(await a.audit("c1")) >= 3
     assert outbox(store, "hook-a") == [] and nudges == []
+
+
+def test_an_event_holds_only_valid_text_whatever_it_was_given() -> None:
+    """R20: an event's every string, dict keys and nested values too, is valid text (a lone surrogate
+    an older version stored reads as U+FFFD)."""
+    from chat_approvals.core.models import AuditEvent
+
+    bad = "x\ud800y"
+    event = AuditEvent(
+        chat=bad, at=1.0, kind="answered", actor=bad, card_id=bad, detail={bad: [bad, {"k": bad}], "n": 1}
+    )
+    body = event.model_dump_json()
+    body.encode("utf-8")  # a lone surrogate would fail here
+    assert json.loads(body) == {
+        "chat": "x\ufffdy",
+        "at": 1.0,
+        "kind": "answered",
+        "actor": "x\ufffdy",
+        "card_id": "x\ufffdy",
+        "detail": {"x\ufffdy": ["x\ufffdy", {"k": "x\ufffdy"}], "n": 1},
+    }
+    assert AuditEvent(chat="c", at=1.0, kind="turn", actor="a", detail={"ok": ["é"]}).detail == {"ok": ["é"]}
