@@ -186,8 +186,9 @@ def interrupt_state_doc(agent: Agent) -> dict[str, Any]:
 
 # 8. Strands' tracer, when first built, calls OpenTelemetry's `ThreadingInstrumentor().instrument()`,
 # which wraps `ThreadPoolExecutor.submit` for the whole process so each job carries the caller's
-# OpenTelemetry context into its thread: every store hop pays for it, on the loop and in the
-# store's thread (4-5 us a submit on the loop; 1.6% of the process's CPU a facade click, issue 34).
+# OpenTelemetry context into its thread: every `asyncio.to_thread` pays for it (Strands' sync tools
+# and model clients use it; the store's hops did too, 4-5 us a submit on the loop, 1.6% of the
+# process's CPU a facade click, until they moved to store/store_threads.py, issue 34).
 # While no tracer provider is installed no span records anything, so the context carries nothing a
 # thread would use. 1.62 has no switch: while no provider is installed, that one wrapper
 # (OpenTelemetry's own, recognised by its function; a wrapper anyone else put on top is left alone)

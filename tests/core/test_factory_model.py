@@ -1,5 +1,5 @@
 """The default agent's model is built once per factory, not per turn and per resume (issue 34: a
-provider's client, boto3's Bedrock one, costs about 70 ms of CPU to build, on the event loop), and
+provider's client, boto3's Bedrock one, costs about 70 ms of CPU to build, on the event loop: R21), and
 the Agents sharing it keep their conversations apart: Strands holds each one's messages and model
 state on the Agent. Real Strands Agents, the offline scripted model and Strands' Bedrock model
 (built offline: no call is made)."""

@@ -1,8 +1,9 @@
 """A model call's inputs copied directly when they are JSON trees (core/agent/strands_compat.py,
 entry 11; issue 34): installed by bootstrap in Strands' event loop only, as deep as `copy.deepcopy`
 (nothing mutable shared with the original, anything else handed to deepcopy itself), so a model
-that changes what it is given still cannot change the agent's own messages; and what the event loop
-copies is pinned so an upgrade that changes it fails here first."""
+that changes what it is given still cannot change the agent's own messages (the run a click
+continues and its snapshot hold what the agent had, R1, R7); and what the event loop copies is
+pinned so an upgrade that changes it fails here first."""
 
 from __future__ import annotations
 

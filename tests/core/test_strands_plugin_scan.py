@@ -1,6 +1,7 @@
 """Strands' scan of its own two plugins per Agent is skipped when their classes hold no hook or
 tool (core/agent/strands_compat.py, entry 9; issue 34): installed by bootstrap, the same result as
-Strands' own scan on the plugins a real Agent makes, and any other plugin scanned as before."""
+Strands' own scan on the plugins a real Agent makes (built for every turn and every resume from the
+stored snapshot, R9), and any other plugin scanned as before."""
 
 from __future__ import annotations
 

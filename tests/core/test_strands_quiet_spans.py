@@ -2,7 +2,8 @@
 entry 10; issue 34): installed by bootstrap, the same spans as Strands' own while no tracer provider
 is installed (a parent that records, a remote context, none), a span that records still ended by
 Strands' own code, Strands' code pinned so an upgrade that changes it fails here first, and a
-recorded run's agent, model and tool spans still carry their attributes."""
+recorded run's agent, model and tool spans still carry their attributes. No rule of docs/rules.md
+is about spans: these check that the patch changes nothing else, on a pause and its resume (R1, R9)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """OpenTelemetry's wrapper on `ThreadPoolExecutor.submit` (put there by Strands' tracer) is off while
 no tracer provider is installed and back, the same object, once a turn starts with one installed, so
-a span's context still reaches the threads (core/agent/strands_compat.py, entry 8; issue 34). Each
+a span's context still reaches the threads that R21's off-loop work runs on (core/agent/strands_compat.py,
+entry 8; issue 34). Each
 case in a fresh process: a tracer provider can be installed only once per process."""
 
 from __future__ import annotations
