@@ -43,7 +43,7 @@ from chat_approvals.cards.slack_answer import (
 from chat_approvals.cards.slack_chat import SlackCardLocation, chat_key, parse_chat_key
 from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.identity import parse_slack_user
-from chat_approvals.core.models import CardOffer, StoreFault, TurnResult
+from chat_approvals.core.models import CardOffer, ResumeResult, StoreFault, TurnResult
 from chat_approvals.core.protocol import Claimed
 from chat_approvals.core.protocol.timers import TimerFired
 
@@ -337,6 +337,7 @@ class SlackFrontEnd:
         here = SlackCardLocation.of(c.channel, c.message_ts, c.thread_ts, team=ws.team, enterprise=ws.enterprise)
         key, mine = (c.card_id, actor), _Click(here)
         self._clicks.setdefault(key, []).append(mine)
+        res: ResumeResult | None = None
         try:
             res = await self.approvals.resume(
                 card_id=c.card_id, user=actor, secret=c.secret, answer=c.answer, platform="slack"
@@ -348,7 +349,8 @@ class SlackFrontEnd:
         finally:
             self._forget(key, mine)
             if mine.resuming:
-                await self._settle_resuming(mine)
+                # "resumed": this click ran the claimed turn, so it is over whatever other clicks wait
+                await self._settle_resuming(mine, turn_over=res is not None and res.outcome == "resumed")
         loc = SlackCardLocation.parse(res.card_location) or here
         for effect in fx.resume_effects(res):
             await self._carry_out(c, effect, loc)
@@ -365,17 +367,18 @@ class SlackFrontEnd:
             await self.web.respond(_response_url(body), sb.reply_message(f":warning: {refusal}"))
         return actor
 
-    async def _settle_resuming(self, click: _Click) -> None:
+    async def _settle_resuming(self, click: _Click, *, turn_over: bool = False) -> None:
         """Before a click shows its outcome: a "Resuming…" already sent is waited for, so it can
-        never land last; one not sent yet is dropped once no click of its claim is still waiting
-        (the turn is over, the outcome is next). update() logs its own faults: nothing here may
-        skip the outcome."""
+        never land last; one not sent yet is dropped once the turn is over (`turn_over`: this is
+        the click that ran it; its outcome is next, and another click of the same person may
+        still be waiting on a slow store) or no click of its claim is still waiting. update()
+        logs its own faults: nothing here may skip the outcome."""
         sent = []
         for r in click.resuming:
             r.holders -= 1
             if r.sent:
                 sent.append(r.task)
-            elif r.holders <= 0:
+            elif turn_over or r.holders <= 0:
                 r.task.cancel()
         if sent:
             await asyncio.gather(*sent, return_exceptions=True)

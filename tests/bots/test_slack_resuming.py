@@ -16,10 +16,12 @@ import json
 import math
 import time
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
 from chat_approvals.bots.slack_config import DEFAULT_RESUMING_AFTER, SlackConfig
+from chat_approvals.core.models import ResumeResult
 from tests.bots.test_admission import Hold, held_factory
 from tests.support.slack_rig import SlackRig
 from tests.support.slack_standin import Call
@@ -135,3 +137,46 @@ def test_a_bad_delay_is_refused_by_name(value: str) -> None:
         ValueError, match="CHAT_APPROVALS_SLACK_RESUMING_AFTER must be a number of seconds from 0 to 60"
     ):
         SlackConfig.from_env(env)
+
+
+async def test_r12_a_stalled_second_click_does_not_send_resuming_over_the_outcome(
+    hold: Hold, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two clicks of the owner at once; both are waiting when the claim is won, so both hold its
+    "Resuming…". The turn ends quickly, but the losing click's resume stalls (a slow store) past
+    the delay. The turn is over once the winning click ends: the unsent "Resuming…" is dropped
+    then, and never lands over the outcome while the stalled click still waits."""
+    async with running(hold, QUICK_DELAY) as rig:
+        card = await open_card(rig)
+        real = rig.front.approvals.resume
+        both_in, loser_back, loser_go = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        entered = 0
+
+        async def resume(**kw: Any) -> ResumeResult:
+            nonlocal entered
+            entered += 1
+            if entered == 2:
+                both_in.set()
+            await asyncio.wait_for(both_in.wait(), 10)  # both clicks wait before the claim is won
+            res = await real(**kw)
+            if res.outcome != "resumed":
+                loser_back.set()
+                await asyncio.wait_for(loser_go.wait(), 10)  # the losing click's stall
+            return res
+
+        monkeypatch.setattr(rig.front.approvals, "resume", resume)
+        payload = rig.click_payload(card)
+        clicked = time.monotonic()
+        assert await asyncio.gather(rig.click(payload), rig.click(payload)) == [(200, "")] * 2
+        await hold.wait_entered()  # the claim is won by now
+        claimed_by = time.monotonic()
+        await asyncio.wait_for(loser_back.wait(), 10)
+        hold.release()
+        await rig.standin.wait_for(lambda s: "approved" in states(rig))
+        assert time.monotonic() - clicked < QUICK_DELAY, "the machine was too slow to show a quick turn"
+        await asyncio.sleep(claimed_by + QUICK_DELAY + 0.3 - time.monotonic())  # an undropped one lands by now
+        assert states(rig) == ["approved"]
+        loser_go.set()
+        await rig.settle()
+        assert states(rig) == ["approved"]
+        assert len([c for c in rig.standin.of("chat.postMessage") if c is not card]) == 1  # resumed once
