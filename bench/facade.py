@@ -105,20 +105,20 @@ class FacadeCycle:
             self.io, clock=clock, agent_factory=default_factory("scripted"), held_agents=128 if held_agents else 0
         ).approvals
 
-    async def cycle(self, chat: str) -> None:
-        await self.click(await self.pause(chat))
+    async def cycle(self, chat: str, user: str = USER, text: str = TEXT) -> None:
+        await self.click(await self.pause(chat, user, text), user)
 
-    async def pause(self, chat: str) -> CardOffer:
+    async def pause(self, chat: str, user: str = USER, text: str = TEXT) -> CardOffer:
         """The turn, paused on a card (its pointer durable, R7): the card's offer."""
-        turn = await self.approvals.run_turn(chat=chat, user=USER, text=TEXT, platform="http")
+        turn = await self.approvals.run_turn(chat=chat, user=user, text=text, platform="http")
         if turn.offer is None:
             raise CycleFailed(f"no card offered: {turn}")
         return turn.offer
 
-    async def click(self, offer: CardOffer) -> None:
+    async def click(self, offer: CardOffer, user: str = USER) -> None:
         """The card's owner approves: the claim, the resumed run, the stored answer (R10, R12)."""
         res = await self.approvals.resume(
-            card_id=offer.card.card_id, user=USER, secret=offer.secret, answer=Answer(approved=True)
+            card_id=offer.card.card_id, user=user, secret=offer.secret, answer=Answer(approved=True)
         )
         if res.outcome != "resumed" or res.result is None or res.result.status != "answered":
             raise CycleFailed(f"resume did not answer: {res}")

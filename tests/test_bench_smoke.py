@@ -122,6 +122,18 @@ def test_bench_memory_prints_both_readings_and_the_difference() -> None:
     assert abs(float(rows[3][3]) - (rss[2] - rss[1])) < 0.11  # the difference is the two readings' difference
 
 
+def test_bench_history_prints_each_chat_kind_and_the_saved_history() -> None:
+    out = run_bench("bench.bench_history", "--cycles", "4", "--block", "2", "--grants", "3")
+    rows = table_rows(out, "chat")
+    assert [r[0] for r in rows] == ["fresh", "history", "grants"]
+    for r in rows:
+        assert all(NUMBER.match(v) for v in r[2:5]), r
+    assert rows[0][5] == "1.00x"  # the fresh chat is the baseline
+    saved = int(out.split("saved history: ")[1].split(" bytes")[0].replace(",", ""))
+    assert saved > 1000  # the history chat really kept a history (a window of messages)
+    assert "3 live grants in it at the start and 7 at the end" in out.replace("\n", " ")
+
+
 def test_bench_sqlite_writers_prints_both_ways_for_both_kinds_of_write() -> None:
     out = run_bench("bench.bench_sqlite_writers", "--threads", "2", "--writes", "4", "--rounds", "2")
     rows = table_rows(out, "way")
