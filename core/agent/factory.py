@@ -87,7 +87,7 @@ def default_factory(
                 hooks=[ApprovalHooks()],
                 system_prompt=SYSTEM_PROMPT,
                 callback_handler=None,
-                tool_executor=executor,  # a step's lone call (every approval's) run without a task
+                tool_executor=executor,  # a step's lone call (an approval's, usually) run without a task
             )
         )
 

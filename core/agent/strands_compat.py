@@ -437,16 +437,17 @@ def copy_model_call_inputs_directly() -> None:
 
 # 12. Strands' default tool executor (`ConcurrentToolExecutor`) runs each call of a step in an
 # asyncio task of its own, its events handed back through a queue and an Event per call, even for
-# a step with one call: an approval's step always has one (R5: the approval call runs alone in its
-# batch), and so has a resume's re-run of the paused call (about 70 us of the event loop's CPU a
-# resumed click, 5% of a held click's, issue 34). `LoneCallInPlace` is that executor, except that
-# a step with exactly one call runs it as Strands' own `SequentialToolExecutor` does: in place, the
-# same events in the same order (and, as there, a call not yet started when `Agent.cancel()` is
-# seen is answered "Tool execution cancelled"). A step with more calls runs them concurrently, as
-# before. Only the built-in agent gets it (core/agent/factory.py); an agent from your factory keeps
-# its own executor. 1.62 exposes an executor's strategy only as the abstract `_execute`, which is
-# what this overrides. tests/core/test_strands_lone_tool_call.py pins both executors' `_execute`
-# and runs one step of one call and one of two through both.
+# a step with one call, as an approval's step usually is (the model is told to call the approval
+# tool on its own, and R5 cancels anything beside it) and so the resume's re-run of the paused call
+# (50-75 us of the event loop's CPU a resumed click, 3.5-5% of a held click's, issue 34).
+# `LoneCallInPlace` is that executor, except that a step with exactly one call runs it as Strands'
+# own `SequentialToolExecutor` does: in place, the same events in the same order (and, as there, a
+# call not yet started when `Agent.cancel()` is seen is answered "Tool execution cancelled"). A step
+# with more calls runs them concurrently, as before. Only the built-in agent gets it
+# (core/agent/factory.py); an agent from your factory keeps its own executor. 1.62 exposes an
+# executor's strategy only as the abstract `_execute`, which is what this overrides.
+# tests/core/test_strands_lone_tool_call.py pins both executors' `_execute` and runs one step of one
+# call and one of two through both.
 _IN_PLACE = SequentialToolExecutor()
 
 

@@ -1,6 +1,6 @@
 """The built-in agent runs a step's lone tool call in place (core/agent/strands_compat.py, entry 12;
-issue 34): every approval's step has one call (R5) and so has a resume's re-run of the paused call
-(R9), and Strands' concurrent executor gave each its own task, queue and Event. A step of one call
+issue 34): an approval's step usually has one call (R5) and so has a resume's re-run of the paused
+call (R9), and Strands' concurrent executor gave each its own task, queue and Event. A step of one call
 runs as Strands' sequential executor runs it, with the same results; a step of two calls still
 runs them concurrently; and both executors' strategies are pinned so an upgrade that changes
 them fails here first. No rule covers the executor: these check the behaviour the entry keeps."""
