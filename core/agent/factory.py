@@ -20,6 +20,7 @@ from chat_approvals.core.agent.batch_rule import APPROVAL_TOOL
 from chat_approvals.core.agent.demo_tools import make_save_note
 from chat_approvals.core.agent.hooks import ApprovalHooks, approval_tools, checked, equip
 from chat_approvals.core.agent.scripted_model import ScriptedModel
+from chat_approvals.core.agent.strands_compat import LoneCallInPlace
 from chat_approvals.core.agent.tool_gate import attach, parse_names, resolve
 
 AgentFactory = Callable[[], Agent]
@@ -76,6 +77,7 @@ def default_factory(
     loop), not per turn and per resume; Strands keeps a conversation's model state on its Agent."""
     shared = build_model(model)  # and a bad spec fails at start-up, not at the first turn
     demo = [make_save_note(Path(notes_dir))] if notes_dir is not None else []
+    executor = LoneCallInPlace()  # holds no state: one for every Agent
 
     def make() -> Agent:  # the approval tool and hooks at construction (core/agent/hooks.py)
         return checked(
@@ -85,6 +87,7 @@ def default_factory(
                 hooks=[ApprovalHooks()],
                 system_prompt=SYSTEM_PROMPT,
                 callback_handler=None,
+                tool_executor=executor,  # a step's lone call (an approval's, usually) run without a task
             )
         )
 

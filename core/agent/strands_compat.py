@@ -28,6 +28,7 @@ from strands.interrupt import _AGENT_STREAM_INTERRUPT_ID_PREFIX as _STREAM_INTER
 from strands.interventions import InterventionHandler
 from strands.interventions.registry import InterventionRegistry
 from strands.tools.decorator import DecoratedFunctionTool
+from strands.tools.executors import ConcurrentToolExecutor, SequentialToolExecutor
 
 GATE_MARK = "_chat_approvals_gate"
 
@@ -432,3 +433,28 @@ def copy_model_call_inputs_directly() -> None:
     if current is not copy:
         raise RuntimeError("strands.event_loop.event_loop.copy is not the copy module: strands_compat.py entry 11")
     setattr(strands_event_loop, "copy", _EVENT_LOOP_COPY)  # noqa: B010 (an attribute mypy cannot see)
+
+
+# 12. Strands' default tool executor (`ConcurrentToolExecutor`) runs each call of a step in an
+# asyncio task of its own, its events handed back through a queue and an Event per call, even for
+# a step with one call, as an approval's step usually is (the model is told to call the approval
+# tool on its own, and R5 cancels anything beside it) and so the resume's re-run of the paused call
+# (50-75 us of the event loop's CPU a resumed click, 3.5-5% of a held click's, issue 34).
+# `LoneCallInPlace` is that executor, except that a step with exactly one call runs it as Strands'
+# own `SequentialToolExecutor` does: in place, the same events in the same order (and, as there, a
+# call not yet started when `Agent.cancel()` is seen is answered "Tool execution cancelled"). A step
+# with more calls runs them concurrently, as before. Only the built-in agent gets it
+# (core/agent/factory.py); an agent from your factory keeps its own executor. 1.62 exposes an
+# executor's strategy only as the abstract `_execute`, which is what this overrides.
+# tests/core/test_strands_lone_tool_call.py pins both executors' `_execute` and runs one step of one
+# call and one of two through both.
+_IN_PLACE = SequentialToolExecutor()
+
+
+class LoneCallInPlace(ConcurrentToolExecutor):
+    """Strands' concurrent tool executor; a step of one call runs in place (Strands' sequential)."""
+
+    def _execute(self, agent: Any, tool_uses: list[Any], *args: Any, **kwargs: Any) -> Any:
+        if len(tool_uses) == 1:
+            return _IN_PLACE._execute(agent, tool_uses, *args, **kwargs)
+        return super()._execute(agent, tool_uses, *args, **kwargs)
