@@ -10,7 +10,7 @@ So a store keeps the pointers it wrote, and the ones it read, under their docume
 whose document is known validates only the columns (`PointerColumns`, the same strict rules) and
 copies them onto the known pointer. Models are frozen, so the pointers share their card safely.
 A document not known (written by another process, or long ago) is validated as before, then kept.
-Bounded: the oldest documents go first.
+Bounded in count and in text (a card may carry a tool call's input): the oldest go first.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from chat_approvals.core.models.base import Strict
 from chat_approvals.core.models.records import PointerState
 
 KEPT = 512  # documents: a burst's cards are read back within seconds of being written
+KEPT_CHARS = 2_000_000  # their text in all (a card's document is about 1-3 KB; a tool card's input is capped)
 
 
 class PointerColumns(Strict):
@@ -45,9 +46,10 @@ class PointerColumns(Strict):
 class PointerDocs:
     """Validated pointers by the text of their stored document (safe from any thread)."""
 
-    def __init__(self, kept: int = KEPT) -> None:
-        self._kept = kept
+    def __init__(self, kept: int = KEPT, kept_chars: int = KEPT_CHARS) -> None:
+        self._kept, self._kept_chars = kept, kept_chars
         self._docs: dict[str, Pointer] = {}
+        self._chars = 0
         self._lock = threading.Lock()  # adding and dropping; a lookup is one dict read
 
     def document(self, p: Pointer) -> str:
@@ -72,6 +74,10 @@ class PointerDocs:
 
     def _keep(self, doc: str, p: Pointer) -> None:
         with self._lock:
+            if doc not in self._docs:
+                self._chars += len(doc)
             self._docs[doc] = p
-            while len(self._docs) > self._kept:
-                del self._docs[next(iter(self._docs))]
+            while len(self._docs) > self._kept or self._chars > self._kept_chars:
+                oldest = next(iter(self._docs))
+                del self._docs[oldest]
+                self._chars -= len(oldest)

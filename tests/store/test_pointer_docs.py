@@ -100,3 +100,15 @@ def test_the_documents_kept_are_bounded_oldest_first() -> None:
     assert again == a and again.card is not a.card
     assert docs.pointer(texts[2], {**columns, "card_id": c.card_id, "secret_hash": c.secret_hash}).card is c.card
     assert len(docs) == 2
+
+
+def test_the_documents_kept_are_bounded_in_text_too() -> None:
+    a, b = make_pointer("http:a"), make_pointer("http:b")
+    one = len(a.model_dump_json())
+    docs = PointerDocs(kept_chars=one + one // 2)  # room for one document, not two
+    docs.document(a)
+    docs.document(b)
+    assert len(docs) == 1  # the older one dropped
+    alone = PointerDocs(kept_chars=one - 1)
+    alone.document(a)  # larger than the whole bound: not kept
+    assert len(alone) == 0
