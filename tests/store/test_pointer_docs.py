@@ -1,6 +1,7 @@
-"""A pointer read back from its SQLite row validates its document once per text and its columns
-on every read (store/pointer_docs.py, issue 34): the card a pause step wrote is not checked again
-by the click's two reads, and nothing the row's columns hold escapes Pointer's rules (R8, R20)."""
+"""A pointer read back from its row validates its document once per text and its columns on every
+read (store/pointer_docs.py, issue 34; SQLite and PostgreSQL): the card a pause step wrote is not
+checked again by the click's two reads, and nothing the row's columns hold escapes Pointer's rules
+(R8, R20)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 
 from chat_approvals.store.pointer_docs import PointerDocs
 from chat_approvals.store.sqlite_rows import SqliteRows
+from tests.support.store_backends import pg_schema
 from tests.support.store_conformance import T0, claim, make_pointer
 
 
@@ -112,3 +114,28 @@ def test_the_documents_kept_are_bounded_in_text_too() -> None:
     alone = PointerDocs(kept_chars=one - 1)
     alone.document(a)  # larger than the whole bound: not kept
     assert len(alone) == 0
+
+
+def test_r8_r20_postgres_reads_share_the_card_and_check_the_columns() -> None:
+    from chat_approvals.store.postgres_rows import PostgresRows
+
+    with pg_schema() as url:
+        writer, reader = PostgresRows(url), PostgresRows(url)
+        try:
+            p = make_pointer("http:a")
+            assert writer.put_pointer(p, T0)
+            got = writer.get_pointer("http:a")
+            assert got == p and got is not None and got.card is p.card
+            won = claim(writer, p)
+            assert won is not None and won.state == "claimed" and won.card is p.card
+            first = reader.get_pointer("http:a")  # another store: validated from its text, then kept
+            assert first == won and first is not None and first.card is not p.card
+            again = reader.get_pointer_by_card(p.card_id)
+            assert again is not None and again.card is first.card
+            writer._exec("UPDATE pointers SET state = %s WHERE chat = %s", ("bogus", "http:a"))
+            for rows in (writer, reader):
+                with pytest.raises(ValidationError):
+                    rows.get_pointer("http:a")
+        finally:
+            writer.close()
+            reader.close()
