@@ -139,3 +139,19 @@ def test_r8_r20_postgres_reads_share_the_card_and_check_the_columns() -> None:
         finally:
             writer.close()
             reader.close()
+
+
+def test_r8_r20_dynamodb_items_share_the_card_and_check_the_columns() -> None:
+    from chat_approvals.store.dynamodb_codec import _pointer_item, _to_pointer
+
+    p = make_pointer("http:a")
+    item = _pointer_item(p, "nonce-1")
+    got = _to_pointer(item)
+    assert got == p and got is not None and got.card is p.card
+    # written elsewhere (another process's text of the same pointer): validated, then kept
+    other = {**item, "doc": {"S": p.model_dump_json(indent=1)}}
+    first, second = _to_pointer(other), _to_pointer(other)
+    assert first == p and first is not None and first.card is not p.card
+    assert second is not None and second.card is first.card
+    with pytest.raises(ValidationError):
+        _to_pointer({**item, "state": {"S": "bogus"}})
