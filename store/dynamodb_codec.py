@@ -22,6 +22,7 @@ from chat_approvals.core.models import (
     OutboxItem,
     Pointer,
 )
+from chat_approvals.store.pointer_docs import PointerDocs
 
 Item = dict[str, dict[str, Any]]
 
@@ -96,6 +97,7 @@ class _AuditSeq:
 
 
 _SEQ = _AuditSeq()
+DOCS = PointerDocs()  # the pointers written and read in this process, by their document's text
 
 
 _CARD_COND = "attribute_not_exists(#pk) OR #chat = :chat"  # the card index is write-once, per chat
@@ -113,7 +115,7 @@ def _pointer_item(p: Pointer, nonce: str) -> Item:
         "ttl": _ttl(p.ttl),
         "ttl_at": _n(p.ttl),
         "claim_count": _n(p.claim_count),
-        "doc": _s(p.model_dump_json()),
+        "doc": _s(DOCS.document(p)),
         "op": _s(nonce),
     }
     for name, value in (
@@ -133,26 +135,27 @@ def _pointer_item(p: Pointer, nonce: str) -> Item:
 
 
 def _to_pointer(item: Item | None) -> Pointer | None:
+    """The item as a Pointer: its document validated once per text (store/pointer_docs.py), its
+    columns every time."""
     if item is None:
         return None
-    doc = json.loads(str(_get_s(item, "doc")))
     location = _get_s(item, "card_location")
     count = _get_f(item, "claim_count")
-    doc.update(
-        card_id=_get_s(item, "card_id"),
-        secret_hash=_get_s(item, "sh"),
-        state=_get_s(item, "state"),
-        expires_at=_get_f(item, "expires_at"),
-        ttl=_get_f(item, "ttl_at"),
-        claim_count=int(count or 0),
-        worker=_get_s(item, "worker"),
-        lease_until=_get_f(item, "lease_until"),
-        resume_deadline=_get_f(item, "resume_deadline"),
-        card_location=json.loads(location) if location else None,
-        answer_key=_get_s(item, "answer_key"),
-        votes=[json.loads(v["S"]) for v in item.get("votes", {}).get("L", [])],
-    )
-    return Pointer.model_validate_json(json.dumps(doc))
+    columns = {
+        "card_id": _get_s(item, "card_id"),
+        "secret_hash": _get_s(item, "sh"),
+        "state": _get_s(item, "state"),
+        "expires_at": _get_f(item, "expires_at"),
+        "ttl": _get_f(item, "ttl_at"),
+        "claim_count": int(count or 0),
+        "worker": _get_s(item, "worker"),
+        "lease_until": _get_f(item, "lease_until"),
+        "resume_deadline": _get_f(item, "resume_deadline"),
+        "answer_key": _get_s(item, "answer_key"),
+        "card_location": json.loads(location) if location else None,
+        "votes": [json.loads(v["S"]) for v in item.get("votes", {}).get("L", [])],
+    }
+    return DOCS.pointer(str(_get_s(item, "doc")), columns)
 
 
 def _card_item(chat: str, card_id: str, ttl: float) -> Item:

@@ -47,6 +47,7 @@ from chat_approvals.core.models import (
 )
 from chat_approvals.store import postgres_steps as steps
 from chat_approvals.store.base import ObjectExists, RowStore, StoreError
+from chat_approvals.store.pointer_docs import PointerDocs
 from chat_approvals.store.postgres_schema import check_schema
 from chat_approvals.store.postgres_target import FAULTS, PgTarget, open_pool, parse_target, store_error
 
@@ -97,6 +98,7 @@ class PostgresRows(RowStore):
         self.target = parse_target(target) if isinstance(target, str) else target
         self.pool: ConnectionPool[Any] = open_pool(self.target, configure)
         self._local = threading.local()
+        self._docs = PointerDocs()  # the pointers written and read, by their document's text
         if check:
             try:
                 with self.pool.connection() as conn:
@@ -239,29 +241,29 @@ class PostgresRows(RowStore):
         self._exec("SELECT 1")
 
     # --- pointers ----------------------------------------------------------------------
-    @staticmethod
-    def _to_pointer(row: dict[str, Any] | None) -> Pointer | None:
+    def _to_pointer(self, row: dict[str, Any] | None) -> Pointer | None:
+        """The row as a Pointer: its document validated once per text (store/pointer_docs.py),
+        its columns every time."""
         if row is None:
             return None
-        doc = json.loads(row["doc"])
-        doc.update(
-            card_id=row["card_id"],
-            secret_hash=row["sh"],
-            state=row["state"],
-            expires_at=row["expires_at"],
-            ttl=row["ttl"],
-            claim_count=row["claim_count"],
-            worker=row["worker"],
-            lease_until=row["lease_until"],
-            resume_deadline=row["resume_deadline"],
-            card_location=json.loads(row["card_location"]) if row["card_location"] else None,
-            answer_key=row["answer_key"],
-            votes=row["votes"] or [],
-        )
-        return Pointer.model_validate(doc)
+        location = row["card_location"]
+        columns = {
+            "card_id": row["card_id"],
+            "secret_hash": row["sh"],
+            "state": row["state"],
+            "expires_at": row["expires_at"],
+            "ttl": row["ttl"],
+            "claim_count": row["claim_count"],
+            "worker": row["worker"],
+            "lease_until": row["lease_until"],
+            "resume_deadline": row["resume_deadline"],
+            "answer_key": row["answer_key"],
+            "card_location": json.loads(location) if location else None,
+            "votes": row["votes"] or [],
+        }
+        return self._docs.pointer(row["doc"], columns)
 
-    @staticmethod
-    def _columns(p: Pointer) -> tuple[Any, ...]:
+    def _columns(self, p: Pointer) -> tuple[Any, ...]:
         return (
             p.chat,
             p.card_id,
@@ -275,7 +277,7 @@ class PostgresRows(RowStore):
             p.resume_deadline,
             json.dumps(p.card_location) if p.card_location else None,
             p.answer_key,
-            p.model_dump_json(),
+            self._docs.document(p),
             Jsonb([v.model_dump() for v in p.votes]),
         )
 

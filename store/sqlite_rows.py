@@ -40,6 +40,7 @@ from chat_approvals.core.models import (
 )
 from chat_approvals.store import sqlite_rebuild, sqlite_writes
 from chat_approvals.store.base import RowStore, StoreError
+from chat_approvals.store.pointer_docs import PointerDocs
 from chat_approvals.store.sqlite_writes import connect, connect_writer, write_gate
 
 SCHEMA = """
@@ -170,6 +171,7 @@ class SqliteRows(RowStore):
         # retried. Reads outside a transaction keep a connection per thread (WAL: never wait).
         self._writes = threading.Lock()
         self._writer: sqlite3.Connection | None = None
+        self._docs = PointerDocs()  # the pointers written and read, by their document's text
         self._gate.attempt(self._create_schema)
 
     def _create_schema(self) -> None:
@@ -293,36 +295,30 @@ class SqliteRows(RowStore):
                 self._writer = None
 
     # --- pointers ----------------------------------------------------------------------
-    @staticmethod
-    def _to_pointer(row: sqlite3.Row | None) -> Pointer | None:
-        """The row as a Pointer: its columns (what changes after the card is written) are spliced
-        onto the end of the stored JSON document, where a repeated key's last value is the one
-        read (as in Python's json), so the document is validated once and never re-encoded."""
+    def _to_pointer(self, row: sqlite3.Row | None) -> Pointer | None:
+        """The row as a Pointer: its document (the pointer as written) validated once per text
+        (store/pointer_docs.py), its columns (what changes after the card is written) every time,
+        each checked by Pointer's rules."""
         if row is None:
             return None
-        columns = json.dumps(
-            {
-                "card_id": row["card_id"],
-                "secret_hash": row["sh"],
-                "state": row["state"],
-                "expires_at": row["expires_at"],
-                "ttl": row["ttl"],
-                "claim_count": row["claim_count"],
-                "worker": row["worker"],
-                "lease_until": row["lease_until"],
-                "resume_deadline": row["resume_deadline"],
-                "answer_key": row["answer_key"],
-            }
-        )
-        doc = row["doc"].rstrip()
-        text = (
-            f'{doc[:-1]},{columns[1:-1]},"card_location":{row["card_location"] or "null"},'
-            f'"votes":{row["votes"] or "[]"}}}'
-        )
-        return Pointer.model_validate_json(text)
+        location, votes = row["card_location"], row["votes"]
+        columns = {
+            "card_id": row["card_id"],
+            "secret_hash": row["sh"],
+            "state": row["state"],
+            "expires_at": row["expires_at"],
+            "ttl": row["ttl"],
+            "claim_count": row["claim_count"],
+            "worker": row["worker"],
+            "lease_until": row["lease_until"],
+            "resume_deadline": row["resume_deadline"],
+            "answer_key": row["answer_key"],
+            "card_location": None if location is None else json.loads(location),
+            "votes": json.loads(votes) if votes else [],
+        }
+        return self._docs.pointer(row["doc"], columns)
 
-    @staticmethod
-    def _columns(p: Pointer) -> tuple[Any, ...]:
+    def _columns(self, p: Pointer) -> tuple[Any, ...]:
         return (
             p.chat,
             p.card_id,
@@ -336,7 +332,7 @@ class SqliteRows(RowStore):
             p.resume_deadline,
             json.dumps(p.card_location) if p.card_location else None,
             p.answer_key,
-            p.model_dump_json(),
+            self._docs.document(p),
             json.dumps([v.model_dump() for v in p.votes]),
         )
 
