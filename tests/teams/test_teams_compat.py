@@ -328,6 +328,51 @@ async def test_workaround_10_pooled_clients_send_the_same_bodies_without_msrest_
     assert pooled._serialize.body(reply, "Activity") == own._serialize.body(reply, "Activity")
 
 
+async def test_workaround_12_pooled_clients_serialise_only_set_attributes_into_the_same_bodies() -> None:
+    """msrest visits every mapped attribute of a model (an Activity maps 60), raising and catching an
+    error for each unset one; the pooled client's serialiser visits only the set ones (and nested
+    models' set ones), and every body it makes is botbuilder's own, key for key and in order."""
+    auth = teams_compat.make_adapter(TeamsAuth()).bot_framework_authentication
+    activity = Activity(type="message", channel_id="msteams", service_url=SERVICE)
+    turn = await auth.authenticate_request(activity, "")
+    botbuilder_own = teams_compat.ConfigurationBotFrameworkAuthentication.create_connector_factory
+    own = await botbuilder_own(auth, turn.claims_identity).create(SERVICE, turn.audience)
+    pooled = await turn.connector_factory.create(SERVICE, turn.audience)
+    assert pooled.conversations._serialize is pooled._serialize is pooled.attachments._serialize
+    assert pooled._serialize.client_side_validation is False  # workaround 10 kept
+    incoming = Activity().deserialize(fixture("playground-invoke-adaptiveCard-action.json"))
+    reference = TurnContext.get_conversation_reference(incoming)
+    card = {"type": "AdaptiveCard", "version": "1.5", "body": [{"type": "TextBlock", "text": "é ☕", "wrap": True}]}
+    replies = [
+        Activity(type="message", text="Approved: café ☕", input_hint="acceptingInput"),
+        Activity(
+            type="message",
+            attachments=[{"contentType": "application/vnd.microsoft.card.adaptive", "content": card}],
+            summary="a card",
+            entities=[{"type": "mention", "text": "<at>Alex</at>"}],
+            channel_data={"notification": {"alert": True}},
+        ),
+        Activity(type="message", id="1796220926142", text="", value={"a": None}, attachments=[]),
+        incoming,  # every kind of field Teams sends, additional properties included
+    ]
+    for reply in replies:
+        sent = TurnContext.apply_conversation_reference(reply, reference) if reply is not incoming else reply
+        body = pooled._serialize.body(sent, "Activity")
+        assert body == own._serialize.body(sent, "Activity")
+        assert list(body) == list(own._serialize.body(sent, "Activity"))  # the same order on the wire
+
+    visited: list[str] = []
+    msrest_transformer = pooled._serialize.key_transformer
+
+    def counting(key: str, desc: dict[str, Any], value: Any) -> Any:
+        visited.append(key)
+        return msrest_transformer(key, desc, value)
+
+    pooled._serialize.key_transformer = counting
+    pooled._serialize.body(Activity(type="message", text="hi"), "Activity")
+    assert sorted(visited) == ["text", "type"]
+
+
 async def test_workaround_8_the_server_closes_its_pooled_clients_when_it_stops(tmp_path: Path) -> None:
     """The pooled connector client keeps its connection to the connector open between turns (that is
     the point of the pool); when the server stops it closes the client, so no connection outlives
