@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -279,17 +280,23 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         if ctx is not None and chat and chat_key(ctx.activity) != chat:
             # answered from the approvers' conversation: the reply belongs to the requesting one
             ctx, in_invoke = None, False
-        if r.card is not None and r.answer is not None and location is not None:
-            outcome = adaptive.outcome_card(r.card, r.answer, by, r.answered_at or 0.0, result)
-            await self.post.replace_in(location.routed, outcome)
-            await self.post.replace_in(location.escalated, outcome)  # issue 33
+        asked, answer = r.card, r.answer
+
+        @functools.cache
+        def outcome() -> dict[str, Any]:  # built once, and only when a copy of the card is replaced
+            assert asked is not None and answer is not None
+            return adaptive.outcome_card(asked, answer, by, r.answered_at or 0.0, result)
+
+        if asked is not None and answer is not None and location is not None:
+            for copy in (location.routed, location.escalated):  # issue 33: the escalated copy
+                if copy is not None:
+                    await self.post.replace_in(copy, outcome())
 
         async def work(turn: TurnContext) -> None:
             here = location or TeamsCardLocation.of(turn.activity)
             replace_card = bool(here.activity_id) and (not in_invoke or not personal)
-            if replace_card and r.card is not None and r.answer is not None:
-                card = adaptive.outcome_card(r.card, r.answer, by, r.answered_at or 0.0, result)
-                await turn.update_activity(card_activity(card, activity_id=here.activity_id))
+            if replace_card and asked is not None and answer is not None:
+                await turn.update_activity(card_activity(outcome(), activity_id=here.activity_id))
             await self.post.deliver(turn, chat, result, here.here)
 
         if ctx is not None:
