@@ -23,7 +23,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from botbuilder.core import InvokeResponse, MessageFactory, TurnContext
+from botbuilder.core import InvokeResponse, TurnContext
 from botbuilder.core.teams import TeamsActivityHandler
 from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import Activity, ActivityTypes
@@ -41,6 +41,7 @@ from chat_approvals.bots.teams_activity import (
     name_of,
     parse_command,
     shown_name,
+    text_activity,
     user_of,
 )
 from chat_approvals.bots.teams_compat import TeamsCardLocation
@@ -341,7 +342,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             return None
         if act.id and not await self.approvals.first_delivery(f"teams:activity:{chat_key(act)}:{act.id}"):
             return None
-        await turn_context.send_activity(MessageFactory.text(words.WELCOME))
+        await turn_context.send_activity(text_activity(words.WELCOME))
         return None
 
     async def on_installation_update(self, turn_context: TurnContext) -> None:

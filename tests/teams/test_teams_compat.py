@@ -4,6 +4,7 @@ and shown working (with it); the auth configuration refuses half-set identities.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,10 +14,10 @@ import botbuilder.integration.aiohttp.cloud_adapter as cloud_adapter_module
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from botbuilder.core import TurnContext
+from botbuilder.core import MessageFactory, TurnContext
 from botbuilder.core import serializer_helper as original_serializer_helper
 from botbuilder.core.teams import TeamsActivityHandler
-from botbuilder.schema import Activity, AdaptiveCardInvokeResponse, AdaptiveCardInvokeValue
+from botbuilder.schema import Activity, AdaptiveCardInvokeResponse, AdaptiveCardInvokeValue, Attachment
 from botframework.connector.auth import (
     CertificateServiceClientCredentialsFactory,
     ClaimsIdentity,
@@ -26,6 +27,7 @@ from botframework.connector.auth import (
 from chat_approvals.bots import teams_compat
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
+from chat_approvals.bots.teams_activity import card_activity, text_activity
 from chat_approvals.bots.teams_bot import TEAMS, TeamsConfig, _is_loopback, chat_key, parse_command, user_of
 from chat_approvals.bots.teams_compat import TeamsAuth
 from chat_approvals.core.approvals import Approvals
@@ -371,6 +373,35 @@ async def test_workaround_12_pooled_clients_serialise_only_set_attributes_into_t
     pooled._serialize.key_transformer = counting
     pooled._serialize.body(Activity(type="message", text="hi"), "Activity")
     assert sorted(visited) == ["text", "type"]
+
+
+async def test_activities_built_here_are_copied_shallow_by_botbuilder_and_sent_as_message_factory_s() -> None:
+    """botbuilder deep-copies each activity it sends; the ones this front end builds for one send
+    (a text reply, a new card) are copied shallow (the card is not copied), and their bodies are
+    exactly those of botbuilder's `MessageFactory.text` / `MessageFactory.attachment`."""
+    auth = teams_compat.make_adapter(TeamsAuth()).bot_framework_authentication
+    turn = await auth.authenticate_request(Activity(type="message", channel_id="msteams", service_url=SERVICE), "")
+    pooled = await turn.connector_factory.create(SERVICE, turn.audience)
+    reference = TurnContext.get_conversation_reference(
+        Activity().deserialize(fixture("playground-invoke-adaptiveCard-action.json"))
+    )
+    card = {"type": "AdaptiveCard", "version": "1.5", "body": [{"type": "TextBlock", "text": "x"}]}
+    pairs = [
+        (text_activity("Fetched: café ☕"), MessageFactory.text("Fetched: café ☕")),
+        (
+            card_activity(card),
+            MessageFactory.attachment(Attachment(content_type="application/vnd.microsoft.card.adaptive", content=card)),
+        ),
+    ]
+    for ours, botbuilders in pairs:
+        sent = copy.deepcopy(ours)  # what TurnContext.send_activities does first
+        assert sent is not ours and sent.attachments is ours.attachments  # shallow: the card is shared
+        bodies = [
+            pooled._serialize.body(TurnContext.apply_conversation_reference(a, reference), "Activity")
+            for a in (sent, copy.deepcopy(botbuilders))
+        ]
+        assert bodies[0] == bodies[1] and list(bodies[0]) == list(bodies[1])
+        assert ours.conversation is None  # the caller's activity is left as it was built
 
 
 async def test_workaround_8_the_server_closes_its_pooled_clients_when_it_stops(tmp_path: Path) -> None:
