@@ -36,6 +36,7 @@ from chat_approvals.bots.teams_activity import (
     NO_IDENTITY,
     PLATFORM,
     Command,
+    SentActivity,
     card_activity,
     chat_key,
     name_of,
@@ -167,13 +168,18 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
     async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse | None:
         if turn_context.activity.name == "adaptiveCard/action":
             try:
-                return await self._card_action(turn_context)
+                answer = await self._card_action(turn_context)
             except StoreFault as e:  # the one place an invoke maps a store fault
                 log.warning("teams card action: store fault: %s", e)
-                return teams_compat.invoke_response(503, adaptive.invoke_error_body(503, wording.STORE_UNAVAILABLE))
+                answer = teams_compat.invoke_response(503, adaptive.invoke_error_body(503, wording.STORE_UNAVAILABLE))
             except Exception:  # answer Teams with a clear error, not a hung card
                 log.exception("teams: card action failed")
-                return teams_compat.invoke_response(500, adaptive.invoke_error_body(500, "The app failed; try again."))
+                failed = adaptive.invoke_error_body(500, "The app failed; try again.")
+                answer = teams_compat.invoke_response(500, failed)
+            # Sent here as botbuilder's ActivityHandler would send it, in an activity whose copy is
+            # shallow (SentActivity); botbuilder then sends none of its own (its turn state has one).
+            await turn_context.send_activity(SentActivity(type=ActivityTypes.invoke_response, value=answer))
+            return answer
         result: InvokeResponse | None = await super().on_invoke_activity(turn_context)
         return result
 
