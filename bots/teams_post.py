@@ -10,14 +10,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-from botbuilder.core import MessageFactory, TurnContext
+from botbuilder.core import TurnContext
 from botbuilder.core.teams import TeamsInfo
 from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import ResourceResponse
 
 import chat_approvals.core.protocol.wording as wording
 from chat_approvals.bots import teams_compat
-from chat_approvals.bots.teams_activity import WAITING, card_activity, name_of, user_of
+from chat_approvals.bots.teams_activity import WAITING, card_activity, name_of, text_activity, user_of
 from chat_approvals.bots.teams_compat import TeamsCardLocation
 from chat_approvals.cards import adaptive
 from chat_approvals.cards import effects as fx
@@ -47,9 +47,9 @@ class TeamsPoster:
         if isinstance(effect, fx.PostCard):
             await self._post_card(ctx, chat, effect.offer, location)
         elif isinstance(effect, fx.Waiting):
-            await ctx.send_activity(MessageFactory.text(effect.hint or WAITING))
+            await ctx.send_activity(text_activity(effect.hint or WAITING))
         else:  # answered, busy
-            await ctx.send_activity(MessageFactory.text(effect.text or "(the agent gave no text)"))
+            await ctx.send_activity(text_activity(effect.text or "(the agent gave no text)"))
 
     async def _post_card(self, ctx: TurnContext, chat: str, offer: CardOffer, location: TeamsCardLocation) -> None:
         try:
@@ -59,7 +59,7 @@ class TeamsPoster:
         except Exception as e:  # not posted after retries: a card nobody sees must not hold the chat
             log.warning("teams: card %s could not be posted: %s", offer.card.card_id, e)
             await self.approvals.withdraw(chat=chat, card_id=offer.card.card_id, why="teams post failed")
-            await ctx.send_activity(MessageFactory.text(wording.WITHDRAWN))
+            await ctx.send_activity(text_activity(wording.WITHDRAWN))
             return
         if sent is None or not sent.id:
             log.warning("teams: card %s posted without an activity id; it cannot be updated", offer.card.card_id)

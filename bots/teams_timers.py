@@ -13,11 +13,11 @@ import html
 import logging
 from dataclasses import replace
 
-from botbuilder.core import MessageFactory, TurnContext
+from botbuilder.core import TurnContext
 from botbuilder.core.teams import TeamsInfo
 from botbuilder.schema import ChannelAccount, Mention
 
-from chat_approvals.bots.teams_activity import card_activity
+from chat_approvals.bots.teams_activity import card_activity, text_activity
 from chat_approvals.bots.teams_compat import TeamsCardLocation
 from chat_approvals.bots.teams_post import TeamsPoster
 from chat_approvals.cards import adaptive
@@ -141,7 +141,7 @@ async def _mention(
         text = adaptive.reminder_text(card, votes or [], mention, escalated)
     else:
         text = template.format(who=", ".join(mention(w) for w in [*people, *entries]))
-    msg = MessageFactory.text(text)
+    msg = text_activity(text)
     msg.entities = list(mentions)
     await turn.send_activity(msg)
 

@@ -4,13 +4,17 @@ the bot emits is validated against the official Adaptive Card 1.5 schema."""
 
 from __future__ import annotations
 
+import copy
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from botbuilder.core import InvokeResponse, Middleware, TurnContext
+from botbuilder.schema import Activity, ActivityTypes
 
+from chat_approvals.bots.teams_bot import TEAMS
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.core.models import ClaimRead
 from chat_approvals.core.settings import Settings
@@ -614,3 +618,31 @@ async def test_a_card_id_not_of_the_minted_shape_is_a_400_and_replays_nothing(
     status, body = await bot.click("approve", {**data, "card_id": bad.format(id=data["card_id"])})
     assert status == 400 and body["statusCode"] == 400 and "not a card id" in body["value"]["message"]
     assert await bot.approvals.audit(CHAT) == audit  # no "replayed"
+
+
+async def test_a_click_is_answered_by_one_invoke_response_that_botbuilder_copies_shallow(
+    bot: Bot, connector: tuple[MockConnector, str]
+) -> None:
+    """The invoke answer goes out once per click (not also botbuilder's own), in a SentActivity, so
+    botbuilder's copy of it before sending is shallow; what Teams gets is the same answer."""
+    mock, _ = connector
+    sent: list[Activity] = []
+
+    class Recorder(Middleware):
+        async def on_turn(self, context: TurnContext, logic: Callable[[], Awaitable[None]]) -> None:
+            async def record(_: TurnContext, activities: list[Activity], send: Callable[[], Awaitable[Any]]) -> Any:
+                sent.extend(a for a in activities if a.type == ActivityTypes.invoke_response)
+                return await send()
+
+            context.on_send_activities(record)
+            await logic()
+
+    bot.app[TEAMS].adapter.use(Recorder())
+    data = card_data(await ask(bot, mock))
+    card = invoke_card(*await bot.click("approve", data))
+    assert "Approved by Alex Wilber" in card_text(card)
+    (answer,) = sent
+    assert isinstance(answer.value, InvokeResponse) and answer.value.status == 200
+    assert copy.deepcopy(answer).value is answer.value  # the shallow copy: the answer is not copied
+    status, body = await bot.click("approve", {**data, "secret": "x" * 43})  # a refusal, answered the same way
+    assert status == 200 and len(sent) == 2

@@ -4,6 +4,7 @@ and shown working (with it); the auth configuration refuses half-set identities.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,10 +14,10 @@ import botbuilder.integration.aiohttp.cloud_adapter as cloud_adapter_module
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from botbuilder.core import TurnContext
+from botbuilder.core import MessageFactory, TurnContext
 from botbuilder.core import serializer_helper as original_serializer_helper
 from botbuilder.core.teams import TeamsActivityHandler
-from botbuilder.schema import Activity, AdaptiveCardInvokeResponse, AdaptiveCardInvokeValue
+from botbuilder.schema import Activity, AdaptiveCardInvokeResponse, AdaptiveCardInvokeValue, Attachment
 from botframework.connector.auth import (
     CertificateServiceClientCredentialsFactory,
     ClaimsIdentity,
@@ -26,6 +27,7 @@ from botframework.connector.auth import (
 from chat_approvals.bots import teams_compat
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.server import build_app
+from chat_approvals.bots.teams_activity import card_activity, text_activity
 from chat_approvals.bots.teams_bot import TEAMS, TeamsConfig, _is_loopback, chat_key, parse_command, user_of
 from chat_approvals.bots.teams_compat import TeamsAuth
 from chat_approvals.core.approvals import Approvals
@@ -326,6 +328,80 @@ async def test_workaround_10_pooled_clients_send_the_same_bodies_without_msrest_
         TurnContext.get_conversation_reference(Activity().deserialize(incoming)),
     )
     assert pooled._serialize.body(reply, "Activity") == own._serialize.body(reply, "Activity")
+
+
+async def test_workaround_12_pooled_clients_serialise_only_set_attributes_into_the_same_bodies() -> None:
+    """msrest visits every mapped attribute of a model (an Activity maps 60), raising and catching an
+    error for each unset one; the pooled client's serialiser visits only the set ones (and nested
+    models' set ones), and every body it makes is botbuilder's own, key for key and in order."""
+    auth = teams_compat.make_adapter(TeamsAuth()).bot_framework_authentication
+    activity = Activity(type="message", channel_id="msteams", service_url=SERVICE)
+    turn = await auth.authenticate_request(activity, "")
+    botbuilder_own = teams_compat.ConfigurationBotFrameworkAuthentication.create_connector_factory
+    own = await botbuilder_own(auth, turn.claims_identity).create(SERVICE, turn.audience)
+    pooled = await turn.connector_factory.create(SERVICE, turn.audience)
+    assert pooled.conversations._serialize is pooled._serialize is pooled.attachments._serialize
+    assert pooled._serialize.client_side_validation is False  # workaround 10 kept
+    incoming = Activity().deserialize(fixture("playground-invoke-adaptiveCard-action.json"))
+    reference = TurnContext.get_conversation_reference(incoming)
+    card = {"type": "AdaptiveCard", "version": "1.5", "body": [{"type": "TextBlock", "text": "é ☕", "wrap": True}]}
+    replies = [
+        Activity(type="message", text="Approved: café ☕", input_hint="acceptingInput"),
+        Activity(
+            type="message",
+            attachments=[{"contentType": "application/vnd.microsoft.card.adaptive", "content": card}],
+            summary="a card",
+            entities=[{"type": "mention", "text": "<at>Alex</at>"}],
+            channel_data={"notification": {"alert": True}},
+        ),
+        Activity(type="message", id="1796220926142", text="", value={"a": None}, attachments=[]),
+        incoming,  # every kind of field Teams sends, additional properties included
+    ]
+    for reply in replies:
+        sent = TurnContext.apply_conversation_reference(reply, reference) if reply is not incoming else reply
+        body = pooled._serialize.body(sent, "Activity")
+        assert body == own._serialize.body(sent, "Activity")
+        assert list(body) == list(own._serialize.body(sent, "Activity"))  # the same order on the wire
+
+    visited: list[str] = []
+    msrest_transformer = pooled._serialize.key_transformer
+
+    def counting(key: str, desc: dict[str, Any], value: Any) -> Any:
+        visited.append(key)
+        return msrest_transformer(key, desc, value)
+
+    pooled._serialize.key_transformer = counting
+    pooled._serialize.body(Activity(type="message", text="hi"), "Activity")
+    assert sorted(visited) == ["text", "type"]
+
+
+async def test_activities_built_here_are_copied_shallow_by_botbuilder_and_sent_as_message_factory_s() -> None:
+    """botbuilder deep-copies each activity it sends; the ones this front end builds for one send
+    (a text reply, a new card) are copied shallow (the card is not copied), and their bodies are
+    exactly those of botbuilder's `MessageFactory.text` / `MessageFactory.attachment`."""
+    auth = teams_compat.make_adapter(TeamsAuth()).bot_framework_authentication
+    turn = await auth.authenticate_request(Activity(type="message", channel_id="msteams", service_url=SERVICE), "")
+    pooled = await turn.connector_factory.create(SERVICE, turn.audience)
+    reference = TurnContext.get_conversation_reference(
+        Activity().deserialize(fixture("playground-invoke-adaptiveCard-action.json"))
+    )
+    card = {"type": "AdaptiveCard", "version": "1.5", "body": [{"type": "TextBlock", "text": "x"}]}
+    pairs = [
+        (text_activity("Fetched: café ☕"), MessageFactory.text("Fetched: café ☕")),
+        (
+            card_activity(card),
+            MessageFactory.attachment(Attachment(content_type="application/vnd.microsoft.card.adaptive", content=card)),
+        ),
+    ]
+    for ours, botbuilders in pairs:
+        sent = copy.deepcopy(ours)  # what TurnContext.send_activities does first
+        assert sent is not ours and sent.attachments is ours.attachments  # shallow: the card is shared
+        bodies = [
+            pooled._serialize.body(TurnContext.apply_conversation_reference(a, reference), "Activity")
+            for a in (sent, copy.deepcopy(botbuilders))
+        ]
+        assert bodies[0] == bodies[1] and list(bodies[0]) == list(bodies[1])
+        assert ours.conversation is None  # the caller's activity is left as it was built
 
 
 async def test_workaround_8_the_server_closes_its_pooled_clients_when_it_stops(tmp_path: Path) -> None:
