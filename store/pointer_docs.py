@@ -43,6 +43,25 @@ class PointerColumns(Strict):
     votes: list[Vote]
 
 
+def row_columns(row: Any, card_location: dict[str, str] | None, votes: list[Any]) -> dict[str, Any]:
+    """PointerColumns' fields from a SQL pointer row (SQLite's or PostgreSQL's: the same column
+    names); the JSON columns, which each backend stores its own way, come decoded."""
+    return {
+        "card_id": row["card_id"],
+        "secret_hash": row["sh"],
+        "state": row["state"],
+        "expires_at": row["expires_at"],
+        "ttl": row["ttl"],
+        "claim_count": row["claim_count"],
+        "worker": row["worker"],
+        "lease_until": row["lease_until"],
+        "resume_deadline": row["resume_deadline"],
+        "answer_key": row["answer_key"],
+        "card_location": card_location,
+        "votes": votes,
+    }
+
+
 class PointerDocs:
     """Validated pointers by the text of their stored document (safe from any thread)."""
 

@@ -47,7 +47,7 @@ from chat_approvals.core.models import (
 )
 from chat_approvals.store import postgres_steps as steps
 from chat_approvals.store.base import ObjectExists, RowStore, StoreError
-from chat_approvals.store.pointer_docs import PointerDocs
+from chat_approvals.store.pointer_docs import PointerDocs, row_columns
 from chat_approvals.store.postgres_schema import check_schema
 from chat_approvals.store.postgres_target import FAULTS, PgTarget, open_pool, parse_target, store_error
 
@@ -247,20 +247,7 @@ class PostgresRows(RowStore):
         if row is None:
             return None
         location = row["card_location"]
-        columns = {
-            "card_id": row["card_id"],
-            "secret_hash": row["sh"],
-            "state": row["state"],
-            "expires_at": row["expires_at"],
-            "ttl": row["ttl"],
-            "claim_count": row["claim_count"],
-            "worker": row["worker"],
-            "lease_until": row["lease_until"],
-            "resume_deadline": row["resume_deadline"],
-            "answer_key": row["answer_key"],
-            "card_location": json.loads(location) if location else None,
-            "votes": row["votes"] or [],
-        }
+        columns = row_columns(row, json.loads(location) if location else None, row["votes"] or [])
         return self._docs.pointer(row["doc"], columns)
 
     def _columns(self, p: Pointer) -> tuple[Any, ...]:

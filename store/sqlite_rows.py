@@ -40,7 +40,7 @@ from chat_approvals.core.models import (
 )
 from chat_approvals.store import sqlite_rebuild, sqlite_writes
 from chat_approvals.store.base import RowStore, StoreError
-from chat_approvals.store.pointer_docs import PointerDocs
+from chat_approvals.store.pointer_docs import PointerDocs, row_columns
 from chat_approvals.store.sqlite_writes import connect, connect_writer, write_gate
 
 SCHEMA = """
@@ -302,20 +302,9 @@ class SqliteRows(RowStore):
         if row is None:
             return None
         location, votes = row["card_location"], row["votes"]
-        columns = {
-            "card_id": row["card_id"],
-            "secret_hash": row["sh"],
-            "state": row["state"],
-            "expires_at": row["expires_at"],
-            "ttl": row["ttl"],
-            "claim_count": row["claim_count"],
-            "worker": row["worker"],
-            "lease_until": row["lease_until"],
-            "resume_deadline": row["resume_deadline"],
-            "answer_key": row["answer_key"],
-            "card_location": None if location is None else json.loads(location),
-            "votes": json.loads(votes) if votes else [],
-        }
+        columns = row_columns(
+            row, None if location is None else json.loads(location), json.loads(votes) if votes else []
+        )
         return self._docs.pointer(row["doc"], columns)
 
     def _columns(self, p: Pointer) -> tuple[Any, ...]:
