@@ -295,9 +295,9 @@ class ApprovalsTeamsBot(TeamsActivityHandler):
             return adaptive.outcome_card(asked, answer, by, r.answered_at or 0.0, result)
 
         if asked is not None and answer is not None and location is not None:
-            for copy in (location.routed, location.escalated):  # issue 33: the escalated copy
-                if copy is not None:
-                    await self.post.replace_in(copy, outcome())
+            for other in (location.routed, location.escalated):  # the routed copy; issue 33: the escalated one
+                if other is not None:
+                    await self.post.replace_in(other, outcome())
 
         async def work(turn: TurnContext) -> None:
             here = location or TeamsCardLocation.of(turn.activity)

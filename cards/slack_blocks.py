@@ -7,7 +7,6 @@ URLs, names) is mrkdwn-escaped so it can never mention `@channel` or forge a lin
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -112,16 +111,9 @@ def date_token(at: float, prefix: str = "") -> str:
     return f"<!date^{int(at)}^{prefix}{{date_short_pretty}} at {{time}}|{prefix}{fallback}>"
 
 
-@functools.lru_cache(maxsize=4096)
-def _user_id(user: str) -> str:
-    """`slack_user_id`, remembered: the same people ask and answer card after card, and reading an
-    identity takes three regular-expression matches (a third of building an outcome message)."""
-    return slack_user_id(user)
-
-
 def user_ref(user: str) -> str:
     """A mention of an identity (R17: `slack:E:T:U`, see core.identity): Slack renders `<@U…>`."""
-    return f"<@{escape(_user_id(user))}>"
+    return f"<@{escape(slack_user_id(user))}>"
 
 
 def _listed(items: Sequence[str]) -> str:
@@ -402,7 +394,7 @@ def outcome_message(
         blocks.append(_section(f"*Input as approved (edited)* · {escape(edited[1])}\n{shown}"))
         blocks.append(_section("*Proposed by the agent (not run as proposed):*"))
     blocks += [*_what(card), _ids(card)]
-    return SlackMessage(text=f"{words.decision(card, answer)} by {_user_id(answered_by)}", blocks=blocks)
+    return SlackMessage(text=f"{words.decision(card, answer)} by {slack_user_id(answered_by)}", blocks=blocks)
 
 
 def expired_message(card: ApprovalCard) -> SlackMessage:

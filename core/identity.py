@@ -12,6 +12,7 @@ caller states, verbatim.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -90,8 +91,11 @@ def parse_slack_user(key: str) -> SlackUser | None:
     return SlackUser.of(None if parts[1] == NO_ENTERPRISE else parts[1], parts[2], parts[3])
 
 
+@functools.lru_cache(maxsize=4096)
 def slack_user_id(key: str) -> str:
-    """The Slack user id to mention (`<@U…>`) for an identity; a non-Slack string as it is."""
+    """The Slack user id to mention (`<@U…>`) for an identity; a non-Slack string as it is.
+    Remembered: the same people ask and answer card after card, and reading an identity takes
+    three regular-expression matches (a third of building a Slack outcome message)."""
     who = parse_slack_user(key)
     return who.user if who is not None else key
 

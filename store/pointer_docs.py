@@ -18,29 +18,23 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from chat_approvals.core.models import Pointer, Vote
+from pydantic import create_model
+
+from chat_approvals.core.models import Pointer
 from chat_approvals.core.models.base import Strict
-from chat_approvals.core.models.records import PointerState
 
 KEPT = 512  # documents: a burst's cards are read back within seconds of being written
 KEPT_CHARS = 2_000_000  # their text in all (a card's document is about 1-3 KB; a tool card's input is capped)
 
 
-class PointerColumns(Strict):
-    """What a pointer row keeps in columns, checked as Pointer checks those fields."""
-
-    card_id: str
-    secret_hash: str
-    state: PointerState
-    expires_at: float
-    ttl: float
-    claim_count: int
-    worker: str | None
-    lease_until: float | None
-    resume_deadline: float | None
-    answer_key: str | None
-    card_location: dict[str, str] | None
-    votes: list[Vote]
+# What a pointer row keeps in columns: the fields that change after the card is written.
+COLUMNS = (
+    "card_id", "secret_hash", "state", "expires_at", "ttl", "claim_count", "worker", "lease_until",
+    "resume_deadline", "answer_key", "card_location", "votes",
+)  # fmt: skip
+# Those fields checked as Pointer checks them: each with Pointer's own type, on Strict's rules (R20).
+_FIELDS: dict[str, Any] = {name: (Pointer.model_fields[name].annotation, ...) for name in COLUMNS}
+PointerColumns = create_model("PointerColumns", __base__=Strict, **_FIELDS)
 
 
 def row_columns(row: Any, card_location: dict[str, str] | None, votes: list[Any]) -> dict[str, Any]:

@@ -624,7 +624,8 @@ async def test_a_click_is_answered_by_one_invoke_response_that_botbuilder_copies
     bot: Bot, connector: tuple[MockConnector, str]
 ) -> None:
     """The invoke answer goes out once per click (not also botbuilder's own), in a SentActivity, so
-    botbuilder's copy of it before sending is shallow; what Teams gets is the same answer."""
+    botbuilder's copy of it before sending is shallow; what Teams gets is the same answer. No rule
+    covers it: Bot Framework takes one invoke response per invoke, and this checks Teams still gets one."""
     mock, _ = connector
     sent: list[Activity] = []
 

@@ -311,15 +311,21 @@ async def test_workaround_8_the_pool_is_bounded_whatever_service_urls_arrive() -
     assert await factory.create(f"{SERVICE}/1", None) is not dropped
 
 
-async def test_workaround_10_pooled_clients_send_the_same_bodies_without_msrest_checking_nothing() -> None:
-    """msrest walks every attribute of an activity to check rules no botbuilder model declares; the
-    pooled connector client skips that walk and serialises a reply exactly as botbuilder's own."""
+async def own_and_pooled_clients() -> tuple[Any, Any]:
+    """For one turn: the connector client botbuilder's own factory makes, and the pooled one."""
     auth = teams_compat.make_adapter(TeamsAuth()).bot_framework_authentication
     activity = Activity(type="message", channel_id="msteams", service_url=SERVICE)
     turn = await auth.authenticate_request(activity, "")
     botbuilder_own = teams_compat.ConfigurationBotFrameworkAuthentication.create_connector_factory
     own = await botbuilder_own(auth, turn.claims_identity).create(SERVICE, turn.audience)
     pooled = await turn.connector_factory.create(SERVICE, turn.audience)
+    return own, pooled
+
+
+async def test_workaround_10_pooled_clients_send_the_same_bodies_without_msrest_checking_nothing() -> None:
+    """msrest walks every attribute of an activity to check rules no botbuilder model declares; the
+    pooled connector client skips that walk and serialises a reply exactly as botbuilder's own."""
+    own, pooled = await own_and_pooled_clients()
     assert own._serialize.client_side_validation is True  # msrest's default: the walk
     assert pooled._serialize.client_side_validation is False
     incoming = fixture("playground-message-text.json")
@@ -333,13 +339,9 @@ async def test_workaround_10_pooled_clients_send_the_same_bodies_without_msrest_
 async def test_workaround_12_pooled_clients_serialise_only_set_attributes_into_the_same_bodies() -> None:
     """msrest visits every mapped attribute of a model (an Activity maps 60), raising and catching an
     error for each unset one; the pooled client's serialiser visits only the set ones (and nested
-    models' set ones), and every body it makes is botbuilder's own, key for key and in order."""
-    auth = teams_compat.make_adapter(TeamsAuth()).bot_framework_authentication
-    activity = Activity(type="message", channel_id="msteams", service_url=SERVICE)
-    turn = await auth.authenticate_request(activity, "")
-    botbuilder_own = teams_compat.ConfigurationBotFrameworkAuthentication.create_connector_factory
-    own = await botbuilder_own(auth, turn.claims_identity).create(SERVICE, turn.audience)
-    pooled = await turn.connector_factory.create(SERVICE, turn.audience)
+    models' set ones), and every body it makes is botbuilder's own, key for key and in order. No
+    rule covers msrest's serialiser: this checks that what Teams receives does not change."""
+    own, pooled = await own_and_pooled_clients()
     assert pooled.conversations._serialize is pooled._serialize is pooled.attachments._serialize
     assert pooled._serialize.client_side_validation is False  # workaround 10 kept
     incoming = Activity().deserialize(fixture("playground-invoke-adaptiveCard-action.json"))
@@ -378,7 +380,8 @@ async def test_workaround_12_pooled_clients_serialise_only_set_attributes_into_t
 async def test_activities_built_here_are_copied_shallow_by_botbuilder_and_sent_as_message_factory_s() -> None:
     """botbuilder deep-copies each activity it sends; the ones this front end builds for one send
     (a text reply, a new card) are copied shallow (the card is not copied), and their bodies are
-    exactly those of botbuilder's `MessageFactory.text` / `MessageFactory.attachment`."""
+    exactly those of botbuilder's `MessageFactory.text` / `MessageFactory.attachment`. No rule
+    covers botbuilder's copies: this checks that what Teams receives does not change."""
     auth = teams_compat.make_adapter(TeamsAuth()).bot_framework_authentication
     turn = await auth.authenticate_request(Activity(type="message", channel_id="msteams", service_url=SERVICE), "")
     pooled = await turn.connector_factory.create(SERVICE, turn.audience)
