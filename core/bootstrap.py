@@ -158,6 +158,7 @@ def build_services(
         factory=factory,
         tool_access=access,
         worker_id=worker_id,
+        unrefused=grants.unrefused,  # a new turn's refusals known to be none until one is recorded
     )
     resumes = ResumeService(
         rows=rows,
