@@ -29,7 +29,7 @@ from chat_approvals.bots.cli_checks import argument_problem
 from chat_approvals.bots.config import ServerConfig
 from chat_approvals.bots.cpus import pin_process
 from chat_approvals.bots.gate import confinement_line, gate_config
-from chat_approvals.bots.logs import LEVELS, holding, say, setup_logging
+from chat_approvals.bots.logs import LEVELS, AccessLog, holding, say, setup_logging
 from chat_approvals.bots.server import freeze_heap_at_startup, open_root, serve_app
 from chat_approvals.bots.slack_app import SlackConfig
 from chat_approvals.bots.teams_bot import TeamsConfig
@@ -398,7 +398,7 @@ def cmd_serve(args: argparse.Namespace, cfg: ServerConfig) -> int:
             say(ready_line(cfg))
 
         app.on_startup.append(ready)
-        web.run_app(app, sock=sock, print=None, backlog=LISTEN_BACKLOG)
+        web.run_app(app, sock=sock, print=None, backlog=LISTEN_BACKLOG, access_log_class=AccessLog)
     finally:
         sock.close()
         root.close()

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import re
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from aiohttp.web_log import AccessLogger, KeyMethod
+from aiohttp.web_request import BaseRequest
+from aiohttp.web_response import StreamResponse
 from pythonjsonlogger.json import JsonFormatter
 
 REDACTED = "[redacted]"
@@ -28,6 +33,9 @@ _PATTERNS = [
     # a query string's values (the access log's `?user=` ids of the grants routes): the names stay
     re.compile(r"([?&][^=\s&#\"'?]{1,64}=)[^&\s#\"']+"),
 ]
+# What each pattern cannot match without (a line lacking it is left as it is, unsearched); None:
+# always searched. "bearer" is looked for in the lowered line, as the pattern ignores case.
+_NEEDS: list[str | None] = ["bearer", "xox", "xapp-", None, "="]
 
 _HANDLER = "chat_approvals"
 PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -45,15 +53,53 @@ class Redactor:
     def __call__(self, text: str) -> str:
         for s in self.secrets:
             text = text.replace(s, REDACTED)
-        for p in _PATTERNS:
-            text = p.sub(lambda m: (m.group(1) if m.re.groups else "") + REDACTED, text)
+        lowered = text.lower()
+        for p, needs in zip(_PATTERNS, _NEEDS, strict=True):
+            if needs is None or needs in (lowered if needs == "bearer" else text):
+                text = p.sub(_redacted, text)
         return text
+
+
+def _redacted(m: re.Match[str]) -> str:
+    return (m.group(1) if m.re.groups else "") + REDACTED
+
+
+class SecondStamp:
+    """`time.strftime(fmt, converter(second))` for whole seconds, made once a second and reused:
+    a log line's time changes once a second, and formatting it was a fair part of each line's cost.
+    Only the last second is kept, so a different second (or format) is always made afresh."""
+
+    def __init__(self, converter: Any = time.localtime) -> None:
+        self.converter = converter
+        self._key: tuple[int, str] | None = None
+        self._text = ""
+
+    def __call__(self, second: int, fmt: str) -> str:
+        key = (second, fmt)
+        if key != self._key:
+            self._text, self._key = time.strftime(fmt, self.converter(second)), key
+        return self._text
+
+
+def _format_time(
+    formatter: logging.Formatter, stamp: SecondStamp, record: logging.LogRecord, datefmt: str | None
+) -> str:
+    """`logging.Formatter.formatTime`, the same text, its strftime made once a second (SecondStamp)."""
+    second = math.floor(record.created)  # as localtime() and gmtime() take a float
+    if datefmt:
+        return stamp(second, datefmt)
+    text = stamp(second, formatter.default_time_format)
+    return formatter.default_msec_format % (text, record.msecs) if formatter.default_msec_format else text
 
 
 class RedactingFormatter(logging.Formatter):
     def __init__(self, redact: Redactor, fmt: str = PLAIN_FORMAT) -> None:
         super().__init__(fmt)
         self.redact = redact
+        self._stamp = SecondStamp(self.converter)
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return _format_time(self, self._stamp, record, datefmt)
 
     def format(self, record: logging.LogRecord) -> str:
         return self.redact(super().format(record))
@@ -70,6 +116,10 @@ class RedactingJsonFormatter(JsonFormatter):
             datefmt="%Y-%m-%dT%H:%M:%S%z",
         )
         self.redact = redact
+        self._stamp = SecondStamp(self.converter)
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return _format_time(self, self._stamp, record, datefmt)
 
     def add_fields(self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]) -> None:
         super().add_fields(log_data, record, message_dict)
@@ -101,6 +151,11 @@ def setup_logging(fmt: str = "text", secrets: Iterable[str] = (), level: int | s
     banner.propagate = False  # written once, on stdout
     banner.setLevel(logging.INFO)
     logging.captureWarnings(True)
+    # Neither format shows where a line was logged from, nor its thread or process: logging then
+    # need not find out for every record (the logging HOWTO's "Optimization": the caller's frame,
+    # looked up through sys._getframe, was the dearest part of making a record).
+    logging._srcfile = None
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
 
 
 def _install(logger: logging.Logger, handler: logging.Handler) -> None:
@@ -131,3 +186,22 @@ def holding() -> Iterator[list[str]]:
         yield _held
     finally:
         _held = None
+
+
+_ACCESS_TIME = "[%d/%b/%Y:%H:%M:%S %z]"  # aiohttp's `%t`
+
+
+class AccessLog(AccessLogger):
+    """aiohttp's access log (`web.run_app(access_log_class=...)`): the same line and the same
+    fields, its `%t` (when the request started, to the second, in local time) made once a second."""
+
+    def __init__(self, logger: logging.Logger, log_format: str = AccessLogger.LOG_FORMAT) -> None:
+        super().__init__(logger, log_format)
+        stamp = SecondStamp(time.localtime)  # its tm_gmtoff gives %z, as aiohttp's own offset does
+
+        def start_time(request: BaseRequest, response: StreamResponse, taken: float) -> str:
+            return stamp(math.floor(time.time() - taken), _ACCESS_TIME)
+
+        self._methods = [
+            KeyMethod(k, start_time) if m is AccessLogger._format_t else KeyMethod(k, m) for k, m in self._methods
+        ]

@@ -63,8 +63,17 @@ class _Resuming:
     call less and no flash of "Resuming…" (chat.update is rate-limited per workspace)."""
 
     holders: int  # clicks of this person on this card still waiting for their resume
-    task: asyncio.Task[bool] = field(init=False)
+    # Until it starts, a timer: dropped by a cancel that wakes nothing (a sleeping task cancelled
+    # took the loop twice a click, and most turns end before their update is due).
+    timer: asyncio.TimerHandle | None = None
+    task: asyncio.Task[bool] | None = None  # the update, once started
     sent: bool = False  # the update has started: whoever shows an outcome waits for it
+
+    def drop(self) -> None:
+        """Never sent: the update is not started (its timer cancelled)."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
 
 @dataclass
@@ -281,13 +290,17 @@ class SlackFrontEnd:
         card, user = event.card, event.user
 
         async def update() -> bool:
-            if self.cfg.resuming_after > 0:
-                await asyncio.sleep(self.cfg.resuming_after)
-            resuming.sent = True
             # built only when sent: most turns end first, and their update is never made
             return await self.web.update(loc, sb.resuming_message(card, user))
 
-        resuming.task = asyncio.ensure_future(update())
+        def start() -> None:
+            resuming.timer, resuming.sent = None, True
+            resuming.task = asyncio.ensure_future(update())
+
+        if self.cfg.resuming_after > 0:
+            resuming.timer = asyncio.get_running_loop().call_later(self.cfg.resuming_after, start)
+        else:
+            start()
         for click in clicks:
             click.resuming.append(resuming)
 
@@ -376,10 +389,10 @@ class SlackFrontEnd:
         sent = []
         for r in click.resuming:
             r.holders -= 1
-            if r.sent:
+            if r.sent and r.task is not None:
                 sent.append(r.task)
             elif turn_over or r.holders <= 0:
-                r.task.cancel()
+                r.drop()
         if sent:
             await asyncio.gather(*sent, return_exceptions=True)
 

@@ -23,6 +23,7 @@ from chat_approvals.core.agent.strands_compat import (
     copy_model_call_inputs_directly,
     skip_empty_plugin_scans,
     skip_needless_message_copies,
+    skip_unloaded_tool_folder,
     skip_unrecorded_serialisation,
     skip_unrecorded_spans,
     skip_unrecorded_thread_context,
@@ -102,6 +103,7 @@ def bootstrap(
     skip_empty_plugin_scans()  # nor a scan of Strands' own two plugins per Agent, which hold no hooks
     skip_unrecorded_spans()  # nor the attributes of a span that records nothing
     copy_model_call_inputs_directly()  # and a model call's inputs copied without deepcopy's memo
+    skip_unloaded_tool_folder()  # nor a look for ./tools per Agent when nothing is loaded from it
     try:
         ports = store.ports()
         trail = AuditTrail(ports.steps, retention=settings.retention, sinks=audit_sinks)  # every audit event
@@ -158,6 +160,7 @@ def build_services(
         factory=factory,
         tool_access=access,
         worker_id=worker_id,
+        unrefused=grants.unrefused,  # a new turn's refusals known to be none until one is recorded
     )
     resumes = ResumeService(
         rows=rows,

@@ -29,6 +29,7 @@ from strands.interventions import InterventionHandler
 from strands.interventions.registry import InterventionRegistry
 from strands.tools.decorator import DecoratedFunctionTool
 from strands.tools.executors import ConcurrentToolExecutor, SequentialToolExecutor
+from strands.tools.registry import ToolRegistry
 
 GATE_MARK = "_chat_approvals_gate"
 
@@ -458,3 +459,30 @@ class LoneCallInPlace(ConcurrentToolExecutor):
         if len(tool_uses) == 1:
             return _IN_PLACE._execute(agent, tool_uses, *args, **kwargs)
         return super()._execute(agent, tool_uses, *args, **kwargs)
+
+
+# 13. Every `Agent()` calls `ToolRegistry.initialize_tools(load_tools_from_directory)`, which looks
+# for a `./tools/` folder in the process's working directory (a getcwd and a stat, and a listing of
+# the folder and a stat per file where one exists) and then, with loading off (Strands' default,
+# and every Agent this project builds), skips every module it found: with loading off all it
+# changes is `tool_config = None` (and a debug line that counts the modules it skipped). That is one
+# Agent per turn and one per click resumed from the store (1.6% of a facade cycle's loop CPU,
+# issue 34). 1.62 has no switch: with loading off `initialize_tools` only sets `tool_config`; with
+# loading on it is Strands' own. tests/core/test_strands_tool_folder.py compares both on a working
+# directory that holds a `tools/` folder with a tool in it.
+_STRANDS_INITIALIZE_TOOLS: Callable[..., None] = ToolRegistry.initialize_tools
+
+
+def initialize_tools_unless_off(self: ToolRegistry, load_tools_from_directory: bool = False) -> None:
+    """Strands' `initialize_tools`, without looking for `./tools/` when it would load nothing from it."""
+    if load_tools_from_directory:
+        _STRANDS_INITIALIZE_TOOLS(self, load_tools_from_directory)
+        return
+    self.tool_config = None  # what Strands' own leaves changed with loading off
+
+
+def skip_unloaded_tool_folder() -> None:
+    """Install `initialize_tools_unless_off` on Strands' `ToolRegistry` (idempotent). A method
+    another library replaced before start-up is left as it is."""
+    if ToolRegistry.initialize_tools is _STRANDS_INITIALIZE_TOOLS:  # AttributeError: Strands moved it; see entry 13
+        setattr(ToolRegistry, "initialize_tools", initialize_tools_unless_off)  # noqa: B010

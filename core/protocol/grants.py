@@ -4,6 +4,8 @@ refusals (written by the egress gate, read by the approval tool). This is the ga
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 
 from chat_approvals.core.models import (
     Answer,
@@ -29,12 +31,40 @@ def live_in_turn(grants: list[Grant], turn_id: str | None) -> list[Grant]:
     return [g for g in grants if g.turn_id is None or g.turn_id == turn_id]
 
 
+class UnrefusedTurns:
+    """Turns whose every step so far ran in this process, with no refusal recorded for them yet:
+    their refusals are known to be none without a read (issue 34: one store read on the event loop
+    per approval request). Every refusal is recorded through the grant book that holds this (the
+    gate's backend and the tools' access both are it), and a turn leaves as soon as one is, before
+    it is written; a turn also leaves when its run ends, paused or not, so a resumed run (perhaps of
+    a turn another process started) always reads the store. Bounded: a turn pushed out reads the store."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._turns: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()  # the gate may record from another thread's loop
+
+    def enter(self, turn_id: str) -> None:
+        with self._lock:
+            self._turns[turn_id] = None
+            while len(self._turns) > self.size:
+                self._turns.popitem(last=False)
+
+    def leave(self, turn_id: str) -> None:
+        with self._lock:
+            self._turns.pop(turn_id, None)
+
+    def __contains__(self, turn_id: object) -> bool:
+        return turn_id in self._turns
+
+
 class GrantBook:
     def __init__(self, rows: Rows, trail: AuditTrail, settings: Settings, clock: Clock) -> None:
         self.rows = rows
         self.trail = trail
         self.settings = settings
         self.clock = clock
+        self.unrefused = UnrefusedTurns()  # the turn runner enters each new turn's first run
 
     def changes(self, p: Pointer, user: str, answer: Answer, now: float) -> list[GrantChange]:
         """What answering the card does to its subjects' grants, in the card's order: approve
@@ -106,7 +136,10 @@ class GrantBook:
 
     async def record_refusal(self, refusal: Refusal) -> bool:
         s = self.settings
+        self.unrefused.leave(refusal.turn_id)  # before the write: from now on its refusals are read
         return await self.rows.record_refusal(refusal, ttl=refusal.at + s.card_expiry + s.resume_deadline + s.retention)
 
     async def refusals(self, chat: str, turn_id: str) -> list[Refusal]:
+        if turn_id in self.unrefused:  # a new turn's first run, here, nothing refused: no read
+            return []
         return await self.rows.refusals(chat=chat, turn_id=turn_id)

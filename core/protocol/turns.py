@@ -20,6 +20,7 @@ from chat_approvals.core.agent.factory import AgentFactory
 from chat_approvals.core.ids import hash_secret, mint_secret
 from chat_approvals.core.models import CardOffer, Clock, Grant, Pointer, TurnResult
 from chat_approvals.core.ports import Rows, Started, Steps
+from chat_approvals.core.protocol.grants import UnrefusedTurns
 from chat_approvals.core.protocol.history import History
 from chat_approvals.core.protocol.lease import Heartbeat, LeaseKeeper
 from chat_approvals.core.protocol.pause import Pauser, TurnHold, final_text
@@ -72,7 +73,10 @@ class TurnRunner:
         factory: AgentFactory,
         tool_access: ToolAccess,
         worker_id: str,
+        unrefused: UnrefusedTurns | None = None,
     ) -> None:
+        """`unrefused`: the grant book's (core/protocol/grants.py), which each new turn's run enters."""
+        self.unrefused = unrefused
         self.rows = rows
         self.steps = steps
         self.settings = settings
@@ -153,7 +157,14 @@ class TurnRunner:
         )
         agent = self.factory()
         self.history.restore(chat, agent, started.history)
-        result = await agent.invoke_async(text, invocation_state=invocation_state(ctx, self.tool_access))
+        unrefused = self.unrefused
+        if unrefused is not None:  # the turn starts here: a refusal can only come through the grant book
+            unrefused.enter(turn_id)
+        try:
+            result = await agent.invoke_async(text, invocation_state=invocation_state(ctx, self.tool_access))
+        finally:
+            if unrefused is not None:  # paused or not, a later run of this turn reads its refusals
+                unrefused.leave(turn_id)
         if result.stop_reason == "interrupt":
             if unattended:  # R6: nobody can answer, so no card, whatever raised the interrupt
                 return TurnResult(status="answered", text=wording.unattended_deny([], []))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import sqlite3
 import subprocess
@@ -198,4 +199,6 @@ async def test_healthz_details_and_the_access_log(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=10)
     logged = (out + err).decode()
     assert "/grants?user=" in logged, logged[-2000:]  # the access log has the line
+    # with aiohttp's own start time, to the second and with its UTC offset (bots/logs.AccessLog)
+    assert re.search(r'\[\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\] "GET /v1/chats/chat-1/grants', logged)
     assert "alice-the-stated-id" not in logged

@@ -48,15 +48,16 @@ async def test_r3_empty_request_is_an_input_error_never_already_approved(store: 
 async def test_r3_merges_hosts_the_sandbox_refused_this_turn(store: StoreIO, clock: ManualClock) -> None:
     """A call with only a reason asks for what the gate refused in this turn, and only this turn."""
 
-    # The gate writes refusals keyed by the turn; record them as the gate would, from the tool call.
+    # The gate writes refusals keyed by the turn; record them as the gate does (through the access
+    # the tools get, the grant book), from the tool call.
     @tool(context=True)
-    def blocked_script_ctx(tool_context) -> str:
+    async def blocked_script_ctx(tool_context) -> str:
         """Pretend to run a script the gate refuses."""
-        from chat_approvals.core.agent.context import context_of
+        from chat_approvals.core.agent.context import context_of, tool_access_of
 
-        ctx = context_of(tool_context.invocation_state)
-        assert ctx is not None
-        store.rows.record_refusal(
+        ctx, access = context_of(tool_context.invocation_state), tool_access_of(tool_context.invocation_state)
+        assert ctx is not None and access is not None
+        await access.record_refusal(
             Refusal(
                 chat=ctx.chat,
                 turn_id=ctx.turn_id,
@@ -64,12 +65,10 @@ async def test_r3_merges_hosts_the_sandbox_refused_this_turn(store: StoreIO, clo
                 name="mirror.example",
                 url="https://mirror.example/f",
                 at=clock.now(),
-            ),
-            clock.now() + 60,
+            )
         )
-        store.rows.record_refusal(
-            Refusal(chat=ctx.chat, turn_id="another-turn", kind="site", name="stale.example", at=clock.now()),
-            clock.now() + 60,
+        await access.record_refusal(
+            Refusal(chat=ctx.chat, turn_id="another-turn", kind="site", name="stale.example", at=clock.now())
         )
         return "blocked: mirror.example"
 
