@@ -123,6 +123,41 @@ async def test_r12_a_second_click_of_the_same_person_does_not_drop_the_winner_s_
     assert len([c for c in rig.standin.of("chat.postMessage") if c is not card]) == 1  # resumed once
 
 
+async def test_r12_a_resuming_still_on_its_way_lands_before_the_outcome(
+    hold: Hold, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn is held past the delay, so "Resuming…" is sent, but its chat.update is slow (Slack
+    rate-limits it per workspace). The turn ends while it is on its way: the click's outcome waits
+    for it, so the card ends on the outcome, never on "Resuming…" (R12)."""
+    async with running(hold, DELAY) as rig:
+        card = await open_card(rig)
+        real_update, real_settle = rig.front.web.update, rig.front._settle_resuming
+        on_its_way, settled = asyncio.Event(), asyncio.Event()
+
+        async def settle(click: Any, **kw: Any) -> None:
+            await real_settle(click, **kw)
+            settled.set()
+
+        async def update(loc: Any, msg: Any, **kw: Any) -> Any:
+            if not on_its_way.is_set():  # the card's first update after the click: its "Resuming…"
+                on_its_way.set()
+                with contextlib.suppress(TimeoutError):  # slow: until the click settles, 1 s at most
+                    await asyncio.wait_for(settled.wait(), 1.0)
+                if settled.is_set():  # the click went on without waiting for it: it lands last
+                    await rig.standin.wait_for(lambda s: "approved" in states(rig), timeout=10)
+            return await real_update(loc, msg, **kw)
+
+        monkeypatch.setattr(rig.front.web, "update", update)
+        monkeypatch.setattr(rig.front, "_settle_resuming", settle)
+        assert await rig.click(rig.click_payload(card)) == (200, "")
+        await hold.wait_entered()
+        await asyncio.wait_for(on_its_way.wait(), 10)
+        hold.release()
+        await rig.standin.wait_for(lambda s: "approved" in states(rig))
+        await rig.settle()
+        assert states(rig) == ["resuming", "approved"]
+
+
 def test_the_delay_defaults_to_half_a_second_and_zero_shows_it_at_once() -> None:
     base = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"}
     assert SlackConfig.from_env(base).resuming_after == DEFAULT_RESUMING_AFTER == 0.5
