@@ -139,6 +139,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--block", type=int, default=20, help="cycles per block; the kinds alternate by block")
     ap.add_argument("--grants", type=int, default=200, help="the grants chat's live grants at the start")
     args = ap.parse_args(argv)
+    if args.cycles < 1 or args.block < 1 or args.grants < 0:
+        ap.error("need --cycles >= 1, --block >= 1 and --grants >= 0")
     with tempfile.TemporaryDirectory() as d:
         vs, history = asyncio.run(measure(Path(d), args.cycles, args.block, args.grants))
     load = os.getloadavg()[0]

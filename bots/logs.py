@@ -24,18 +24,17 @@ from pythonjsonlogger.json import JsonFormatter
 
 REDACTED = "[redacted]"
 
-_PATTERNS = [
-    re.compile(r"(?i)(bearer\s+)[^\s\"',;]+"),
-    re.compile(r"xox[abposre]-[A-Za-z0-9-]+"),  # Slack bot/user/app tokens
-    re.compile(r"xapp-[A-Za-z0-9-]+"),
+# Each pattern with what it cannot match without, looked for in the lowered line (a line lacking
+# it is left as it is, unsearched); None: always searched.
+_PATTERNS: list[tuple[re.Pattern[str], str | None]] = [
+    (re.compile(r"(?i)(bearer\s+)[^\s\"',;]+"), "bearer"),
+    (re.compile(r"xox[abposre]-[A-Za-z0-9-]+"), "xox"),  # Slack bot/user/app tokens
+    (re.compile(r"xapp-[A-Za-z0-9-]+"), "xapp-"),
     # a card secret is token_urlsafe(32): 43 url-safe characters, standing alone
-    re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])"),
+    (re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])"), None),
     # a query string's values (the access log's `?user=` ids of the grants routes): the names stay
-    re.compile(r"([?&][^=\s&#\"'?]{1,64}=)[^&\s#\"']+"),
+    (re.compile(r"([?&][^=\s&#\"'?]{1,64}=)[^&\s#\"']+"), "="),
 ]
-# What each pattern cannot match without (a line lacking it is left as it is, unsearched); None:
-# always searched. "bearer" is looked for in the lowered line, as the pattern ignores case.
-_NEEDS: list[str | None] = ["bearer", "xox", "xapp-", None, "="]
 
 _HANDLER = "chat_approvals"
 PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -53,9 +52,9 @@ class Redactor:
     def __call__(self, text: str) -> str:
         for s in self.secrets:
             text = text.replace(s, REDACTED)
-        lowered = text.lower()
-        for p, needs in zip(_PATTERNS, _NEEDS, strict=True):
-            if needs is None or needs in (lowered if needs == "bearer" else text):
+        lowered = text.lower()  # a literal in the line is in its lowered form too
+        for p, needs in _PATTERNS:
+            if needs is None or needs in lowered:
                 text = p.sub(_redacted, text)
         return text
 

@@ -66,8 +66,7 @@ class _Resuming:
     # Until it starts, a timer: dropped by a cancel that wakes nothing (a sleeping task cancelled
     # took the loop twice a click, and most turns end before their update is due).
     timer: asyncio.TimerHandle | None = None
-    task: asyncio.Task[bool] | None = None  # the update, once started
-    sent: bool = False  # the update has started: whoever shows an outcome waits for it
+    task: asyncio.Task[bool] | None = None  # the update, once started: whoever shows an outcome waits for it
 
     def drop(self) -> None:
         """Never sent: the update is not started (its timer cancelled)."""
@@ -294,7 +293,7 @@ class SlackFrontEnd:
             return await self.web.update(loc, sb.resuming_message(card, user))
 
         def start() -> None:
-            resuming.timer, resuming.sent = None, True
+            resuming.timer = None
             resuming.task = asyncio.ensure_future(update())
 
         if self.cfg.resuming_after > 0:
@@ -389,7 +388,7 @@ class SlackFrontEnd:
         sent = []
         for r in click.resuming:
             r.holders -= 1
-            if r.sent and r.task is not None:
+            if r.task is not None:
                 sent.append(r.task)
             elif turn_over or r.holders <= 0:
                 r.drop()

@@ -1,7 +1,8 @@
 """Strands' look for a `./tools/` folder per Agent is skipped when nothing is loaded from it
 (core/agent/strands_compat.py, entry 13; issue 34): installed by bootstrap; with loading off the
 registry comes out as Strands' own leaves it, in a working directory that holds a tools folder with
-a tool in it; with loading on, Strands' own runs and loads that tool."""
+a tool in it; with loading on, Strands' own runs and loads that tool. No rule covers Strands' tool
+folder: these check the behaviour the entry keeps."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ def count_refusal_reads(store: StoreIO) -> list[str]:
     return asked
 
 
-async def test_a_new_turn_with_nothing_refused_asks_without_reading_refusals(
+async def test_r3_a_new_turn_with_nothing_refused_asks_without_reading_refusals(
     store: StoreIO, clock: ManualClock
 ) -> None:
     asked = count_refusal_reads(store)
@@ -47,7 +47,7 @@ async def test_a_new_turn_with_nothing_refused_asks_without_reading_refusals(
     assert len(a._grants.unrefused._turns) == 0  # the run ended: nothing kept for it
 
 
-async def test_a_refusal_through_the_gate_backend_is_read_and_merged(store: StoreIO, clock: ManualClock) -> None:
+async def test_r3_a_refusal_through_the_gate_backend_is_read_and_merged(store: StoreIO, clock: ManualClock) -> None:
     asked = count_refusal_reads(store)
     box: dict[str, Any] = {}
 
@@ -72,7 +72,7 @@ async def test_a_refusal_through_the_gate_backend_is_read_and_merged(store: Stor
     assert len(asked) == 1
 
 
-async def test_a_resumed_run_reads_the_turns_refusals_from_the_store(store: StoreIO, clock: ManualClock) -> None:
+async def test_r3_a_resumed_run_reads_the_turns_refusals_from_the_store(store: StoreIO, clock: ManualClock) -> None:
     """A refusal this process never saw (written by another process's gate during the turn) is
     merged when the resumed run asks again: the resume reads the store."""
     asked = count_refusal_reads(store)
@@ -99,7 +99,7 @@ async def test_a_resumed_run_reads_the_turns_refusals_from_the_store(store: Stor
     assert res.result.text != wording.NOTHING_NAMED
 
 
-def test_unrefused_turns_are_bounded_and_leave_on_a_refusal() -> None:
+def test_r3_unrefused_turns_are_bounded_and_leave_on_a_refusal() -> None:
     turns = UnrefusedTurns(size=2)
     for t in ("t1", "t2", "t3"):
         turns.enter(t)
