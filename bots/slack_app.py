@@ -35,6 +35,7 @@ from chat_approvals.cards import effects as fx
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards import slack_edit
 from chat_approvals.cards.slack_answer import (
+    BlockActions,
     SlackClick,
     SlackPayloadError,
     ToldRefusal,
@@ -119,11 +120,14 @@ class SlackFrontEnd:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def admit_click(self, body: dict[str, Any]) -> None:
+    def admit_click(self, body: dict[str, Any], shaped: BlockActions | None = None) -> None:
         """Queue a click's resume (bots/admission.py); when the queue is full, tell the clicker to
-        click again (nothing was changed: the card stays answerable)."""
+        click again (nothing was changed: the card stays answerable). `shaped`: the payload as the
+        ack read it (`shaped_click`), so the click does not read it again."""
         if (
-            self.admission.submit(lambda: self._guarded(self.click(body), "click"), platform="slack", acked=True)
+            self.admission.submit(
+                lambda: self._guarded(self.click(body, shaped), "click"), platform="slack", acked=True
+            )
             is None
         ):
             self.approvals.metrics.resumes.labels("slack", "busy").inc()
@@ -303,9 +307,9 @@ class SlackFrontEnd:
         for click in clicks:
             click.resuming.append(resuming)
 
-    async def click(self, body: dict[str, Any]) -> None:
+    async def click(self, body: dict[str, Any], shaped: BlockActions | None = None) -> None:
         try:
-            c = parse_click(body)
+            c = parse_click(body, shaped)
         except SlackPayloadError as e:
             log.info("slack click refused: %s", e)
             self.approvals.metrics.resumes.labels("slack", "invalid").inc()  # never reaches the facade

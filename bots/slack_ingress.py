@@ -31,7 +31,14 @@ from chat_approvals.bots.slack_shapes import slack_body_problem, socket_payload_
 from chat_approvals.bots.slack_web import SlackWeb
 from chat_approvals.cards import slack_batch, slack_edit
 from chat_approvals.cards import slack_blocks as sb
-from chat_approvals.cards.slack_answer import SlackClick, SlackPayloadError, event_actor, message_text
+from chat_approvals.cards.slack_answer import (
+    BlockActions,
+    SlackClick,
+    SlackPayloadError,
+    event_actor,
+    message_text,
+    shaped_click,
+)
 from chat_approvals.core.text import holds_surrogate_escape
 
 log = logging.getLogger("chat_approvals.slack")
@@ -56,7 +63,7 @@ class Front(Protocol):
 
     commands: SlackCommands
 
-    def admit_click(self, body: dict[str, Any]) -> None: ...
+    def admit_click(self, body: dict[str, Any], shaped: BlockActions | None = None) -> None: ...
 
     async def open_edit(self, body: dict[str, Any]) -> None: ...
 
@@ -238,7 +245,9 @@ def _welcome(front: Front, event: dict[str, Any], body: dict[str, Any], context:
     front.spawn(front.welcome(team, channel, str(enterprise) if enterprise else None), "welcome")
 
 
-def http_handler(signing_secret: str, bolt: AsyncApp, admit_click: Callable[[dict[str, Any]], None]) -> Handler:
+def http_handler(
+    signing_secret: str, bolt: AsyncApp, admit_click: Callable[[dict[str, Any], BlockActions | None], None]
+) -> Handler:
     """POST /slack/events: refuse what is unsigned or unreadable; ack a card click at once."""
 
     async def handle(request: web.Request) -> web.Response:
@@ -254,10 +263,14 @@ def http_handler(signing_secret: str, bolt: AsyncApp, admit_click: Callable[[dic
             # checked (as `_unreadable` would, on the payload already parsed), the resume queued.
             # Bolt's middleware chain adds nothing to an Approve/Deny click, so it is skipped.
             click, text_ok = read
-            problem = socket_payload_problem("interactive", click, text_checked=text_ok)
-            if problem is not None:
-                return _plain(400, problem)
-            admit_click(click)
+            # Read once: a payload of valid text that `shaped_click` reads passes the shape check too,
+            # and the click's task uses what it read; any other payload is checked as before.
+            shaped = shaped_click(click) if text_ok else None
+            if shaped is None:
+                problem = socket_payload_problem("interactive", click, text_checked=text_ok)
+                if problem is not None:
+                    return _plain(400, problem)
+            admit_click(click, shaped)
             return web.Response(status=200)
         refused = _unreadable(raw, request.headers)  # the shape first: Bolt reads it
         if refused is not None:

@@ -16,10 +16,8 @@ from urllib.parse import parse_qsl
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from chat_approvals.bots.turn_limits import MAX_TURN_TEXT
+from chat_approvals.cards.slack_answer import MAX_ID, MAX_VALUE  # Block Kit's: a button's value, an id
 from chat_approvals.core.text import first_invalid
-
-MAX_VALUE = 2000  # Block Kit: a button's value
-MAX_ID = 255  # Block Kit: action_id, block_id
 
 
 class _Open(BaseModel):

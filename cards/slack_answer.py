@@ -29,6 +29,9 @@ from chat_approvals.cards.wording import REASON_WITH_APPROVAL
 from chat_approvals.core.identity import SlackUser, unverified
 from chat_approvals.core.models import ONCE, Answer, InvalidAnswer, ItemAnswer, is_card_id, read_answer
 
+MAX_VALUE = 2000  # Block Kit: a button's value
+MAX_ID = 255  # Block Kit: action_id, block_id; Slack's ids are far shorter
+
 
 class SlackPayloadError(ValueError):
     """The payload is not a click we understand; nothing may change because of it."""
@@ -38,17 +41,19 @@ class _Wire(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+# The lengths are the ack's shape check's (bots/slack_shapes.py): every payload read here has passed
+# it, so they refuse nothing more; with them, a payload this model reads strictly passes both.
 class _Id(_Wire):
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=MAX_ID)
 
 
 class _Team(_Wire):
-    id: str | None = None
+    id: str | None = Field(default=None, max_length=MAX_ID)
     enterprise_id: str | None = None
 
 
 class _User(_Wire):
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=MAX_ID)
     team_id: str | None = None
 
 
@@ -60,9 +65,9 @@ class _Container(_Wire):
 
 
 class _Action(_Wire):
-    action_id: str
-    block_id: str | None = None
-    value: str | None = None
+    action_id: str = Field(max_length=MAX_ID)
+    block_id: str | None = Field(default=None, max_length=MAX_ID)
+    value: str | None = Field(default=None, max_length=MAX_VALUE)
     type: str | None = None
 
 
@@ -307,10 +312,22 @@ def _items_answer(ba: BlockActions, card_id: str) -> Answer:
     return Answer(approved=any(i.approved for i in items), items=items)
 
 
-def parse_click(payload: object) -> SlackClick:
+def shaped_click(payload: dict[str, Any]) -> BlockActions | None:
+    """The payload read strictly (no coercion), or None. A payload read here passes both the ack's
+    shape check (bots/slack_shapes.py `SlackInteraction`, whose lengths `BlockActions` repeats and
+    whose types are looser) and `read_block_actions`, which would read the same values: the ack
+    reads a click once and hands this to `parse_click`. None: those two decide, as before."""
+    try:
+        return BlockActions.model_validate(payload, strict=True)
+    except ValidationError:
+        return None
+
+
+def parse_click(payload: object, shaped: BlockActions | None = None) -> SlackClick:
     """An Approve/Deny block_actions payload -> (card id, secret, Answer), or SlackPayloadError.
-    `Approve once` (a tool card) approves this call only (`duration: once`: no grant)."""
-    ba = read_block_actions(payload)
+    `Approve once` (a tool card) approves this call only (`duration: once`: no grant).
+    `shaped`: `shaped_click(payload)`, when the ack already read it."""
+    ba = shaped if shaped is not None else read_block_actions(payload)
     action = ba.actions[0]
     if action.action_id not in (ACTION_APPROVE, ACTION_APPROVE_ONCE, ACTION_DENY, slack_batch.ACTION_ITEMS):
         raise SlackPayloadError(f"unknown action {action.action_id!r}")
