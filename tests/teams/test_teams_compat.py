@@ -105,6 +105,50 @@ async def test_workaround_2_botbuilder_answers_malformed_execute_with_500() -> N
     assert json.loads(json.dumps(body)) == {"statusCode": 400}
 
 
+class _MessageBot(TeamsActivityHandler):
+    """Answers nothing: a message turn, botbuilder's 201."""
+
+
+async def test_workaround_13_process_reads_the_body_once_and_answers_as_botbuilder_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`process()` checked the JSON it read; botbuilder's `CloudAdapter.process()` would read it
+    again with `request.json()`. Through `process()` nothing calls that (a tripwire there refuses
+    botbuilder's path), and the answers are botbuilder's own: an invoke's body and status, a 201."""
+    adapter = teams_compat.make_adapter(TeamsAuth())
+    invoke, message = fixture("playground-invoke-adaptiveCard-action.json"), fixture("playground-message-text.json")
+
+    async def ours(req: web.Request) -> web.Response:
+        bot = EchoCardBot() if req.query.get("bot") == "card" else _MessageBot()
+        return await teams_compat.process(adapter, req, bot, auth_enabled=False)
+
+    async def botbuilders(req: web.Request) -> web.Response:
+        bot = EchoCardBot() if req.query.get("bot") == "card" else _MessageBot()
+        resp = await adapter.process(req, bot)
+        return resp if resp is not None else web.Response(status=201)
+
+    async def answers(path: str) -> list[tuple[int, str]]:
+        got = []
+        for query, act in (("card", invoke), ("text", message)):
+            resp = await client.post(f"{path}?bot={query}", json=act)
+            got.append((resp.status, await resp.text()))
+        return got
+
+    app = web.Application()
+    app.router.add_post("/ours", ours)
+    app.router.add_post("/botbuilders", botbuilders)
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        expected = await answers("/botbuilders")
+        assert [s for s, _ in expected] == [200, 201]
+
+        async def read_again(self: web.Request) -> Any:
+            raise AssertionError("the body's JSON was read a second time")
+
+        monkeypatch.setattr(web.Request, "json", read_again)
+        assert await answers("/ours") == expected
+        assert [s for s, _ in await answers("/botbuilders")] == [500, 500]  # the tripwire works
+
+
 def test_workaround_3_tenant_is_read_from_channel_data() -> None:
     act = Activity().deserialize(fixture("playground-message-text.json"))
     assert act.conversation.tenant_id is None  # botbuilder maps the key "tenantID", Teams sends "tenantId"
