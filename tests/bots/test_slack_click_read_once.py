@@ -16,7 +16,10 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
 from chat_approvals.bots.slack_shapes import SlackInteraction, _problem
+from chat_approvals.cards import slack_answer
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.slack_answer import (
     SlackPayloadError,
@@ -27,6 +30,7 @@ from chat_approvals.cards.slack_answer import (
 from chat_approvals.cards.slack_chat import chat_key
 from chat_approvals.core.models import ApprovalCard
 from tests.support.slack_payloads import block_actions
+from tests.support.slack_rig import SlackRig
 
 NOW = 1_800_000_000.0
 SECRET = "s" * 43
@@ -156,3 +160,21 @@ def test_a_value_the_ack_refuses_is_not_read_there() -> None:
         payload = _replaced(_click(), path, long)
         assert _problem(SlackInteraction, payload, "the payload", text_checked=True) is not None, path
         assert shaped_click(payload) is None, path
+
+
+async def test_a_served_click_is_read_once_and_resumes(rig: SlackRig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over HTTP the click's task resumes with what the ack read: with the second read made to
+    fail, the card is still answered (it would be logged as a failed click instead)."""
+    await rig.dm("download <https://example.org/data.csv>")
+    await rig.standin.wait_for(lambda s: len(rig.card_calls()) >= 1)
+    await rig.settle()
+    card = rig.card_calls()[-1]
+
+    def read_again(payload: object) -> slack_answer.BlockActions:
+        raise AssertionError("the click's payload was read a second time")
+
+    monkeypatch.setattr(slack_answer, "read_block_actions", read_again)
+    assert await rig.click(rig.click_payload(card)) == (200, "")
+    await rig.settle()
+    outcome = rig.standin.of("chat.update")[-1]
+    assert outcome.args["ts"] == card.result["ts"] and "Approved" in json.dumps(outcome.args["blocks"])
