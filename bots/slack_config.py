@@ -3,6 +3,7 @@ client it makes (retries only where they are safe)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Mapping
@@ -13,6 +14,8 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
 )
+from slack_sdk.web import async_base_client as _sdk_client
+from slack_sdk.web import internal_utils as _sdk_utils
 from slack_sdk.web.async_client import AsyncWebClient
 
 DEFAULT_API_URL = "https://slack.com/api/"
@@ -176,8 +179,20 @@ class SdkLog(_Adapter):
 SDK_LOG = SdkLog(logging.getLogger("slack_sdk.web.async_base_client"))  # slack_sdk's own name for it
 
 
+MAX_URLS = 256  # (base URL, method) pairs: a process calls a handful of methods on one or two bases
+
+
+def remember_urls() -> None:
+    """slack_sdk joins its base URL and each call's method with `urljoin` (a parse of both) on every
+    Web API call; the URL depends on those two strings alone, so it is made once per pair and kept:
+    the same URL, about 15 us less a call. Idempotent."""
+    if not isinstance(_sdk_client._get_url, functools._lru_cache_wrapper):
+        _sdk_client._get_url = functools.lru_cache(maxsize=MAX_URLS)(_sdk_utils._get_url)
+
+
 def web_client(cfg: SlackConfig, token: str | None = None) -> AsyncWebClient:
     """Retries only where it is safe: a 429 was not processed, a refused connection sent nothing."""
+    remember_urls()
     return AsyncWebClient(
         token=token,
         base_url=cfg.base_url,

@@ -1,4 +1,5 @@
-"""slack_sdk's debug lines cost a click's CPU only when they are written (issue 34, target 2).
+"""slack_sdk's debug lines cost a click's CPU only when they are written, and its URLs are made
+once (issue 34, target 2).
 
 slack_sdk formats each request's whole body into a debug line whenever `logger.level <= DEBUG`,
 and its own logger, left at NOTSET (0), always passes that test. The client the front end builds
@@ -57,3 +58,28 @@ async def test_at_debug_the_lines_are_still_written(standin: SlackStandIn, caplo
     sent = [r.getMessage() for r in caplog.records if r.name == "slack_sdk.web.async_base_client"]
     assert any(m.startswith("Sending a request") and "Resuming" in m for m in sent), sent
     assert Counted.reprs >= 1
+
+
+async def test_each_call_reaches_its_own_base_url_and_method(standin: SlackStandIn) -> None:
+    """slack_sdk's URL for a call is made once per base URL and method (`remember_urls`): calls on
+    two Slack stand-ins (two base URLs), three methods each, each reach their own; and every URL is
+    slack_sdk's own join. No rule covers the URL's making."""
+    from urllib.parse import urljoin
+
+    from slack_sdk.web import async_base_client
+
+    other = await SlackStandIn().start()
+    try:
+        for s in (standin, other, standin):
+            cfg = SlackConfig(bot_token="xoxb-test", signing_secret="s" * 32, api_url=s.api_url)
+            client = web_client(cfg, cfg.bot_token)
+            posted = await client.api_call("chat.postMessage", json={"channel": "C1", "text": "hi"})
+            await client.api_call("chat.update", json={"channel": "C1", "ts": posted["ts"], "text": "hi"})
+            await client.api_call("auth.test")
+        assert [c.method for c in standin.calls] == ["chat.postMessage", "chat.update", "auth.test"] * 2
+        assert [c.method for c in other.calls] == ["chat.postMessage", "chat.update", "auth.test"]
+    finally:
+        await other.stop()
+    for base in (standin.api_url, "https://slack.com/api/", "https://example.test/x/api/"):
+        for method in ("chat.update", "/chat.update", "views.open"):
+            assert async_base_client._get_url(base, method) == urljoin(base, method.lstrip("/"))
