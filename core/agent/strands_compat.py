@@ -553,9 +553,9 @@ class RunToItsEnd(collections.abc.AsyncGenerator):
                 self._held = _Ended(e)
         return event
 
-    async def athrow(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+    async def athrow(self, *args: Any) -> Any:  # (exception) or the older (type, value, traceback)
         self._held = _NONE_HELD
-        return await self._gen.athrow(typ, val, tb)
+        return await self._gen.athrow(*args)
 
     async def aclose(self) -> None:
         self._held = _NONE_HELD

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import strands.tools.executors._executor as strands_executor
+from strands import Agent, tool
 from strands.tools.decorator import DecoratedFunctionTool
 from strands.types._events import ToolInterruptEvent, ToolStreamEvent
 from strands.types.events import ToolResultEvent
@@ -27,7 +28,7 @@ from chat_approvals.core.approvals import Approvals
 from chat_approvals.core.clock import ManualClock
 from chat_approvals.store.aio import StoreIO
 from tests.conftest import click, make_approvals
-from tests.support.agents import Counter, scripted_factory
+from tests.support.agents import Counter, PolicyModel, results_of, scripted_factory, text_of
 
 TEXT = "please fetch https://data.example.org/table.csv"
 
@@ -179,3 +180,42 @@ async def test_aclose_and_athrow_reach_the_generator() -> None:
     await thrown.__anext__()
     with pytest.raises(KeyError):
         await thrown.athrow(KeyError("in"))
+
+
+@tool
+async def counts_to_two(label: str) -> AsyncGenerator[Any, None]:
+    """Stream two steps, then the result.
+
+    Args:
+        label: a label
+    """
+    yield f"{label} one"
+    yield f"{label} two"
+    yield f"{label} done"
+
+
+async def streamed_run() -> list[Any]:
+    """What an Agent streams for one call of a streaming tool: every event's kind and data."""
+
+    def policy(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+        if results_of(messages):
+            return "finished: " + text_of(results_of(messages)[0]), []
+        return "", [{"name": "counts_to_two", "input": {"label": "x"}}]
+
+    agent = Agent(model=PolicyModel(policy), tools=[counts_to_two], callback_handler=None)
+    seen = []
+    async for event in agent.stream_async("go"):
+        if "tool_stream_event" in event:
+            seen.append(("stream", event["tool_stream_event"]["data"]))
+        elif "result" in event:
+            seen.append(("result", str(event["result"])))
+    return seen
+
+
+async def test_a_streaming_tool_streams_the_same_events_in_the_same_order() -> None:
+    compat.run_tool_calls_to_their_end()
+    ours = await streamed_run()
+    own_generators()
+    theirs = await streamed_run()
+    assert ours == theirs
+    assert ours == [("stream", "x one"), ("stream", "x two"), ("stream", "x done"), ("result", "finished: x done\n")]
