@@ -1,0 +1,81 @@
+"""PostgreSQL: a step's object puts and its row statement go to the server as ONE pipeline with one
+Sync (store/postgres_rows.py `_send_with`), which the server runs as one implicit transaction: a
+put that fails leaves the row write undone, a row statement that fails leaves no put behind, and
+the pooled connection is usable after either. Rules: R7 (the pointer names a snapshot that is
+there), R12 (the answer is there when the pointer says done)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from chat_approvals.core.clock import ManualClock
+from chat_approvals.store.base import ObjectExists
+from chat_approvals.store.postgres_objects import PostgresObjects
+from chat_approvals.store.postgres_rows import PostgresRows
+from tests.support.store_backends import pg_schema
+from tests.support.store_conformance import LEASE, T0, _ev, make_pointer
+
+
+@pytest.fixture
+def store() -> Iterator[tuple[PostgresRows, PostgresObjects]]:
+    with pg_schema() as url:
+        # pool_size=1: every call after a failed step gets the very connection the step used
+        rows = PostgresRows(f"{url}&pool_size=1")
+        try:
+            yield rows, PostgresObjects(rows, ManualClock(T0))
+        finally:
+            rows.close()
+
+
+def test_r7_a_put_that_fails_leaves_the_steps_pointer_unwritten_and_the_lease_held(
+    store: tuple[PostgresRows, PostgresObjects],
+) -> None:
+    rows, objects = store
+    objects.put("snapshots/c_taken.json", b"written before")
+    assert rows.take_turn("http:s", "h1", T0, T0 + LEASE)
+    p = make_pointer("http:s")
+    with pytest.raises(ObjectExists), rows.atomic():
+        ref = objects.put("snapshots/c_fresh.json", b"fresh")  # sent with end_turn, in front of the taken key
+        objects.put("snapshots/c_taken.json", b"again")
+        p = p.model_copy(update={"snapshot": ref})
+        rows.end_turn("http:s", "h1", now=T0, pointer=p, audit=[_ev("http:s", "card_created")])
+    assert rows.get_pointer("http:s") is None and rows.list_audit("http:s") == []
+    assert objects.get_key("snapshots/c_fresh.json") is None  # the put before the failed one too
+    assert objects.get_key("snapshots/c_taken.json") == b"written before"
+    assert not rows.take_turn("http:s", "h2", T0 + 1, T0 + 1 + LEASE)  # end_turn never ran: still h1's
+
+
+def test_r12_a_row_statement_that_fails_leaves_no_put_behind(store: tuple[PostgresRows, PostgresObjects]) -> None:
+    rows, objects = store
+    with pytest.raises(psycopg.errors.DivisionByZero), rows.atomic():
+        objects.put("answers/c_1/1.json", b"the answer")
+        rows._exec("SELECT 1 / (SELECT count(*) FROM pointers WHERE chat = %s)", ("none",))
+    assert objects.get_key("answers/c_1/1.json") is None
+    # the same connection (the pool holds one) took the next step whole
+    with rows.atomic():
+        ref = objects.put("answers/c_1/1.json", b"the answer")
+        assert rows.take_turn("http:s", "h1", T0, T0 + LEASE)
+    assert objects.get(ref) == b"the answer"
+
+
+def test_steps_prepared_statements_stay_one_message(store: tuple[PostgresRows, PostgresObjects]) -> None:
+    """Past psycopg's prepare threshold (5 uses) the pipeline's statements are prepared, and a
+    step still applies whole, its bytes intact."""
+    rows, objects = store
+    for i in range(8):
+        chat = f"http:p{i}"
+        assert rows.take_turn(chat, "h1", T0, T0 + LEASE)
+        data = bytes(range(256)) * 4 + str(i).encode()
+        with rows.atomic():
+            ref = objects.put(f"snapshots/c_p{i}.json", data)
+            p = make_pointer(chat).model_copy(update={"snapshot": ref})
+            assert rows.end_turn(chat, "h1", now=T0, pointer=p, audit=[_ev(chat, "card_created")])
+        assert rows.get_pointer_by_card(p.card_id) == p and objects.get(ref) == data
+    with rows.pool.connection() as conn:
+        assert conn.prepare_threshold == 5
+        prepared = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+    texts = " ".join(r["statement"] for r in prepared)
+    assert "INSERT INTO objects" in texts and "INSERT INTO pointers" in texts  # both of the step's
