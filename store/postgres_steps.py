@@ -206,4 +206,17 @@ def claim_grants(w: ClaimWrite) -> Sql:
     )
 
 
-__all__ = ["CLAIM", "POINTER_COLUMNS", "PUT_POINTER", "begin_turn", "claim_grants", "end_turn"]
+def fold(writes: Sequence[tuple[str, Sequence[Any]]], query: str, args: Sequence[Any]) -> Sql:
+    """`writes` (plain INSERT/UPDATE/DELETE statements, no WITH of their own) as data-modifying
+    CTEs in front of `query`: ONE statement, so one round trip and one implicit transaction (a
+    CTE that fails, e.g. an object's key written before, fails the whole statement). A
+    data-modifying CTE runs whether or not anything reads it; `query`'s rows and row count are the
+    statement's."""
+    ctes = ", ".join(f"w{i} AS ({q})" for i, (q, _) in enumerate(writes))
+    head = query.lstrip()
+    with_ = head[:4].upper() == "WITH" and head[4:5].isspace()  # its own CTEs follow ours
+    text = f"WITH {ctes}, {head[5:]}" if with_ else f"WITH {ctes} {head}"
+    return text, [*(a for _, w in writes for a in w), *args]
+
+
+__all__ = ["CLAIM", "POINTER_COLUMNS", "PUT_POINTER", "begin_turn", "claim_grants", "end_turn", "fold"]

@@ -38,7 +38,7 @@ def test_one_approval_cycle_is_at_most_five_round_trips(held: int, prepared: boo
         io = StoreIO(rows, PostgresObjects(rows, SystemClock()))
         try:
             approvals = bootstrap(io, agent_factory=default_factory("scripted"), held_agents=held).approvals
-            for i in range(12 if prepared else 1):
+            for i in range(20 if prepared else 1):
                 asyncio.run(_cycle(approvals, f"warm-up:{i}"))
             trips.reset()
             for i in range(CYCLES):

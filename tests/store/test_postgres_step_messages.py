@@ -1,6 +1,6 @@
-"""PostgreSQL: a step's object puts and its row statement go to the server as ONE pipeline with one
-Sync (store/postgres_rows.py `_send_with`), which the server runs as one implicit transaction: a
-put that fails leaves the row write undone, a row statement that fails leaves no put behind, and
+"""PostgreSQL: a step's object puts ride in its row statement as data-modifying CTEs
+(store/postgres_steps.py `fold`): ONE statement, which the server runs as one implicit transaction:
+a put that fails leaves the row write undone, a row statement that fails leaves no put behind, and
 the pooled connection is usable after either. Rules: R7 (the pointer names a snapshot that is
 there), R12 (the answer is there when the pointer says done)."""
 
@@ -12,11 +12,12 @@ import psycopg
 import pytest
 
 from chat_approvals.core.clock import ManualClock
+from chat_approvals.core.models import Fence
 from chat_approvals.store.base import ObjectExists
 from chat_approvals.store.postgres_objects import PostgresObjects
 from chat_approvals.store.postgres_rows import PostgresRows
 from tests.support.store_backends import pg_schema
-from tests.support.store_conformance import LEASE, T0, _ev, make_pointer
+from tests.support.store_conformance import LEASE, T0, _ev, claim, make_pointer
 
 
 @pytest.fixture
@@ -61,8 +62,8 @@ def test_r12_a_row_statement_that_fails_leaves_no_put_behind(store: tuple[Postgr
     assert objects.get(ref) == b"the answer"
 
 
-def test_steps_prepared_statements_stay_one_message(store: tuple[PostgresRows, PostgresObjects]) -> None:
-    """Past psycopg's prepare threshold (5 uses) the pipeline's statements are prepared, and a
+def test_a_steps_one_statement_is_prepared_and_stays_whole(store: tuple[PostgresRows, PostgresObjects]) -> None:
+    """Past psycopg's prepare threshold (5 uses) the step's one statement is prepared, and the
     step still applies whole, its bytes intact."""
     rows, objects = store
     for i in range(8):
@@ -77,5 +78,27 @@ def test_steps_prepared_statements_stay_one_message(store: tuple[PostgresRows, P
     with rows.pool.connection() as conn:
         assert conn.prepare_threshold == 5
         prepared = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
-    texts = " ".join(r["statement"] for r in prepared)
-    assert "INSERT INTO objects" in texts and "INSERT INTO pointers" in texts  # both of the step's
+    texts = [r["statement"] for r in prepared]
+    assert any("w0 AS (INSERT INTO objects" in t and "INSERT INTO pointers" in t for t in texts), texts
+
+
+def test_r12_puts_ride_in_a_statement_without_a_with_of_its_own(store: tuple[PostgresRows, PostgresObjects]) -> None:
+    """finish without a session is a plain UPDATE: the answer's put goes in front of it as a CTE,
+    and finish still reads its own row count (1: done)."""
+    rows, objects = store
+    assert rows.put_pointer(make_pointer("http:s"), T0)
+    p = rows.get_pointer("http:s")
+    assert p is not None
+    won = claim(rows, p, worker="w1")
+    assert won is not None
+    fence = Fence(won.chat, won.card_id, "w1", won.claim_count)
+    with rows.atomic():
+        answer = objects.put(f"answers/{won.card_id}/1.json", b'{"answer": 1}')
+        assert rows.finish(fence, answer_key=answer.key)
+    done = rows.get_pointer("http:s")
+    assert done is not None and done.state == "done" and done.answer_key == answer.key
+    assert objects.get(answer) == b'{"answer": 1}'
+    with rows.atomic():  # a stale fence: the put is made, the finish refused (0 rows), as before
+        objects.put(f"answers/{won.card_id}/2.json", b"late")
+        assert not rows.finish(fence, answer_key="late")
+    assert rows.get_pointer("http:s") == done
