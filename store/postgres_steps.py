@@ -93,11 +93,10 @@ def _dependent_writes(
     rows = []
     for i, (w, grant) in enumerate(writes):
         e = w.event
-        g = (grant.user, grant.chat, grant.kind, grant.name) if grant else (None, None, None, None)
-        rows.append(
-            "(%s::int,%s::text,%s::float8,%s::text,%s::text,%s::text,%s::text,%s::float8,%s::text,%s::text,%s::text,%s::text)"
-        )
-        args += [i, e.chat, e.at, e.kind, e.actor, e.card_id, _detail(w), w.ttl, *g]
+        # the order and a missing grant as literals: the statement's text is the same for a step's
+        # shape, its parameters fewer (psycopg caches a query's parsing up to 50 of them)
+        rows.append(f"({i}::int,%s::text,%s::float8,%s::text,%s::text,%s::text,%s::text,%s::float8,{_dep(grant)})")
+        args += [e.chat, e.at, e.kind, e.actor, e.card_id, _detail(w), w.ttl, *_dep_args(grant)]
     ctes.append(
         f"""ev AS (INSERT INTO audit (chat, at, kind, actor, card_id, detail, ttl)
               SELECT v.chat, v.at, v.kind, v.actor, v.card_id, v.detail, v.ttl
@@ -107,10 +106,9 @@ def _dependent_writes(
     )
     items = []
     for w, grant in writes:
-        g = (grant.user, grant.chat, grant.kind, grant.name) if grant else (None, None, None, None)
         for o in w.outbox:
-            items.append("(%s::text,%s::text,%s::text,%s::text,%s::float8,%s::text,%s::text,%s::text,%s::text)")
-            args += [o.sink, o.id, o.chat, o.body, w.ttl, *g]
+            items.append(f"(%s::text,%s::text,%s::text,%s::text,%s::float8,{_dep(grant)})")
+            args += [o.sink, o.id, o.chat, o.body, w.ttl, *_dep_args(grant)]
     if items:
         ctes.append(
             f"""ob AS (INSERT INTO outbox (sink, id, chat, body, ttl)
@@ -120,6 +118,14 @@ def _dependent_writes(
                   WHERE {cond} AND {dep_sql})"""
         )
     return ctes, args
+
+
+def _dep(grant: Grant | None) -> str:
+    return "%s::text,%s::text,%s::text,%s::text" if grant else "NULL::text,NULL::text,NULL::text,NULL::text"
+
+
+def _dep_args(grant: Grant | None) -> tuple[str, ...]:
+    return (grant.user, grant.chat, grant.kind, grant.name) if grant else ()
 
 
 def _detail(w: AuditWrite) -> str:
