@@ -217,7 +217,8 @@ def fold(writes: Sequence[tuple[str, Sequence[Any]]], query: str, args: Sequence
     CTEs in front of `query`: ONE statement, so one round trip and one implicit transaction (a
     CTE that fails, e.g. an object's key written before, fails the whole statement). A
     data-modifying CTE runs whether or not anything reads it; `query`'s rows and row count are the
-    statement's."""
+    statement's, and `query` does not see the writes' rows (one snapshot for the statement): a
+    step's puts are read by later steps, never by the statement they ride in."""
     ctes = ", ".join(f"w{i} AS ({q})" for i, (q, _) in enumerate(writes))
     head = query.lstrip()
     with_ = head[:4].upper() == "WITH" and head[4:5].isspace()  # its own CTEs follow ours
