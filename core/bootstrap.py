@@ -21,6 +21,7 @@ from chat_approvals.core.agent.factory import AgentFactory, default_factory
 from chat_approvals.core.agent.paused_agents import PausedAgents
 from chat_approvals.core.agent.strands_compat import (
     copy_model_call_inputs_directly,
+    run_tool_calls_to_their_end,
     skip_empty_plugin_scans,
     skip_needless_message_copies,
     skip_unloaded_tool_folder,
@@ -104,6 +105,7 @@ def bootstrap(
     skip_unrecorded_spans()  # nor the attributes of a span that records nothing
     copy_model_call_inputs_directly()  # and a model call's inputs copied without deepcopy's memo
     skip_unloaded_tool_folder()  # nor a look for ./tools per Agent when nothing is loaded from it
+    run_tool_calls_to_their_end()  # nor a tool call's generators left for asyncio's finalizer
     try:
         ports = store.ports()
         trail = AuditTrail(ports.steps, retention=settings.retention, sinks=audit_sinks)  # every audit event

@@ -2,7 +2,7 @@
 
 One row per object, written with one `INSERT ... ON CONFLICT DO NOTHING` (a key written before
 inserts nothing: ObjectExists). It shares the row store's pool; inside `PostgresRows.atomic` a
-step's puts are sent in one message with its row write (the snapshot in front of its pointer, the
+step's puts ride in its row write's statement, as CTEs (the snapshot in front of its pointer, the
 answer in front of finish), which the server runs as one implicit transaction: one round trip.
 Large snapshots can still go to S3 with `--objects s3://...` beside a `postgresql://` store.
 """
@@ -29,7 +29,7 @@ class PostgresObjects(ObjectStore):
             raise ValueError(f"bad object key: {key!r}")
         digest = hashlib.sha256(data).hexdigest()
         args = (key, data, digest, self.clock.now())
-        # inside a step: sent with the step's row write (a key written before fails the whole message)
+        # inside a step: sent with the step's row write (a key written before fails the whole statement)
         if self.rows.defer("INSERT INTO objects (key, data, sha256, written_at) VALUES (%s, %s, %s, %s)", args):
             return ObjectRef(key=key, size=len(data), sha256=digest)
         written = self.rows._exec(

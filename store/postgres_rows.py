@@ -11,7 +11,7 @@ Connections are in autocommit: a single conditional UPDATE/INSERT ... RETURNING 
 transaction, one round trip, and its WHERE carries the whole condition, so two replicas can never
 both win (the claim is `UPDATE ... WHERE <still claimable> RETURNING *`). A compound step is one
 statement of conditional CTEs (store/postgres_steps.py): one round trip, one implicit transaction.
-Inside `atomic`, a step's object puts are sent in the same message as its next row statement.
+Inside `atomic`, a step's object puts ride in its next row statement, as CTEs.
 """
 
 from __future__ import annotations
@@ -123,11 +123,11 @@ class PostgresRows(RowStore):
 
     def _exec(self, query: str, args: Sequence[Any] = ()) -> Ran:
         """One statement, its rows read. Off a transaction it commits on its own (autocommit).
-        Inside `atomic`, the writes deferred before it (objects' puts) go in front of it in the
-        same message: one round trip, one implicit transaction."""
+        Inside `atomic`, the writes deferred before it (objects' puts) go in front of it, in the
+        same statement: one round trip, one implicit transaction."""
         try:
             with self.connection() as conn:
-                pending: list[str] | None = getattr(self._local, "pending", None)
+                pending: list[tuple[str, Sequence[Any]]] | None = getattr(self._local, "pending", None)
                 if pending:
                     return self._send_with(conn, pending, query, args)
                 cur = conn.execute(query.encode(), args)
@@ -137,28 +137,30 @@ class PostgresRows(RowStore):
             self._after_fault()
             raise store_error(e) from e
 
-    def _send_with(self, conn: psycopg.Connection[Any], pending: list[str], query: str, args: Sequence[Any]) -> Ran:
-        """The deferred statements and this one as ONE simple-protocol message (parameters bound
-        here, by libpq's quoting): the server runs them as one implicit transaction, all or none."""
-        text = "; ".join([*pending, psycopg.ClientCursor(conn).mogrify(query.encode(), args)])
+    def _send_with(
+        self, conn: psycopg.Connection[Any], pending: list[tuple[str, Sequence[Any]]], query: str, args: Sequence[Any]
+    ) -> Ran:
+        """The deferred writes and this statement as ONE statement, the writes as data-modifying
+        CTEs in front of it (store/postgres_steps.py `fold`): one round trip, one implicit
+        transaction, all or none. Prepared like any other (prepare_threshold), its parameters
+        bound, the bytes in binary: nothing quoted into the text here."""
+        text, all_args = steps.fold(pending, query, args)
         pending.clear()
         try:
-            cur = conn.execute(text.encode())
+            cur = conn.execute(text.encode(), all_args)
         except psycopg.errors.UniqueViolation as e:  # a deferred put's key was written before
             raise ObjectExists(str(e).strip()) from e
-        while cur.nextset():  # to the last statement's result
-            pass
         rows = cur.fetchall() if cur.description is not None else []
         return Ran(cur.rowcount, rows)
 
     def defer(self, query: str, args: Sequence[Any]) -> bool:
         """Inside `atomic`: keep a write whose result nobody waits for (an object's put) to send
-        with the step's next statement; False (nothing kept) outside."""
-        pending: list[str] | None = getattr(self._local, "pending", None)
-        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
-        if pending is None or conn is None:
+        with the step's next statement; False (nothing kept) outside. `query`: one plain INSERT,
+        UPDATE or DELETE with no WITH of its own (it becomes a CTE of that statement)."""
+        pending: list[tuple[str, Sequence[Any]]] | None = getattr(self._local, "pending", None)
+        if pending is None or getattr(self._local, "conn", None) is None:
             return False
-        pending.append(psycopg.ClientCursor(conn).mogrify(query.encode(), args))
+        pending.append((query, args))
         return True
 
     def _after_fault(self) -> None:
@@ -203,7 +205,7 @@ class PostgresRows(RowStore):
 
     def atomic(self) -> contextlib.AbstractContextManager[object]:
         """A step: its objects' puts (store/postgres_objects.py bound to this store) ride in the
-        step's next row statement, in one message and one implicit transaction (the compound steps
+        step's next row statement, in one statement and one implicit transaction (the compound steps
         are one statement each: one round trip for the whole step). Puts with no statement after
         them are sent at the end. Nested: part of the outer step; a failed inner step drops the
         puts it kept. Each statement the step sends commits on its own (as on DynamoDB)."""
@@ -211,7 +213,7 @@ class PostgresRows(RowStore):
 
     @contextlib.contextmanager
     def _step(self) -> Iterator[None]:
-        pending: list[str] | None = getattr(self._local, "pending", None)
+        pending: list[tuple[str, Sequence[Any]]] | None = getattr(self._local, "pending", None)
         if pending is not None:  # nested
             mark = len(pending)
             try:
@@ -226,7 +228,7 @@ class PostgresRows(RowStore):
                 try:
                     yield
                     if self._local.pending:
-                        self._exec("SELECT 1")  # the puts left, in one message
+                        self._exec("SELECT 1")  # the puts left, in one statement
                 finally:
                     self._local.conn = self._local.pending = None
         except FAULTS as e:

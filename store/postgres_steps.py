@@ -93,11 +93,10 @@ def _dependent_writes(
     rows = []
     for i, (w, grant) in enumerate(writes):
         e = w.event
-        g = (grant.user, grant.chat, grant.kind, grant.name) if grant else (None, None, None, None)
-        rows.append(
-            "(%s::int,%s::text,%s::float8,%s::text,%s::text,%s::text,%s::text,%s::float8,%s::text,%s::text,%s::text,%s::text)"
-        )
-        args += [i, e.chat, e.at, e.kind, e.actor, e.card_id, _detail(w), w.ttl, *g]
+        # the order and a missing grant as literals: the statement's text is the same for a step's
+        # shape, its parameters fewer (psycopg caches a query's parsing up to 50 of them)
+        rows.append(f"({i}::int,%s::text,%s::float8,%s::text,%s::text,%s::text,%s::text,%s::float8,{_dep(grant)})")
+        args += [e.chat, e.at, e.kind, e.actor, e.card_id, _detail(w), w.ttl, *_dep_args(grant)]
     ctes.append(
         f"""ev AS (INSERT INTO audit (chat, at, kind, actor, card_id, detail, ttl)
               SELECT v.chat, v.at, v.kind, v.actor, v.card_id, v.detail, v.ttl
@@ -107,10 +106,9 @@ def _dependent_writes(
     )
     items = []
     for w, grant in writes:
-        g = (grant.user, grant.chat, grant.kind, grant.name) if grant else (None, None, None, None)
         for o in w.outbox:
-            items.append("(%s::text,%s::text,%s::text,%s::text,%s::float8,%s::text,%s::text,%s::text,%s::text)")
-            args += [o.sink, o.id, o.chat, o.body, w.ttl, *g]
+            items.append(f"(%s::text,%s::text,%s::text,%s::text,%s::float8,{_dep(grant)})")
+            args += [o.sink, o.id, o.chat, o.body, w.ttl, *_dep_args(grant)]
     if items:
         ctes.append(
             f"""ob AS (INSERT INTO outbox (sink, id, chat, body, ttl)
@@ -120,6 +118,14 @@ def _dependent_writes(
                   WHERE {cond} AND {dep_sql})"""
         )
     return ctes, args
+
+
+def _dep(grant: Grant | None) -> str:
+    return "%s::text,%s::text,%s::text,%s::text" if grant else "NULL::text,NULL::text,NULL::text,NULL::text"
+
+
+def _dep_args(grant: Grant | None) -> tuple[str, ...]:
+    return (grant.user, grant.chat, grant.kind, grant.name) if grant else ()
 
 
 def _detail(w: AuditWrite) -> str:
@@ -206,4 +212,18 @@ def claim_grants(w: ClaimWrite) -> Sql:
     )
 
 
-__all__ = ["CLAIM", "POINTER_COLUMNS", "PUT_POINTER", "begin_turn", "claim_grants", "end_turn"]
+def fold(writes: Sequence[tuple[str, Sequence[Any]]], query: str, args: Sequence[Any]) -> Sql:
+    """`writes` (plain INSERT/UPDATE/DELETE statements, no WITH of their own) as data-modifying
+    CTEs in front of `query`: ONE statement, so one round trip and one implicit transaction (a
+    CTE that fails, e.g. an object's key written before, fails the whole statement). A
+    data-modifying CTE runs whether or not anything reads it; `query`'s rows and row count are the
+    statement's, and `query` does not see the writes' rows (one snapshot for the statement): a
+    step's puts are read by later steps, never by the statement they ride in."""
+    ctes = ", ".join(f"w{i} AS ({q})" for i, (q, _) in enumerate(writes))
+    head = query.lstrip()
+    with_ = head[:4].upper() == "WITH" and head[4:5].isspace()  # its own CTEs follow ours
+    text = f"WITH {ctes}, {head[5:]}" if with_ else f"WITH {ctes} {head}"
+    return text, [*(a for _, w in writes for a in w), *args]
+
+
+__all__ = ["CLAIM", "POINTER_COLUMNS", "PUT_POINTER", "begin_turn", "claim_grants", "end_turn", "fold"]

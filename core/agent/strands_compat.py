@@ -9,11 +9,12 @@ below fails loudly (AttributeError) or safely (see its fallback) if the SDK chan
 
 from __future__ import annotations
 
+import collections.abc
 import copy
 import importlib
 import re
 import types
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,6 +22,7 @@ import strands.event_loop.event_loop as strands_event_loop
 import strands.event_loop.streaming as strands_streaming
 import strands.plugins.plugin as strands_plugin
 import strands.telemetry.tracer as strands_tracer
+import strands.tools.executors._executor as strands_executor
 from opentelemetry import trace
 from opentelemetry.instrumentation.threading import ThreadingInstrumentor
 from strands import Agent, ToolContext
@@ -30,6 +32,8 @@ from strands.interventions.registry import InterventionRegistry
 from strands.tools.decorator import DecoratedFunctionTool
 from strands.tools.executors import ConcurrentToolExecutor, SequentialToolExecutor
 from strands.tools.registry import ToolRegistry
+from strands.types._events import ToolInterruptEvent
+from strands.types.events import ToolResultEvent
 
 GATE_MARK = "_chat_approvals_gate"
 
@@ -486,3 +490,95 @@ def skip_unloaded_tool_folder() -> None:
     another library replaced before start-up is left as it is."""
     if ToolRegistry.initialize_tools is _STRANDS_INITIALIZE_TOOLS:  # AttributeError: Strands moved it; see entry 13
         setattr(ToolRegistry, "initialize_tools", initialize_tools_unless_off)  # noqa: B010
+
+
+# 14. A tool call's two async generators, Strands' `_run_tool` (the executor's terminal streams the
+# tool through it) and `DecoratedFunctionTool.stream` (every @tool), each yield the call's last
+# event (its result, or the interrupt that pauses it) and would end at their next step; but their
+# consumer stops at that event and never takes the step, so both are left suspended, and when they
+# are collected asyncio's async-generator finalizer closes each on the event loop: a wake-up of the
+# loop through its self-pipe (a socket send, which hands the GIL to any waiting store thread) and a
+# task to run `aclose()`. Three a turn paused and resumed (5.8% of a facade cycle's loop CPU,
+# issue 34). 1.62 has no switch: each is wrapped in `RunToItsEnd`, which takes that one more step
+# right after a result or interrupt event, before handing the event on (Strands' generators run no
+# code there: they return), and hands on anything the step yields or raises at the next step, in
+# order. Other events are passed on as they come, without looking ahead. `_run_tool` is replaced in
+# `strands.tools.executors._executor` (its terminal calls it by name); `stream` on
+# `DecoratedFunctionTool` when it is Strands' own. The wrapper is an `AsyncGenerator` (asend,
+# athrow, aclose reach the generator). tests/core/test_strands_run_to_end.py pins both functions'
+# source, runs a paused and resumed turn and counts what reaches the finalizer.
+_LAST_EVENTS = (ToolResultEvent, ToolInterruptEvent)
+_STRANDS_RUN_TOOL: Callable[..., AsyncGenerator[Any, None]] = strands_executor._run_tool
+_STRANDS_TOOL_STREAM: Callable[..., AsyncGenerator[Any, None]] = DecoratedFunctionTool.stream
+_NONE_HELD: Any = object()
+
+
+class _Ended:
+    """What the step after a last event brought: the generator's end, or an exception to raise."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
+
+class RunToItsEnd(collections.abc.AsyncGenerator):
+    """An async generator of Strands', stepped once more right after it yields a last event."""
+
+    __slots__ = ("_gen", "_held")
+
+    def __init__(self, gen: AsyncGenerator[Any, None]) -> None:
+        self._gen = gen
+        self._held: Any = _NONE_HELD  # an event, or _Ended, that the step after a last event brought
+
+    async def __anext__(self) -> Any:
+        return await self.asend(None)
+
+    async def asend(self, value: Any) -> Any:
+        held = self._held
+        if held is not _NONE_HELD:
+            self._held = _NONE_HELD
+            if held.__class__ is _Ended:
+                if held.error is not None:
+                    raise held.error
+                raise StopAsyncIteration
+            return held
+        event = await self._gen.asend(value)
+        if isinstance(event, _LAST_EVENTS):
+            try:
+                self._held = await self._gen.asend(None)
+            except StopAsyncIteration:
+                self._held = _Ended(None)
+            except Exception as e:  # raised where the consumer's next step would have met it
+                self._held = _Ended(e)
+        return event
+
+    async def athrow(self, *args: Any) -> Any:  # (exception) or the older (type, value, traceback)
+        self._held = _NONE_HELD
+        return await self._gen.athrow(*args)
+
+    async def aclose(self) -> None:
+        self._held = _NONE_HELD
+        await self._gen.aclose()
+
+
+def run_tool_to_its_end(*args: Any, **kwargs: Any) -> RunToItsEnd:
+    """Strands' `_run_tool`, run to its end after its last event."""
+    return RunToItsEnd(_STRANDS_RUN_TOOL(*args, **kwargs))
+
+
+def stream_to_its_end(self: DecoratedFunctionTool, *args: Any, **kwargs: Any) -> RunToItsEnd:
+    """Strands' `DecoratedFunctionTool.stream`, run to its end after its last event."""
+    return RunToItsEnd(_STRANDS_TOOL_STREAM(self, *args, **kwargs))
+
+
+def run_tool_calls_to_their_end() -> None:
+    """Install the two wrappers above (idempotent). A `stream` another library replaced before
+    start-up is left as it is."""
+    current = strands_executor._run_tool  # AttributeError: Strands moved it; see entry 14
+    if current is not run_tool_to_its_end:
+        if current is not _STRANDS_RUN_TOOL:
+            raise RuntimeError("strands' _run_tool is not its own: core/agent/strands_compat.py entry 14")
+        setattr(strands_executor, "_run_tool", run_tool_to_its_end)  # noqa: B010 (mypy cannot see it)
+    if DecoratedFunctionTool.stream is _STRANDS_TOOL_STREAM:
+        setattr(DecoratedFunctionTool, "stream", stream_to_its_end)  # noqa: B010
