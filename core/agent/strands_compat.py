@@ -498,15 +498,16 @@ def skip_unloaded_tool_folder() -> None:
 # consumer stops at that event and never takes the step, so both are left suspended, and when they
 # are collected asyncio's async-generator finalizer closes each on the event loop: a wake-up of the
 # loop through its self-pipe (a socket send, which hands the GIL to any waiting store thread) and a
-# task to run `aclose()`. Three a turn paused and resumed (5.8% of a facade cycle's loop CPU,
-# issue 34). 1.62 has no switch: each is wrapped in `RunToItsEnd`, which takes that one more step
-# right after a result or interrupt event, before handing the event on (Strands' generators run no
-# code there: they return), and hands on anything the step yields or raises at the next step, in
-# order. Other events are passed on as they come, without looking ahead. `_run_tool` is replaced in
-# `strands.tools.executors._executor` (its terminal calls it by name); `stream` on
-# `DecoratedFunctionTool` when it is Strands' own. The wrapper is an `AsyncGenerator` (asend,
-# athrow, aclose reach the generator). tests/core/test_strands_run_to_end.py pins both functions'
-# source, runs a paused and resumed turn and counts what reaches the finalizer.
+# task to run `aclose()`. Three a turn paused and resumed (3.5-6% of a facade cycle's loop CPU,
+# about 5% of Strands' own pause and resume in memory; issue 34). 1.62 has no switch: each is
+# wrapped in `RunToItsEnd`, which takes that one more step right after a result or interrupt event,
+# before handing the event on (Strands' generators run no code there: they return), and hands on
+# anything the step yields or raises at the next step, in order. Other events are passed on as
+# they come, without looking ahead. `_run_tool` is replaced in `strands.tools.executors._executor`
+# (its terminal calls it by name); `stream` on `DecoratedFunctionTool` when it is Strands' own. The
+# wrapper is an `AsyncGenerator` (asend, athrow, aclose reach the generator).
+# tests/core/test_strands_run_to_end.py pins both functions' source, runs a paused and resumed turn
+# and counts what reaches the finalizer.
 _LAST_EVENTS = (ToolResultEvent, ToolInterruptEvent)
 _STRANDS_RUN_TOOL: Callable[..., AsyncGenerator[Any, None]] = strands_executor._run_tool
 _STRANDS_TOOL_STREAM: Callable[..., AsyncGenerator[Any, None]] = DecoratedFunctionTool.stream

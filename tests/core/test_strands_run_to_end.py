@@ -219,3 +219,25 @@ async def test_a_streaming_tool_streams_the_same_events_in_the_same_order() -> N
     theirs = await streamed_run()
     assert ours == theirs
     assert ours == [("stream", "x one"), ("stream", "x two"), ("stream", "x done"), ("result", "finished: x done\n")]
+
+
+def test_a_run_tool_that_is_not_strands_own_is_refused_and_a_replaced_stream_is_left_alone() -> None:
+    def someone_elses(*args: Any, **kwargs: Any) -> Any:
+        return compat._STRANDS_RUN_TOOL(*args, **kwargs)
+
+    def their_stream(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return compat._STRANDS_TOOL_STREAM(self, *args, **kwargs)
+
+    strands_executor._run_tool = someone_elses  # type: ignore[attr-defined]
+    try:
+        with pytest.raises(RuntimeError, match="entry 14"):
+            compat.run_tool_calls_to_their_end()
+    finally:
+        own_generators()
+    DecoratedFunctionTool.stream = their_stream  # type: ignore[method-assign]
+    try:
+        compat.run_tool_calls_to_their_end()
+        assert DecoratedFunctionTool.stream is their_stream  # type: ignore[comparison-overlap]
+        assert strands_executor._run_tool is compat.run_tool_to_its_end  # type: ignore[attr-defined]
+    finally:
+        own_generators()

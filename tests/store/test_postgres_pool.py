@@ -18,7 +18,7 @@ from tests.support.store_backends import pg_schema
 def rows() -> Iterator[PostgresRows]:
     with pg_schema() as url:
         r = PostgresRows(f"{url}&pool_size=3&pool_timeout=0.5")
-        r.pool.wait()  # its two connections opened (min_size)
+        r.pool.wait()  # its connections opened (min_size 2; one more if a call came first)
         try:
             yield r
         finally:
@@ -32,7 +32,7 @@ def _pid(rows: PostgresRows) -> int:
 
 
 def test_calls_one_after_another_reach_one_server_process(rows: PostgresRows) -> None:
-    assert rows.pool.get_stats()["pool_available"] == 2  # two idle: the old pool turned through both
+    assert rows.pool.get_stats()["pool_available"] >= 2  # idle ones: the old pool turned through them all
     assert len({_pid(rows) for _ in range(10)}) == 1
 
 
