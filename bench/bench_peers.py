@@ -29,7 +29,9 @@ scripts/test.d/30-postgres.sh writes), on that same server in the same run (issu
       database, `--store postgresql://...`); the click reaches the replica that paused the turn.
   (e') the same, every click resumed from the stored snapshot (no Agent held), as a click that
       reaches another replica is: the like of (g), which always loads its checkpoint.
-      Their database round trips per cycle: bench.bench_store (6).
+      Their database round trips per cycle: bench.bench_store (5). The cluster's CPU per
+      cycle (its processes, from /proc) is printed for each when the cluster runs on this
+      machine: on a loaded machine it shows a change to the statements when cycles/s cannot.
   (g) LangGraph + `PostgresSaver` (langgraph-checkpoint-postgres, the `bench` extra), the same
       graph as (c), `durability="sync"`. Skipped with a note without the extra.
 
@@ -65,6 +67,7 @@ from strands import Agent, Snapshot, ToolContext, tool
 from strands.types.interrupt import InterruptResponseContent
 from strands.types.session import decode_bytes_values, encode_bytes_values
 
+from bench.cluster_cpu import cluster_probe
 from bench.facade import TEXT, CycleFailed, FacadeCycle
 from chat_approvals.core.agent import APPROVAL_TOOL, SYSTEM_PROMPT, ScriptedModel
 from chat_approvals.store.sqlite_writes import connect
@@ -81,6 +84,7 @@ class Variant:
     cycle: Cycle
     latencies_ms: list[float] = field(default_factory=list)
     wall_s: float = 0.0
+    cluster_cpu_s: float = 0.0  # the PostgreSQL cluster's CPU during this variant's blocks
 
 
 def pct(values: list[float], p: float) -> float:
@@ -311,7 +315,9 @@ def langgraph_cycle(db: Path) -> Any:
 # --- the run -----------------------------------------------------------------------------
 
 
-async def run_blocks(variants: list[Variant], cycles: int, block: int, warmup: int) -> None:
+async def run_blocks(
+    variants: list[Variant], cycles: int, block: int, warmup: int, cluster: Callable[[], float] | None = None
+) -> None:
     for v in variants:  # imports, first table touch, first Agent
         for i in range(warmup):
             await v.cycle(-1 - i)
@@ -320,12 +326,15 @@ async def run_blocks(variants: list[Variant], cycles: int, block: int, warmup: i
         n = min(block, cycles - done)
         for k in range(len(variants)):
             v = variants[(b + k) % len(variants)]
+            cpu = cluster() if cluster else 0.0  # read outside the timed span
             start = time.perf_counter()
             for i in range(done, done + n):
                 t = time.perf_counter()
                 await v.cycle(i)
                 v.latencies_ms.append((time.perf_counter() - t) * 1000)
             v.wall_s += time.perf_counter() - start
+            if cluster:
+                v.cluster_cpu_s += cluster() - cpu
         done += n
         b += 1
 
@@ -343,6 +352,15 @@ def table(variants: list[Variant]) -> list[str]:
             f"| {v.label} | {len(v.latencies_ms)} | {rate:.1f} | {pct(v.latencies_ms, 50):.2f} | "
             f"{pct(v.latencies_ms, 99):.2f} | {rate / ceiling:.2f} | {rate / sync:.2f} |"
         )
+    return lines
+
+
+def cluster_table(variants: list[Variant]) -> list[str]:
+    """The PostgreSQL cluster's CPU per cycle of each variant that uses it (all its processes:
+    the backends serving the cycles and its writers; clock ticks of 10 ms summed over the blocks)."""
+    lines = ["| variant | the PostgreSQL cluster's CPU per cycle ms |", "|---|---:|"]
+    for v in variants:
+        lines.append(f"| {v.label.split(' ', 1)[0]} | {v.cluster_cpu_s * 1000 / len(v.latencies_ms):.2f} |")
     return lines
 
 
@@ -375,6 +393,7 @@ async def main_async(cycles: int, block: int, warmup: int, postgres: str | None 
         ]
         notes: list[str] = []
         closers: list[Callable[[], None]] = []
+        cluster: Callable[[], float] | None = None
         lg = langgraph_cycle(root / "langgraph.db")
         if isinstance(lg, str):
             notes.append(f"(c) skipped: {lg}")
@@ -428,6 +447,11 @@ async def main_async(cycles: int, block: int, warmup: int, postgres: str | None 
             else:
                 variants.append(Variant("g", lgp.label, lgp.cycle))
                 closers.append(lgp.close)
+            probe = cluster_probe(postgres)
+            if isinstance(probe, str):
+                notes.append(probe)
+            else:
+                cluster = probe
         else:
             notes.append("(e), (g) skipped: no PostgreSQL (--postgres URL or CHAT_APPROVALS_TEST_PG)")
         commits = connect(str(root / "commits.db"))
@@ -439,7 +463,7 @@ async def main_async(cycles: int, block: int, warmup: int, postgres: str | None 
         try:
             await run_blocks([*variants, commit, hopped], 0, block, warmup)
             facade.tally.clear()  # count the measured cycles only
-            await run_blocks([*variants, commit, hopped], cycles, block, 0)
+            await run_blocks([*variants, commit, hopped], cycles, block, 0, cluster)
             calls = Counter(facade.round_trips())
             notes.append(f"(d) store's SQLite: {await facade.sqlite_durability()}")
         finally:
@@ -461,6 +485,9 @@ async def main_async(cycles: int, block: int, warmup: int, postgres: str | None 
             e = by_key[key]
             ratio = (len(e.latencies_ms) / e.wall_s) / (len(g.latencies_ms) / g.wall_s)
             print(f"{name} / (g), on the same PostgreSQL server: {ratio:.2f}x the cycles/s (target: at least 1.5x)")
+        print()
+    if cluster is not None:
+        print("\n".join(cluster_table([by_key[k] for k in ("e", "e2", "g") if k in by_key])))
         print()
     for note in notes:
         print(f"note: {note}")
