@@ -38,14 +38,13 @@ from urllib.parse import parse_qs
 import aiohttp
 from aiohttp import web
 from botbuilder.schema import Activity
-from msrest.serialization import Deserializer
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
+from chat_approvals.bots import teams_deserializer
 from chat_approvals.bots.cli import LISTEN_BACKLOG
 from chat_approvals.bots.cpus import pin_process
 from chat_approvals.bots.slack_config import remember_urls
-from chat_approvals.bots.teams_deserializer import build_additional_properties
 from chat_approvals.bots.teams_serializer import PresentOnlySerializer
 from tests.support.slack_payloads import SIGNING_SECRET
 
@@ -60,7 +59,7 @@ def bare_speedups() -> None:
     `remember_urls`, bots/teams_compat.py workaround 14; workaround 12's serialiser is used for the
     reply below): the bare handler must not pay for a step more than the server does."""
     remember_urls()
-    Deserializer._build_additional_properties = build_additional_properties  # type: ignore[method-assign]
+    teams_deserializer.apply()
 
 
 REPLY_SERIALIZER = PresentOnlySerializer(Activity._infer_class_models())

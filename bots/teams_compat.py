@@ -90,12 +90,11 @@ from botframework.connector.auth import (
 from botframework.connector.auth.authenticate_request_result import AuthenticateRequestResult
 from botframework.connector.auth.user_token_client import UserTokenClient
 from msrest.pipeline.async_requests import AsyncRequestsCredentialsPolicy as _CredentialsPolicy
-from msrest.serialization import Deserializer as _Deserializer
 from msrest.universal_http.requests import ClientRetryPolicy as _ClientRetryPolicy
 from pydantic import BaseModel, ConfigDict
 
+from chat_approvals.bots import teams_deserializer
 from chat_approvals.bots.teams_auth import TokenRejected, TokenValidator
-from chat_approvals.bots.teams_deserializer import build_additional_properties
 from chat_approvals.bots.teams_serializer import serialize_set_attributes_only
 from chat_approvals.bots.teams_shapes import activity_problem
 from chat_approvals.bots.teams_token import OffLoopCredentials, TokenSource
@@ -118,7 +117,7 @@ def apply() -> None:
     adapter is built."""
     _cloud_adapter_module.serializer_helper = _tolerant_serializer_helper
     _ClientRetryPolicy.safe_codes = frozenset(_ClientRetryPolicy.safe_codes)  # type: ignore[assignment]  # only `in`
-    _Deserializer._build_additional_properties = build_additional_properties  # type: ignore[method-assign]
+    teams_deserializer.apply()
     if _CredentialsPolicy.send is not _send_with_token_ready:
         global _original_credentials_send
         _original_credentials_send = _CredentialsPolicy.send

@@ -50,3 +50,9 @@ def build_additional_properties(self: Deserializer, attribute_map: dict[str, Any
         data = {el.tag: el.text for el in data}
     missing_keys = set(data.keys()) - mapped_keys(attribute_map)
     return {key: data[key] for key in missing_keys}
+
+
+def apply() -> None:
+    """msrest's deserializer works out a model's keys once (idempotent; bots/teams_compat.py `apply`
+    and the bench's bare Teams handler run it)."""
+    Deserializer._build_additional_properties = build_additional_properties  # type: ignore[method-assign]
