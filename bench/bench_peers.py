@@ -22,6 +22,10 @@ resumes the run, the model replies with text.
   (d') the same, but every click resumes from the stored snapshot (a new Agent), as a click
       that reaches another process does.
   (d'') (d') with the objects in a folder (SQLite + files, each object file fsync'd).
+  (h) the least durable cycle on Strands' snapshot API (bench/least_cycle.py): the Agent of (a),
+      its session snapshot encoded and committed with the pointer, the turn lease's, the claim's
+      and the finish's commits, each fsync'd through a thread, and nothing else: the most (d)
+      could reach here. (h') the same without the lease's own commit.
 
 With a PostgreSQL server (`--postgres URL`, default $CHAT_APPROVALS_TEST_PG, which
 scripts/test.d/30-postgres.sh writes), on that same server in the same run (issue 30):
@@ -69,6 +73,7 @@ from strands.types.session import decode_bytes_values, encode_bytes_values
 
 from bench.cluster_cpu import cluster_probe
 from bench.facade import TEXT, CycleFailed, FacadeCycle
+from bench.least_cycle import LeastCycle
 from chat_approvals.core.agent import APPROVAL_TOOL, SYSTEM_PROMPT, ScriptedModel
 from chat_approvals.store.sqlite_writes import connect
 
@@ -246,6 +251,17 @@ def floor_lines(variants: list[Variant], commit: Variant, hopped: Variant, targe
         f"bound with the turn lease's own commit: (a) + {MIN_COMMITS + 1} fsync'd commits each through a thread = "
         f"{four:.1f} cycles/s = {four / floor:.2f}x of the floor: the most (d) reaches with nothing else added"
     )
+    # the same bound run for real, with the snapshot the pause must store (bench/least_cycle.py)
+    by_key = {v.key: v for v in variants}
+    for key, name in (("h", "(h), with the turn lease's own commit"), ("h2", "(h'), the lease folded into the pause")):
+        if key in by_key:
+            h = by_key[key]
+            ratio = len(h.latencies_ms) / h.wall_s / floor
+            reach = "out of reach here" if ratio < target else "not ruled out"
+            lines.append(
+                f"least durable cycle on Strands' snapshot API {name}: {ratio:.2f}x of the floor, "
+                f"run in these blocks: the most (d) reaches (target {target}x: {reach})"
+            )
     return lines
 
 
@@ -423,8 +439,13 @@ async def main_async(cycles: int, block: int, warmup: int, postgres: str | None 
                 lambda i: folder.cycle(f"f-{i}"),
             ),
         ]
-        closers.append(cold.close)
-        closers.append(folder.close)
+        least = LeastCycle(root / "least.db", new_agent, _pause, _resume, lease=True)
+        least_no_lease = LeastCycle(root / "least-no-lease.db", new_agent, _pause, _resume, lease=False)
+        variants += [
+            Variant("h", "(h) the least durable cycle on Strands' snapshot API (4 commits)", least.cycle),
+            Variant("h2", "(h') the same without the turn lease's own commit (3 commits)", least_no_lease.cycle),
+        ]
+        closers += [cold.close, folder.close, least.close, least_no_lease.close]
         if postgres:
             pg, pg_close = postgres_facade(postgres, root / "facade-pg", held_agents=True)
             pg_cold, pg_cold_close = postgres_facade(postgres, root / "facade-pg-cold", held_agents=False)
