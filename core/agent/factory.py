@@ -20,7 +20,7 @@ from chat_approvals.core.agent.batch_rule import APPROVAL_TOOL
 from chat_approvals.core.agent.demo_tools import make_save_note
 from chat_approvals.core.agent.hooks import ApprovalHooks, approval_tools, checked, equip
 from chat_approvals.core.agent.scripted_model import ScriptedModel
-from chat_approvals.core.agent.strands_compat import LoneCallInPlace
+from chat_approvals.core.agent.strands_compat import DelegationIfDelegating, LoneCallInPlace
 from chat_approvals.core.agent.tool_gate import attach, parse_names, resolve
 
 AgentFactory = Callable[[], Agent]
@@ -78,6 +78,7 @@ def default_factory(
     shared = build_model(model)  # and a bad spec fails at start-up, not at the first turn
     demo = [make_save_note(Path(notes_dir))] if notes_dir is not None else []
     executor = LoneCallInPlace()  # holds no state: one for every Agent
+    delegation = DelegationIfDelegating()  # holds no state either (strands_compat.py entry 15)
 
     def make() -> Agent:  # the approval tool and hooks at construction (core/agent/hooks.py)
         return checked(
@@ -88,6 +89,7 @@ def default_factory(
                 system_prompt=SYSTEM_PROMPT,
                 callback_handler=None,
                 tool_executor=executor,  # a step's lone call (an approval's, usually) run without a task
+                plugins=[delegation],  # Strands' delegation hooks only for a tool that delegates
             )
         )
 

@@ -26,9 +26,12 @@ import strands.tools.executors._executor as strands_executor
 from opentelemetry import trace
 from opentelemetry.instrumentation.threading import ThreadingInstrumentor
 from strands import Agent, ToolContext
+from strands.agent._agent_as_tool import _AgentAsTool
+from strands.agent._agent_delegation import AgentDelegation
 from strands.interrupt import _AGENT_STREAM_INTERRUPT_ID_PREFIX as _STREAM_INTERRUPT_PREFIX
 from strands.interventions import InterventionHandler
 from strands.interventions.registry import InterventionRegistry
+from strands.plugins import Plugin
 from strands.tools.decorator import DecoratedFunctionTool
 from strands.tools.executors import ConcurrentToolExecutor, SequentialToolExecutor
 from strands.tools.registry import ToolRegistry
@@ -583,3 +586,31 @@ def run_tool_calls_to_their_end() -> None:
         setattr(strands_executor, "_run_tool", run_tool_to_its_end)  # noqa: B010 (mypy cannot see it)
     if DecoratedFunctionTool.stream is _STRANDS_TOOL_STREAM:
         setattr(DecoratedFunctionTool, "stream", stream_to_its_end)  # noqa: B010
+
+
+# 15. Every `Agent()` gets Strands' `AgentDelegation` plugin unless one of its plugins carries that
+# plugin's name: four hooks (before and after each tool step, after each tool call, before each model
+# call) and a middleware around every tool call, which wraps the call's events in two more async
+# generators. All of it acts only for a tool made with `agent.as_tool(delegate=True)`; for an agent
+# without one, every hook returns having changed nothing and the middleware passes the events on as
+# they come (about 45 us of a turn paused and resumed, 5%; issue 34). The built-in agent
+# (core/agent/factory.py) is given `DelegationIfDelegating` under that name: at construction, its
+# tools already registered, it installs a real `AgentDelegation` when any tool delegates, and nothing
+# otherwise. The built-in agent's tools are fixed when it is built; an agent from your factory keeps
+# Strands' own plugin. 1.62 has no switch; the name check is in `Agent.__init__`.
+# tests/core/test_strands_delegation.py pins `AgentDelegation` and the check, and compares the hooks
+# and middleware of both agents, with a delegating tool and without.
+class DelegationIfDelegating(Plugin):
+    """Strands' `AgentDelegation` for an agent with a tool that delegates; nothing for any other."""
+
+    name = "strands:agent-delegation"  # Strands' own plugin's name: it is then not added again
+
+    def init_agent(self, agent: Agent) -> None:
+        tools = agent.tool_registry
+        if any(_delegates(t) for t in (*tools.registry.values(), *tools.dynamic_tools.values())):
+            AgentDelegation().init_agent(agent)  # declares no @hook or @tool (entry 9): init is all it does
+
+
+def _delegates(tool: Any) -> bool:
+    """As Strands' `_is_delegation_tool`: an agent made a tool with `delegate=True`."""
+    return isinstance(tool, _AgentAsTool) and tool.delegate

@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import strands.plugins.plugin as strands_plugin
+from strands import Agent
 from strands.hooks import BeforeModelCallEvent
 from strands.plugins import Plugin, hook
 
 import chat_approvals.core.agent.strands_compat as compat
 from chat_approvals.core.agent.factory import default_factory
+from chat_approvals.core.agent.scripted_model import ScriptedModel
 from chat_approvals.core.bootstrap import bootstrap
 from chat_approvals.store.aio import StoreIO
 from chat_approvals.store.file_objects import FileObjects
@@ -45,10 +47,11 @@ def test_bootstrap_installs_it_and_twice_is_once(tmp_path: Path) -> None:
 
 def test_the_same_as_strands_own_scan_on_a_real_agents_plugins() -> None:
     compat.skip_empty_plugin_scans()
-    agent = default_factory("scripted")()
+    agent = Agent(model=ScriptedModel(), callback_handler=None)  # the built-in agent has one (entry 15)
     plugins: list[Any] = list(agent._plugin_registry._plugins.values())
     plain = [p for p in plugins if type(p) in compat._PLAIN_PLUGINS]
     assert len(plain) == 2  # the two a Strands Agent makes for itself
+    plugins += default_factory("scripted")()._plugin_registry._plugins.values()
     for p in plugins:  # what Strands' scan finds on each, ours finds too
         assert compat.discover_hooks_unless_plain(p, p.name) == compat._STRANDS_DISCOVER_HOOKS(p, p.name)
         assert compat.discover_tools_unless_plain(p, p.name) == compat._STRANDS_DISCOVER_TOOLS(p, p.name)
