@@ -362,6 +362,36 @@ def test_workaround_14_msrest_reads_the_same_models_with_their_keys_worked_out_o
     assert mapped_keys(one) == {"a", "properties"}
 
 
+def test_workaround_15_one_kept_reader_reads_every_activity_as_msrest_does() -> None:
+    """The kept Deserializer, without the XML key extractor, reads every Teams activity in the
+    fixtures (and one with keys no model maps) as `Activity().deserialize` does: the same activity
+    and the same additional properties; the XML extractor it leaves out answers None for a dict
+    (msrest 0.7.1), and a second read of the same body is the same (the reader keeps no state)."""
+    from msrest.serialization import Deserializer, xml_key_extractor
+
+    from chat_approvals.bots.teams_deserializer import activity_reader, read_activity
+
+    teams_compat.apply()
+    assert Deserializer().key_extractors[-1] is xml_key_extractor  # what the kept reader leaves out
+    assert xml_key_extractor("locale", {"key": "locale", "type": "str"}, {"locale": "en-US"}) is None
+    bodies = [fixture(p.name) for p in sorted(FIXTURES.glob("playground-*.json"))]
+    extra = fixture("playground-invoke-adaptiveCard-action.json")
+    extra.update(futureField={"a": 1}, locale="en-GB")
+    extra["from"]["userRole"] = "user"
+    extra["conversation"]["conversationKind"] = "personal"
+    bodies.append(extra)
+
+    def read(act: Activity) -> tuple[dict[str, Any], list[dict[str, Any] | None]]:
+        parts = [act, act.from_property, act.recipient, act.conversation, *(act.entities or [])]
+        return act.serialize(keep_readonly=True), [getattr(p, "additional_properties", None) for p in parts]
+
+    for body in bodies:
+        assert read(read_activity(body)) == read(Activity().deserialize(body))
+        assert read(read_activity(body)) == read(Activity().deserialize(body))
+    assert read(read_activity(extra))[1][:2] == [{"futureField": {"a": 1}}, {"userRole": "user"}]
+    assert activity_reader() is activity_reader()
+
+
 SERVICE = "http://127.0.0.1:9/_connector"
 
 
