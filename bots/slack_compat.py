@@ -11,6 +11,10 @@
    attributes shadow a validator or a class descriptor, or hold a validator themselves, and a class
    with its own `get_object_attribute`, go through slack_sdk's own code.
    tests/bots/test_slack_compat.py compares both on every message the renderers make.
+2. Each Web API call first asks whether its method is deprecated: an environment read and three
+   scans of slack_sdk's prefix lists, every call, for the few methods a process calls. `apply()`
+   has the async client ask slack_sdk's own function only for a method that starts with one of
+   those prefixes (worked out once per method name); for any other it would warn of nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from typing import Any
 
 from slack_sdk.models import basic_objects as _sdk
 from slack_sdk.models.basic_objects import JsonObject
+from slack_sdk.web import async_base_client as _sdk_client
+from slack_sdk.web import deprecation as _sdk_deprecation
 
 SDK_VALIDATE = JsonObject.validate_json  # slack_sdk's own, before `apply()`: what the tests compare with
 SDK_NON_NULL = JsonObject.get_non_null_attributes
@@ -80,10 +86,38 @@ def get_non_null_attributes(self: JsonObject) -> dict[str, Any]:
     return out
 
 
+SDK_DEPRECATION = _sdk_deprecation.show_deprecation_warning_if_any
+MAX_METHODS = 256  # method names remembered: a process calls a handful
+
+_deprecated: dict[str, bool] = {}  # method name -> it starts with a deprecated prefix
+
+
+def _is_deprecated(method: str) -> bool:
+    known = _deprecated.get(method)
+    if known is None:
+        prefixes = (
+            *_sdk_deprecation.deprecated_method_prefixes_2020_01,
+            *_sdk_deprecation.deprecated_method_prefixes_2023_07,
+            *_sdk_deprecation.deprecated_method_prefixes_2024_09,
+        )
+        known = bool(method) and method.startswith(prefixes)
+        if len(_deprecated) >= MAX_METHODS:
+            _deprecated.clear()
+        _deprecated[method] = known
+    return known
+
+
+def show_deprecation_warning_if_any(method_name: str) -> None:
+    """slack_sdk's own check (its environment switch, its warning) for a deprecated method only."""
+    if _is_deprecated(method_name):
+        SDK_DEPRECATION(method_name)
+
+
 def apply() -> None:
-    """Workaround 1. Idempotent; run when a Web API client is made (`slack_config.web_client`)."""
+    """Workarounds 1 and 2. Idempotent; run when a Web API client is made (`slack_config.web_client`)."""
     JsonObject.validate_json = validate_json  # type: ignore[method-assign]
     JsonObject.get_non_null_attributes = get_non_null_attributes  # type: ignore[method-assign]
+    _sdk_client.show_deprecation_warning_if_any = show_deprecation_warning_if_any
 
 
 def is_applied() -> bool:

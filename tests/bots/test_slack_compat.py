@@ -176,3 +176,38 @@ def test_workaround_1_instance_validators_go_through_slack_sdk() -> None:
     del odd.extra
     assert both(odd.to_dict) == ({"text": "ok", "type": "odd"},) * 2
     assert both(_Odd("too long").to_dict) == (("raised", "text too long"),) * 2
+
+
+def _warned(check: Callable[[str], None], method: str) -> list[str]:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        check(method)
+    return [str(w.message) for w in seen]
+
+
+def test_workaround_2_a_method_warns_of_its_deprecation_as_slack_sdk_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The async client asks slack_sdk's own check only for a method starting with a deprecated
+    prefix: every method the front end calls, and each of slack_sdk's prefixes, warn exactly as
+    slack_sdk's check warns (also with its SLACKCLIENT_SKIP_DEPRECATION switch)."""
+    from slack_sdk.web import async_base_client, deprecation
+
+    slack_compat.apply()
+    assert async_base_client.show_deprecation_warning_if_any is slack_compat.show_deprecation_warning_if_any
+    prefixes = [
+        *deprecation.deprecated_method_prefixes_2020_01,
+        *deprecation.deprecated_method_prefixes_2023_07,
+        *deprecation.deprecated_method_prefixes_2024_09,
+    ]
+    ours = ["chat.postMessage", "chat.update", "chat.postEphemeral", "chat.getPermalink", "views.open", "auth.test"]
+    methods = [*ours, "usergroups.users.list", "", "conversations.history", *[p + "list" for p in prefixes], *prefixes]
+    monkeypatch.delenv("SLACKCLIENT_SKIP_DEPRECATION", raising=False)
+    for skip in (False, True):
+        if skip:
+            monkeypatch.setenv("SLACKCLIENT_SKIP_DEPRECATION", "1")
+        for method in methods * 2:  # the second time from what was worked out
+            own = _warned(slack_compat.SDK_DEPRECATION, method)
+            assert _warned(slack_compat.show_deprecation_warning_if_any, method) == own
+            assert bool(own) == (not skip and method in prefixes + [p + "list" for p in prefixes])
+    assert not any(_warned(slack_compat.SDK_DEPRECATION, m) for m in ours)
