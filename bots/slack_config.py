@@ -195,7 +195,7 @@ def remember_urls() -> None:
 def web_client(cfg: SlackConfig, token: str | None = None) -> AsyncWebClient:
     """Retries only where it is safe: a 429 was not processed, a refused connection sent nothing."""
     remember_urls()
-    slack_compat.apply()  # Block Kit's to_dict, cheaper (bots/slack_compat.py)
+    slack_compat.apply()  # Block Kit's to_dict and the deprecation check, cheaper (bots/slack_compat.py)
     return AsyncWebClient(
         token=token,
         base_url=cfg.base_url,
