@@ -57,7 +57,8 @@ ROWS = 4096  # cards, reused in turn: the finish opens its row again
 def bare_speedups() -> None:
     """The server's speed-ups to the libraries that apply to any handler (bots/slack_config.py
     `remember_urls`, bots/teams_compat.py workaround 14; workaround 12's serialiser is used for the
-    reply below): the bare handler must not pay for a step more than the server does."""
+    reply below, workaround 15's reader for the invoke): the bare handler must not pay for a step
+    more than the server does."""
     remember_urls()
     teams_deserializer.apply()
 
@@ -162,7 +163,7 @@ def teams_app(durable: DurableSteps | None = None) -> web.Application:
         await holder["http"].close()
 
     async def invoke(request: web.Request) -> web.Response:
-        activity = Activity().deserialize(await request.json())
+        activity = teams_deserializer.read_activity(await request.json())  # as the server reads it
         conversation = activity.conversation.id
         card = {
             "type": "AdaptiveCard",

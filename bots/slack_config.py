@@ -18,6 +18,8 @@ from slack_sdk.web import async_base_client as _sdk_client
 from slack_sdk.web import internal_utils as _sdk_utils
 from slack_sdk.web.async_client import AsyncWebClient
 
+from chat_approvals.bots import slack_compat
+
 DEFAULT_API_URL = "https://slack.com/api/"
 COMMAND = "/approvals"  # as in manifest/slack*.yaml
 DEFAULT_RESUMING_AFTER = 0.5  # seconds: well inside the second after which a wait is felt
@@ -193,6 +195,7 @@ def remember_urls() -> None:
 def web_client(cfg: SlackConfig, token: str | None = None) -> AsyncWebClient:
     """Retries only where it is safe: a 429 was not processed, a refused connection sent nothing."""
     remember_urls()
+    slack_compat.apply()  # Block Kit's to_dict and the deprecation check, cheaper (bots/slack_compat.py)
     return AsyncWebClient(
         token=token,
         base_url=cfg.base_url,

@@ -6,6 +6,11 @@ the keys it maps: a regex split and a decode for each of the model's attributes 
 Activity), every time. That set depends only on the model's attribute map, which is a class
 constant, so here it is built once per map and kept: the same keys, the same additional
 properties (tests/teams/test_teams_compat.py compares them). Everything else is msrest's own code.
+
+Workaround 15 (`read_activity`): an incoming activity is read by one msrest Deserializer kept for
+the process, where `Activity().deserialize(body)` built one per activity (a dict of every class in
+botbuilder.schema, made again each time), and without msrest's XML key extractor, which answers
+None for a dict: for a body parsed from JSON, at every level, always. The same models.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 import msrest.serialization as _msrest
-from msrest.serialization import Deserializer
+from botbuilder.schema import Activity
+from msrest.serialization import Deserializer, rest_key_extractor
 
 MAX_MAPS = 1024  # botbuilder's schema has a few hundred models; more means maps made on the fly
 
@@ -56,3 +62,22 @@ def apply() -> None:
     """msrest's deserializer works out a model's keys once (idempotent; bots/teams_compat.py `apply`
     and the bench's bare Teams handler run it)."""
     Deserializer._build_additional_properties = build_additional_properties  # type: ignore[method-assign]
+
+
+_reader: Deserializer | None = None
+
+
+def activity_reader() -> Deserializer:
+    """Workaround 15: the Deserializer `Activity.deserialize` builds, made once, for JSON only."""
+    global _reader
+    if _reader is None:
+        reader = Deserializer(Activity._infer_class_models())
+        reader.key_extractors = [rest_key_extractor]  # xml_key_extractor: None for every dict
+        _reader = reader
+    return _reader
+
+
+def read_activity(body: Any) -> Activity:
+    """An activity from its JSON body (parsed), as `Activity().deserialize(body)` reads it."""
+    activity: Activity = activity_reader()("Activity", body)
+    return activity

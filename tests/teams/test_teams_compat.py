@@ -362,6 +362,36 @@ def test_workaround_14_msrest_reads_the_same_models_with_their_keys_worked_out_o
     assert mapped_keys(one) == {"a", "properties"}
 
 
+def test_workaround_15_one_kept_reader_reads_every_activity_as_msrest_does() -> None:
+    """The kept Deserializer, without the XML key extractor, reads every Teams activity in the
+    fixtures (and one with keys no model maps) as `Activity().deserialize` does: the same activity
+    and the same additional properties; the XML extractor it leaves out answers None for a dict
+    (msrest 0.7.1), and a second read of the same body is the same (the reader keeps no state)."""
+    from msrest.serialization import Deserializer, xml_key_extractor
+
+    from chat_approvals.bots.teams_deserializer import activity_reader, read_activity
+
+    teams_compat.apply()
+    assert Deserializer().key_extractors[-1] is xml_key_extractor  # what the kept reader leaves out
+    assert xml_key_extractor("locale", {"key": "locale", "type": "str"}, {"locale": "en-US"}) is None
+    bodies = [fixture(p.name) for p in sorted(FIXTURES.glob("playground-*.json"))]
+    extra = fixture("playground-invoke-adaptiveCard-action.json")
+    extra.update(futureField={"a": 1}, locale="en-GB")
+    extra["from"]["userRole"] = "user"
+    extra["conversation"]["conversationKind"] = "personal"
+    bodies.append(extra)
+
+    def read(act: Activity) -> tuple[dict[str, Any], list[dict[str, Any] | None]]:
+        parts = [act, act.from_property, act.recipient, act.conversation, *(act.entities or [])]
+        return act.serialize(keep_readonly=True), [getattr(p, "additional_properties", None) for p in parts]
+
+    for body in bodies:
+        assert read(read_activity(body)) == read(Activity().deserialize(body))
+        assert read(read_activity(body)) == read(Activity().deserialize(body))
+    assert read(read_activity(extra))[1][:2] == [{"futureField": {"a": 1}}, {"userRole": "user"}]
+    assert activity_reader() is activity_reader()
+
+
 SERVICE = "http://127.0.0.1:9/_connector"
 
 
@@ -430,9 +460,12 @@ async def test_workaround_12_pooled_clients_serialise_only_set_attributes_into_t
     error for each unset one; the pooled client's serialiser visits only the set ones (and nested
     models' set ones), and every body it makes is botbuilder's own, key for key and in order. No
     rule covers msrest's serialiser: this checks that what Teams receives does not change."""
+    from chat_approvals.bots.teams_serializer import remembered_rest_keys
+
     own, pooled = await own_and_pooled_clients()
     assert pooled.conversations._serialize is pooled._serialize is pooled.attachments._serialize
     assert pooled._serialize.client_side_validation is False  # workaround 10 kept
+    assert pooled._serialize.key_transformer is remembered_rest_keys  # and msrest's keys kept per key (below)
     incoming = Activity().deserialize(fixture("playground-invoke-adaptiveCard-action.json"))
     reference = TurnContext.get_conversation_reference(incoming)
     card = {"type": "AdaptiveCard", "version": "1.5", "body": [{"type": "TextBlock", "text": "é ☕", "wrap": True}]}
@@ -464,6 +497,29 @@ async def test_workaround_12_pooled_clients_serialise_only_set_attributes_into_t
     pooled._serialize.key_transformer = counting
     pooled._serialize.body(Activity(type="message", text="hi"), "Activity")
     assert sorted(visited) == ["text", "type"]
+
+
+def test_workaround_12_the_serialiser_keeps_msrest_s_keys_per_attribute_key() -> None:
+    """The pooled serialiser's key transformer gives msrest's `full_restapi_key_transformer` answer
+    for every attribute of every botbuilder model (and for flattened and escaped keys), a new list
+    each time; the pooled clients use it (the bodies above are botbuilder's own)."""
+    import botbuilder.schema
+    import botbuilder.schema.teams
+    from msrest.serialization import Model, full_restapi_key_transformer
+
+    from chat_approvals.bots.teams_serializer import PresentOnlySerializer, remembered_rest_keys
+
+    assert PresentOnlySerializer().key_transformer is remembered_rest_keys
+    descs = [{"key": "properties.b"}, {"key": "d\\.e"}, {"key": "a.b\\.c.d"}, {"key": ""}]
+    for module in (botbuilder.schema, botbuilder.schema.teams):
+        for model in vars(module).values():
+            if isinstance(model, type) and issubclass(model, Model):
+                descs += list(model._attribute_map.values())
+    assert len(descs) > 500
+    for desc in descs * 2:
+        ours = remembered_rest_keys("x", dict(desc), 7)
+        assert ours == full_restapi_key_transformer("x", dict(desc), 7)
+        assert ours[0] is not remembered_rest_keys("x", dict(desc), 7)[0]
 
 
 async def test_activities_built_here_are_copied_shallow_by_botbuilder_and_sent_as_message_factory_s() -> None:
