@@ -19,12 +19,16 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from slack_sdk.models import basic_objects as _sdk
 from slack_sdk.models.basic_objects import JsonObject
 from slack_sdk.web import async_base_client as _sdk_client
 from slack_sdk.web import deprecation as _sdk_deprecation
+
+log = logging.getLogger(__name__)
 
 SDK_VALIDATE = JsonObject.validate_json  # slack_sdk's own, before `apply()`: what the tests compare with
 SDK_NON_NULL = JsonObject.get_non_null_attributes
@@ -86,7 +90,7 @@ def get_non_null_attributes(self: JsonObject) -> dict[str, Any]:
     return out
 
 
-SDK_DEPRECATION = _sdk_deprecation.show_deprecation_warning_if_any
+SDK_DEPRECATION: Callable[[str], None] | None = getattr(_sdk_deprecation, "show_deprecation_warning_if_any", None)
 MAX_METHODS = 256  # method names remembered: a process calls a handful
 
 _deprecated: dict[str, bool] = {}  # method name -> it starts with a deprecated prefix
@@ -109,12 +113,36 @@ def _is_deprecated(method: str) -> bool:
 
 def show_deprecation_warning_if_any(method_name: str) -> None:
     """slack_sdk's own check (its environment switch, its warning) for a deprecated method only."""
-    if _is_deprecated(method_name):
+    if _is_deprecated(method_name) and SDK_DEPRECATION is not None:
         SDK_DEPRECATION(method_name)
 
 
+# slack_sdk's private names the workarounds read or replace. The dependency is a range (>=3.33,<4):
+# a slack_sdk without one of them keeps its own code, slower, never broken.
+NEEDED = (
+    (_sdk, "_class_validator_names"),
+    (_sdk, "_is_validator"),
+    (_sdk, "EMPTY_ALLOWED_TYPE_AND_PROPERTY_LIST"),
+    (_sdk_client, "show_deprecation_warning_if_any"),
+    (_sdk_deprecation, "show_deprecation_warning_if_any"),
+    (_sdk_deprecation, "deprecated_method_prefixes_2020_01"),
+    (_sdk_deprecation, "deprecated_method_prefixes_2023_07"),
+    (_sdk_deprecation, "deprecated_method_prefixes_2024_09"),
+)
+
+
+def fits() -> bool:
+    """The installed slack_sdk has every name the workarounds rely on."""
+    return all(hasattr(module, name) for module, name in NEEDED)
+
+
 def apply() -> None:
-    """Workarounds 1 and 2. Idempotent; run when a Web API client is made (`slack_config.web_client`)."""
+    """Workarounds 1 and 2. Idempotent; run when a Web API client is made (`slack_config.web_client`).
+    Nothing is replaced on a slack_sdk that lacks a name they rely on (`NEEDED`)."""
+    if not fits():
+        if not is_applied():
+            log.info("slack_sdk's own to_dict and deprecation check kept: a name bots/slack_compat.py needs is missing")
+        return
     JsonObject.validate_json = validate_json  # type: ignore[method-assign]
     JsonObject.get_non_null_attributes = get_non_null_attributes  # type: ignore[method-assign]
     _sdk_client.show_deprecation_warning_if_any = show_deprecation_warning_if_any

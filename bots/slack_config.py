@@ -188,6 +188,8 @@ def remember_urls() -> None:
     """slack_sdk joins its base URL and each call's method with `urljoin` (a parse of both) on every
     Web API call; the URL depends on those two strings alone, so it is made once per pair and kept:
     the same URL, about 15 us less a call. Idempotent."""
+    if not (hasattr(_sdk_client, "_get_url") and hasattr(_sdk_utils, "_get_url")):
+        return  # a slack_sdk that makes its URLs another way: nothing to keep (the dependency is a range)
     if not isinstance(_sdk_client._get_url, functools._lru_cache_wrapper):
         _sdk_client._get_url = functools.lru_cache(maxsize=MAX_URLS)(_sdk_utils._get_url)
 

@@ -207,7 +207,42 @@ def test_workaround_2_a_method_warns_of_its_deprecation_as_slack_sdk_has_it(monk
         if skip:
             monkeypatch.setenv("SLACKCLIENT_SKIP_DEPRECATION", "1")
         for method in methods * 2:  # the second time from what was worked out
+            assert slack_compat.SDK_DEPRECATION is not None
             own = _warned(slack_compat.SDK_DEPRECATION, method)
             assert _warned(slack_compat.show_deprecation_warning_if_any, method) == own
             assert bool(own) == (not skip and method in prefixes + [p + "list" for p in prefixes])
-    assert not any(_warned(slack_compat.SDK_DEPRECATION, m) for m in ours)
+    sdk_check = slack_compat.SDK_DEPRECATION
+    assert sdk_check is not None
+    assert not any(_warned(sdk_check, m) for m in ours)
+
+
+@pytest.mark.parametrize("missing", range(len(slack_compat.NEEDED)))
+def test_a_slack_sdk_without_a_name_the_workarounds_need_keeps_its_own_code(
+    monkeypatch: pytest.MonkeyPatch, missing: int
+) -> None:
+    """slack-sdk is a range (>=3.33,<4): a release that drops or renames a private name the
+    workarounds rely on leaves slack_sdk's own code in place (here the name is taken from the
+    installed slack_sdk, whose own code then cannot run: only what apply() replaces is checked)."""
+    from slack_sdk.web import async_base_client
+
+    module, name = slack_compat.NEEDED[missing]
+    monkeypatch.setattr(JsonObject, "validate_json", slack_compat.SDK_VALIDATE)
+    monkeypatch.setattr(JsonObject, "get_non_null_attributes", slack_compat.SDK_NON_NULL)
+    own_check = async_base_client.show_deprecation_warning_if_any
+    monkeypatch.setattr(async_base_client, "show_deprecation_warning_if_any", own_check)
+    monkeypatch.delattr(module, name)
+    assert not slack_compat.fits()
+    slack_compat.apply()
+    assert not slack_compat.is_applied()
+    assert JsonObject.get_non_null_attributes is slack_compat.SDK_NON_NULL
+    assert getattr(async_base_client, "show_deprecation_warning_if_any", None) in (own_check, None)
+
+
+def test_remember_urls_leaves_a_slack_sdk_that_makes_urls_another_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    from slack_sdk.web import async_base_client
+
+    from chat_approvals.bots import slack_config
+
+    monkeypatch.delattr(async_base_client, "_get_url")
+    slack_config.remember_urls()  # no AttributeError: nothing to keep
+    assert not hasattr(async_base_client, "_get_url")
