@@ -85,7 +85,7 @@ class Approvals:
         user_name: str | None = None,
     ) -> TurnResult:
         carry_thread_context_if_recorded()  # a tracer provider installed since: threads carry its context again
-        with tracing.tracer().start_as_current_span("chat_approvals.turn") as span:
+        with tracing.span("chat_approvals.turn") as span:
             span.set_attribute("chat_approvals.platform", platform)
             turn = await self.turns.run(
                 chat=chat, user=user, text=text, platform=platform, unattended=unattended, user_name=user_name
@@ -118,7 +118,7 @@ class Approvals:
         it knows the card."""
         started = time.perf_counter()
         carry_thread_context_if_recorded()
-        with tracing.tracer().start_as_current_span("chat_approvals.resume") as span:
+        with tracing.span("chat_approvals.resume") as span:
             # the resume service links this span to the paused turn's once it holds the claim
             res = await self.resumes.resume(card_id=card_id, user=user, secret=secret, answer=answer)
             known = res.card  # set only when the caller proved it knows the card's secret
