@@ -91,12 +91,12 @@ class Approvals:
                 chat=chat, user=user, text=text, platform=platform, unattended=unattended, user_name=user_name
             )
             span.set_attribute("chat_approvals.status", turn.status)
-        self.metrics.turns.labels(platform, turn.status).inc()
+        self.metrics.inc(self.metrics.turns, platform, turn.status)
         card_id = None
         if turn.offer is not None:
             card_id = turn.offer.card.card_id
             kind = "reoffered" if turn.text == wording.REOFFERED else "new"
-            self.metrics.cards.labels(platform, kind).inc()
+            self.metrics.inc(self.metrics.cards, platform, kind)
         extra = {"chat": chat, "platform": platform, "outcome": turn.status, "card_id": card_id}
         log.info("turn %s", turn.status, extra=extra)
         return turn
@@ -127,9 +127,9 @@ class Approvals:
             span.set_attribute("chat_approvals.outcome", res.outcome)
         m = self.metrics
         m.resume_seconds.observe(time.perf_counter() - started)
-        m.resumes.labels(via, res.outcome).inc()
+        m.inc(m.resumes, via, res.outcome)
         if res.result is not None and res.result.offer is not None:
-            m.cards.labels(via, "chained" if res.outcome == "resumed" else "reoffered").inc()
+            m.inc(m.cards, via, "chained" if res.outcome == "resumed" else "reoffered")
         where = {"chat": known.chat, "card_id": known.card_id} if known else {}
         log.info("resume %s", res.outcome, extra={"platform": via, "outcome": res.outcome, **where})
         return res
