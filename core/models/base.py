@@ -65,12 +65,14 @@ class Strict(StrictShape):
     def _valid_text(cls, value: Any) -> Any:
         """R20 by construction: no string a model holds (in lists and dicts too) can fail a later
         write (UTF-8, hashing, JSON); core/text.py. Most fields are ASCII strings or numbers, which
-        are valid text as they are: looked at first, without a walk (issue 34)."""
+        are valid text as they are: looked at first, without a walk (issue 34). So is a model of
+        ours held in a field (a pointer's card, an offer's card): it checked its own text when it
+        was built, and the walk below never looks inside a model."""
         kind = value.__class__
         if kind is str:
             if value.isascii():
                 return value
-        elif kind in _NOT_TEXT:
+        elif kind in _NOT_TEXT or isinstance(value, StrictShape):
             return value
         where = first_invalid(value)
         if where is not None:
