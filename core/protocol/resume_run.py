@@ -33,11 +33,16 @@ from chat_approvals.core.settings import Settings
 log = logging.getLogger(__name__)
 
 
-def answer_doc(p: Pointer, user: str, answer: Answer, at: float, result: TurnResult) -> bytes:
+def answer_doc(
+    p: Pointer, user: str, answer: Answer, at: float, result: TurnResult, result_json: str | None = None
+) -> bytes:
     """The stored answer. `result_json` is kept as a string so a replay returns it byte for byte.
-    R19: a chained card's offer (its secret) is never stored, only which card it was."""
+    R19: a chained card's offer (its secret) is never stored, only which card it was. `result_json`:
+    the result's JSON when the caller made it already (a result without an offer: the same text)."""
     chained = result.offer.card.card_id if result.offer is not None else None
-    kept = result if result.offer is None else result.model_copy(update={"offer": None})
+    if result.offer is not None or result_json is None:
+        kept = result if result.offer is None else result.model_copy(update={"offer": None})
+        result_json = kept.model_dump_json()
     return (
         AnswerRecord(
             card_id=p.card_id,
@@ -47,7 +52,7 @@ def answer_doc(p: Pointer, user: str, answer: Answer, at: float, result: TurnRes
             answer=answer,
             answered_by=user,
             answered_at=at,
-            result_json=kept.model_dump_json(),
+            result_json=result_json,
             chained_card_id=chained,
         )
         .model_dump_json()
@@ -159,7 +164,9 @@ class ClaimedRun:
 
         done_at = clock.now()
         try:
-            doc = answer_doc(p, user, answer, done_at, turn)
+            # a result without an offer: its JSON is the stored answer's too, made once
+            result_json = turn.model_dump_json() if turn.offer is None else None
+            doc = answer_doc(p, user, answer, done_at, turn, result_json)
             if turn.status == "awaiting_approval":
                 # The chain already replaced the pointer (R13): keep the old card's answer for replays.
                 key = f"answers/{p.card_id}.json"
@@ -175,7 +182,7 @@ class ClaimedRun:
         return ResumeResult(
             outcome="resumed",
             result=turn,
-            result_json=turn.model_dump_json(),
+            result_json=turn.model_dump_json() if result_json is None else result_json,
             answer=answer,
             answered_by=user,
             answered_at=done_at,
