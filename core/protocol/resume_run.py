@@ -195,6 +195,7 @@ class ClaimedRun:
         """Wait for the run; at the deadline (by the injected clock, looked at every heartbeat
         period) cancel it. True when it finished in time."""
         clock, every = self.parts.clock, self.parts.settings.heartbeat_every
+        loop = asyncio.get_running_loop()
         while not run.done():
             left = deadline - clock.now()
             if left <= 0:
@@ -203,9 +204,22 @@ class ClaimedRun:
                     await run
                 log.warning("resume past its deadline: the run was cancelled")
                 return False
+            # asyncio.wait({run}, timeout) without its sets and its checks of every awaitable: one
+            # waiter woken by the run's end or the timer, whichever comes first (issue 34)
+            waiter: asyncio.Future[None] = loop.create_future()
+
+            def wake(_: object = None, waiter: asyncio.Future[None] = waiter) -> None:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+            timer = loop.call_later(min(every, left), wake)
+            run.add_done_callback(wake)
             try:
-                await asyncio.wait({run}, timeout=min(every, left))
+                await waiter
             except asyncio.CancelledError:  # our caller went away: the run must not outlive its claim
                 run.cancel()
                 raise
+            finally:
+                timer.cancel()
+                run.remove_done_callback(wake)
         return True
