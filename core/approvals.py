@@ -85,18 +85,18 @@ class Approvals:
         user_name: str | None = None,
     ) -> TurnResult:
         carry_thread_context_if_recorded()  # a tracer provider installed since: threads carry its context again
-        with tracing.tracer().start_as_current_span("chat_approvals.turn") as span:
+        with tracing.span("chat_approvals.turn") as span:
             span.set_attribute("chat_approvals.platform", platform)
             turn = await self.turns.run(
                 chat=chat, user=user, text=text, platform=platform, unattended=unattended, user_name=user_name
             )
             span.set_attribute("chat_approvals.status", turn.status)
-        self.metrics.turns.labels(platform, turn.status).inc()
+        self.metrics.inc(self.metrics.turns, platform, turn.status)
         card_id = None
         if turn.offer is not None:
             card_id = turn.offer.card.card_id
             kind = "reoffered" if turn.text == wording.REOFFERED else "new"
-            self.metrics.cards.labels(platform, kind).inc()
+            self.metrics.inc(self.metrics.cards, platform, kind)
         extra = {"chat": chat, "platform": platform, "outcome": turn.status, "card_id": card_id}
         log.info("turn %s", turn.status, extra=extra)
         return turn
@@ -118,7 +118,7 @@ class Approvals:
         it knows the card."""
         started = time.perf_counter()
         carry_thread_context_if_recorded()
-        with tracing.tracer().start_as_current_span("chat_approvals.resume") as span:
+        with tracing.span("chat_approvals.resume") as span:
             # the resume service links this span to the paused turn's once it holds the claim
             res = await self.resumes.resume(card_id=card_id, user=user, secret=secret, answer=answer)
             known = res.card  # set only when the caller proved it knows the card's secret
@@ -127,9 +127,9 @@ class Approvals:
             span.set_attribute("chat_approvals.outcome", res.outcome)
         m = self.metrics
         m.resume_seconds.observe(time.perf_counter() - started)
-        m.resumes.labels(via, res.outcome).inc()
+        m.inc(m.resumes, via, res.outcome)
         if res.result is not None and res.result.offer is not None:
-            m.cards.labels(via, "chained" if res.outcome == "resumed" else "reoffered").inc()
+            m.inc(m.cards, via, "chained" if res.outcome == "resumed" else "reoffered")
         where = {"chat": known.chat, "card_id": known.card_id} if known else {}
         log.info("resume %s", res.outcome, extra={"platform": via, "outcome": res.outcome, **where})
         return res

@@ -52,20 +52,27 @@ class BadObject(StoreFault):
 _NOT_TEXT = frozenset({float, int, bool, type(None)})
 
 
-class Strict(BaseModel):
+class StrictShape(BaseModel):
+    """Strict's rules less its check of each field: for a model that makes all its text valid
+    itself, in one pass over its input (AuditEvent), rather than walking it twice."""
+
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
+
+class Strict(StrictShape):
     @field_validator("*", mode="after")
     @classmethod
     def _valid_text(cls, value: Any) -> Any:
         """R20 by construction: no string a model holds (in lists and dicts too) can fail a later
         write (UTF-8, hashing, JSON); core/text.py. Most fields are ASCII strings or numbers, which
-        are valid text as they are: looked at first, without a walk (issue 34)."""
+        are valid text as they are: looked at first, without a walk (issue 34). So is a model of
+        ours held in a field (a pointer's card, an offer's card): it checked its own text when it
+        was built, and the walk below never looks inside a model."""
         kind = value.__class__
         if kind is str:
             if value.isascii():
                 return value
-        elif kind in _NOT_TEXT:
+        elif kind in _NOT_TEXT or isinstance(value, StrictShape):
             return value
         where = first_invalid(value)
         if where is not None:

@@ -100,6 +100,17 @@ class Metrics:
             self.gate.labels(decision)
         for result in ("delivered", "failed"):
             self.webhook_deliveries.labels(result)
+        self._children: dict[tuple[Counter, tuple[str, ...]], Counter] = {}
+
+    def inc(self, counter: Counter, *labels: str) -> None:
+        """`counter.labels(*labels).inc()`, with the labelled child looked up once per label set:
+        `labels()` takes a lock and checks every value each time, about 0.8 us of a 1.2 us count
+        (issue 34: three or four counts a cycle). The label values are bounded enumerations."""
+        key = (counter, labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = counter.labels(*labels)
+        child.inc()
 
     def exposition(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -49,7 +49,7 @@ def _card_opened(m: Metrics, ok: Any, args: tuple[Any, ...], kw: dict[str, Any])
 
 
 def _claimed(m: Metrics, won: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
-    m.claims.labels("won" if won is not None else "lost").inc()
+    m.inc(m.claims, "won" if won is not None else "lost")
 
 
 def _fence_closed(m: Metrics, ok: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ step that ends the turn (store.aio.Steps: end_turn, complete), the row in that s
 from __future__ import annotations
 
 import logging
-import uuid
+import os
 
 from strands import Agent
 
@@ -54,4 +54,4 @@ class History:
         if len(data) > self.settings.max_snapshot_bytes:
             log.warning("history of %s not saved: %d bytes", chat, len(data))
             return None
-        return f"sessions/{uuid.uuid4().hex}.json", data, turn_started, self.clock.now() + self.settings.retention
+        return f"sessions/{os.urandom(16).hex()}.json", data, turn_started, self.clock.now() + self.settings.retention

@@ -30,7 +30,10 @@ class Heartbeat:
         self._clock = clock
         self._lease = lease
         self._deadline = deadline
-        self._stop = threading.Event()
+        # A flag, not a threading.Event: nothing waits on it (the keeper sleeps its period and
+        # reads it), and an Event is a Condition and a lock built per lease, set with a notify_all
+        # (two leases a cycle, issue 34). Set on the loop, read by the keeper's thread.
+        self._stopped = False
         self.lost = False
 
     def tick(self) -> bool:
@@ -48,11 +51,11 @@ class Heartbeat:
         return ok
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopped = True
 
     @property
     def finished(self) -> bool:
-        return self._stop.is_set() or self.lost
+        return self._stopped or self.lost
 
 
 class LeaseKeeper:

@@ -33,11 +33,16 @@ from chat_approvals.core.settings import Settings
 log = logging.getLogger(__name__)
 
 
-def answer_doc(p: Pointer, user: str, answer: Answer, at: float, result: TurnResult) -> bytes:
+def answer_doc(
+    p: Pointer, user: str, answer: Answer, at: float, result: TurnResult, result_json: str | None = None
+) -> bytes:
     """The stored answer. `result_json` is kept as a string so a replay returns it byte for byte.
-    R19: a chained card's offer (its secret) is never stored, only which card it was."""
+    R19: a chained card's offer (its secret) is never stored, only which card it was. `result_json`:
+    the result's JSON when the caller made it already (a result without an offer: the same text)."""
     chained = result.offer.card.card_id if result.offer is not None else None
-    kept = result if result.offer is None else result.model_copy(update={"offer": None})
+    if result.offer is not None or result_json is None:
+        kept = result if result.offer is None else result.model_copy(update={"offer": None})
+        result_json = kept.model_dump_json()
     return (
         AnswerRecord(
             card_id=p.card_id,
@@ -47,7 +52,7 @@ def answer_doc(p: Pointer, user: str, answer: Answer, at: float, result: TurnRes
             answer=answer,
             answered_by=user,
             answered_at=at,
-            result_json=kept.model_dump_json(),
+            result_json=result_json,
             chained_card_id=chained,
         )
         .model_dump_json()
@@ -159,7 +164,9 @@ class ClaimedRun:
 
         done_at = clock.now()
         try:
-            doc = answer_doc(p, user, answer, done_at, turn)
+            # a result without an offer: its JSON is the stored answer's too, made once
+            result_json = turn.model_dump_json() if turn.offer is None else None
+            doc = answer_doc(p, user, answer, done_at, turn, result_json)
             if turn.status == "awaiting_approval":
                 # The chain already replaced the pointer (R13): keep the old card's answer for replays.
                 key = f"answers/{p.card_id}.json"
@@ -175,7 +182,7 @@ class ClaimedRun:
         return ResumeResult(
             outcome="resumed",
             result=turn,
-            result_json=turn.model_dump_json(),
+            result_json=turn.model_dump_json() if result_json is None else result_json,
             answer=answer,
             answered_by=user,
             answered_at=done_at,
@@ -188,6 +195,7 @@ class ClaimedRun:
         """Wait for the run; at the deadline (by the injected clock, looked at every heartbeat
         period) cancel it. True when it finished in time."""
         clock, every = self.parts.clock, self.parts.settings.heartbeat_every
+        loop = asyncio.get_running_loop()
         while not run.done():
             left = deadline - clock.now()
             if left <= 0:
@@ -196,9 +204,22 @@ class ClaimedRun:
                     await run
                 log.warning("resume past its deadline: the run was cancelled")
                 return False
+            # asyncio.wait({run}, timeout) without its sets and its checks of every awaitable: one
+            # waiter woken by the run's end or the timer, whichever comes first (issue 34)
+            waiter: asyncio.Future[None] = loop.create_future()
+
+            def wake(_: object = None, waiter: asyncio.Future[None] = waiter) -> None:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+            timer = loop.call_later(min(every, left), wake)
+            run.add_done_callback(wake)
             try:
-                await asyncio.wait({run}, timeout=min(every, left))
+                await waiter
             except asyncio.CancelledError:  # our caller went away: the run must not outlive its claim
                 run.cancel()
                 raise
+            finally:
+                timer.cancel()
+                run.remove_done_callback(wake)
         return True

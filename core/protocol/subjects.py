@@ -64,6 +64,10 @@ def canonical_host(name: str) -> str:
 
 def never_allowable_reason(host: str) -> str | None:
     """Why a canonical host can never be approved, or None when a user may approve it."""
+    if ":" not in host and not host.replace(".", "").isdigit():
+        # ip_address would refuse it (an IPv6 literal has a colon, an IPv4 one only digits and
+        # dots): a name, told without the two failed parses and their exceptions (4 us a name)
+        return None
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:

@@ -12,7 +12,7 @@ request back (re-offered with a new secret: the card may never have reached them
 from __future__ import annotations
 
 import logging
-import uuid
+import os
 
 import chat_approvals.core.protocol.wording as wording
 from chat_approvals.core.agent.context import RequestContext, ToolAccess, invocation_state
@@ -95,7 +95,7 @@ class TurnRunner:
         run, then one write that ends the turn (the card's pointer, or the history) and releases
         the lease; if that write did not happen, the lease is released on its own."""
         clock, settings, rows = self.clock, self.settings, self.rows
-        holder = f"{self.worker_id}:turn:{uuid.uuid4().hex[:12]}"
+        holder = f"{self.worker_id}:turn:{os.urandom(6).hex()}"
         now = clock.now()
         started = await self.steps.start_turn(
             chat=chat, holder=holder, user=user, now=now, lease_until=now + settings.lease, history=self.history.enabled
@@ -142,7 +142,7 @@ class TurnRunner:
                     return again
             return TurnResult(status="waiting", text=wording.WAITING)
         grants = list(started.turn.grants)
-        turn_id = uuid.uuid4().hex
+        turn_id = os.urandom(16).hex()  # opaque, 128 random bits (uuid4's, without a UUID object)
         sites, packages = approved_sets(grants, turn_id)
         ctx = RequestContext(
             user=user,

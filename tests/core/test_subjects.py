@@ -138,3 +138,26 @@ async def test_gate_tool_and_revoke_agree_through_the_grant_book(store: StoreIO,
         assert await gate.decide(run, "package", "zope-interface", None, None) is not None
     finally:
         await gate.close()
+
+
+def test_never_allowable_reason_tells_names_from_ip_literals_as_ipaddress_does() -> None:
+    """The shortcut for names (no colon, not only digits and dots) answers as the full parse does."""
+    import ipaddress
+
+    from chat_approvals.core.protocol.subjects import never_allowable_reason
+
+    def by_parse(host: str) -> bool:  # what the shortcut stands for: ip_address refuses it
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        return True
+
+    for host in ["data.example.org", "", ".", "1.2.3", "1.2.3.4.5", "01.2.3.4", "1.2.3.4", "10.0.0.1", "8.8.8.8",
+                 "127.0.0.1", "::1", "fe80::1%eth0", "2001:4860:4860::8888", "\u0661.\u0662.\u0663.\u0664", "1..2.3",
+                 "1.2.3.4.", "x1.2.3.4", "169.254.1.1", "255.255.255.255"]:  # fmt: skip
+        assert (never_allowable_reason(host) is not None) <= by_parse(host), host
+        if not by_parse(host):
+            assert never_allowable_reason(host) is None, host
+    assert never_allowable_reason("127.0.0.1") and never_allowable_reason("::1") and never_allowable_reason("10.0.0.1")
+    assert never_allowable_reason("8.8.8.8") is None and never_allowable_reason("data.example.org") is None

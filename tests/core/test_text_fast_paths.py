@@ -24,3 +24,22 @@ def test_first_invalid_finds_a_lone_surrogate_past_the_ascii_and_number_shortcut
     assert first_invalid({BAD: 1}) == "a key"
     assert first_invalid(("ok", BAD)) == "[1]"
     assert first_invalid(BAD) == "the value"
+
+
+def test_a_model_held_in_a_field_was_checked_when_it_was_built() -> None:
+    """Strict's field check passes a model of ours as it is (it checked its own text when built);
+    the same model given as data is built there, and a lone surrogate in it is refused (R20)."""
+    import pytest
+    from pydantic import ValidationError
+
+    from chat_approvals.core.models import ApprovalCard, CardOffer
+
+    fields = dict(card_id="c_" + "a" * 22, chat="c1", owner="alice", platform="http", reason="why")
+    card = ApprovalCard(**fields, sites=["a.example"], urls=[], packages=[], created_at=1.0, expires_at=2.0)
+    assert CardOffer(card=card, secret="s").card is card
+    with pytest.raises(ValidationError, match="not valid Unicode"):
+        CardOffer(card={**card.model_dump(), "reason": BAD}, secret="s")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="not valid Unicode"):
+        CardOffer.model_validate({"card": {**card.model_dump(), "sites": ["ok", BAD]}, "secret": "s"})
+    with pytest.raises(ValidationError, match="not valid Unicode"):
+        ApprovalCard(**{**fields, "owner": BAD}, sites=[], urls=[], packages=[], created_at=1.0, expires_at=2.0)
