@@ -65,20 +65,9 @@ def both(make: Callable[[], Any]) -> tuple[Any, Any]:
 
 
 def card(**kw: Any) -> ApprovalCard:
-    base: dict[str, Any] = {
-        "card_id": "c_abcdefghijklmnopqrstuv",
-        "chat": chat_key("T0APPROV1", "D0DM", "1800000000.000100"),
-        "owner": "slack:T0APPROV1:U0OWNER",
-        "platform": "slack",
-        "reason": "fetch the data set <b> & *this*",
-        "sites": ["example.org"],
-        "urls": ["https://example.org/data.csv"],
-        "packages": [],
-        "created_at": NOW,
-        "expires_at": NOW + 1800,
-    }
-    base.update(kw)
-    return ApprovalCard(**base)
+    """The tour's download card without its policy, a reason that needs escaping, and `kw`."""
+    base = download_card().model_dump(exclude={"policy"})
+    return ApprovalCard(**{**base, "reason": "fetch the data set <b> & *this*", "packages": [], **kw})
 
 
 def messages() -> list[sb.SlackMessage]:

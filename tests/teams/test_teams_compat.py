@@ -336,6 +336,18 @@ def _read_with(own: bool, body: dict[str, Any]) -> tuple[dict[str, Any], list[di
     return act.serialize(keep_readonly=True), [getattr(p, "additional_properties", None) for p in parts]
 
 
+def fixture_bodies() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every Teams activity in the fixtures, and (also returned alone) one more with keys no model
+    maps, at the top and in nested models."""
+    bodies = [fixture(p.name) for p in sorted(FIXTURES.glob("playground-*.json"))]
+    extra = fixture("playground-invoke-adaptiveCard-action.json")
+    extra.update(futureField={"a": 1}, locale="en-GB")
+    extra["from"]["userRole"] = "user"
+    extra["conversation"]["conversationKind"] = "personal"
+    bodies.append(extra)
+    return bodies, extra
+
+
 def test_workaround_14_msrest_reads_the_same_models_with_their_keys_worked_out_once() -> None:
     """Every Teams activity in the fixtures, and one with keys no model maps (at the top and in
     nested models), read with msrest's own known keys and with workaround 14's: the same activity
@@ -344,12 +356,7 @@ def test_workaround_14_msrest_reads_the_same_models_with_their_keys_worked_out_o
     from chat_approvals.bots.teams_deserializer import mapped_keys
 
     teams_compat.apply()
-    bodies = [fixture(p.name) for p in sorted(FIXTURES.glob("playground-*.json"))]
-    extra = fixture("playground-invoke-adaptiveCard-action.json")
-    extra.update(futureField={"a": 1}, locale="en-GB")
-    extra["from"]["userRole"] = "user"
-    extra["conversation"]["conversationKind"] = "personal"
-    bodies.append(extra)
+    bodies, extra = fixture_bodies()
     assert len(bodies) >= 5
     for body in bodies:
         assert _read_with(False, body) == _read_with(True, body)
@@ -374,12 +381,7 @@ def test_workaround_15_one_kept_reader_reads_every_activity_as_msrest_does() -> 
     teams_compat.apply()
     assert Deserializer().key_extractors[-1] is xml_key_extractor  # what the kept reader leaves out
     assert xml_key_extractor("locale", {"key": "locale", "type": "str"}, {"locale": "en-US"}) is None
-    bodies = [fixture(p.name) for p in sorted(FIXTURES.glob("playground-*.json"))]
-    extra = fixture("playground-invoke-adaptiveCard-action.json")
-    extra.update(futureField={"a": 1}, locale="en-GB")
-    extra["from"]["userRole"] = "user"
-    extra["conversation"]["conversationKind"] = "personal"
-    bodies.append(extra)
+    bodies, extra = fixture_bodies()
 
     def read(act: Activity) -> tuple[dict[str, Any], list[dict[str, Any] | None]]:
         parts = [act, act.from_property, act.recipient, act.conversation, *(act.entities or [])]
