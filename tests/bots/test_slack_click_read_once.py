@@ -27,28 +27,18 @@ from chat_approvals.cards.slack_answer import (
     read_block_actions,
     shaped_click,
 )
-from chat_approvals.cards.slack_chat import chat_key
 from chat_approvals.core.models import ApprovalCard
+from tests.support.card_pictures import download_card_with
 from tests.support.slack_payloads import block_actions
 from tests.support.slack_rig import SlackRig
 
-NOW = 1_800_000_000.0
 SECRET = "s" * 43
 MISSING = object()
 
 
 def _card() -> ApprovalCard:
-    return ApprovalCard(
-        card_id="c_abcdefghijklmnopqrstuv",
-        chat=chat_key("T0APPROV1", "D0DM", "1800000000.000100"),
-        owner="U0OWNER",
-        platform="slack",
-        reason="fetch the data",
-        sites=["pypi.org"],
-        urls=[],
-        packages=["numpy", "pandas", "scipy"],
-        created_at=NOW,
-        expires_at=NOW + 1800,
+    return download_card_with(
+        reason="fetch the data", sites=["pypi.org"], urls=[], packages=["numpy", "pandas", "scipy"]
     )
 
 

@@ -31,7 +31,7 @@ from chat_approvals.bots import slack_compat
 from chat_approvals.cards import slack_blocks as sb
 from chat_approvals.cards.slack_chat import chat_key
 from chat_approvals.core.models import Answer, ApprovalCard, Grant, Vote
-from tests.support.card_pictures import download_card, tool_card
+from tests.support.card_pictures import download_card, download_card_with, tool_card
 
 NOW = 1_800_000_000.0
 SECRET = "s" * 43
@@ -66,8 +66,7 @@ def both(make: Callable[[], Any]) -> tuple[Any, Any]:
 
 def card(**kw: Any) -> ApprovalCard:
     """The tour's download card without its policy, a reason that needs escaping, and `kw`."""
-    base = download_card().model_dump(exclude={"policy"})
-    return ApprovalCard(**{**base, "reason": "fetch the data set <b> & *this*", "packages": [], **kw})
+    return download_card_with(**{"reason": "fetch the data set <b> & *this*", "packages": [], **kw})
 
 
 def messages() -> list[sb.SlackMessage]:

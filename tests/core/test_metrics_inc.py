@@ -1,5 +1,6 @@
 """core/observe/metrics.py `Metrics.inc`: the labelled child looked up once per label set counts
-into the same series as `labels().inc()` (issue 34), also when both are used on one counter."""
+into the same series as `labels().inc()` (issue 34), also when both are used on one counter. No
+rule covers the metrics; docs/operating.md names the series."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """core/observe/tracing.py `span`: while no tracer provider is installed it hands back what
 OpenTelemetry's no-op tracer would make current (issue 34), and otherwise is the tracer's own
 `start_as_current_span`. A recorded turn and resume keep their spans and the link across the wait
-(tests/bots/test_operating_processes.py, a provider installed in another process)."""
+(tests/bots/test_operating_processes.py, a provider installed in another process). No rule covers
+tracing; docs/operating.md says what a trace holds."""
 
 from __future__ import annotations
 

@@ -48,6 +48,11 @@ def download_card() -> ApprovalCard:
     )
 
 
+def download_card_with(**changes: Any) -> ApprovalCard:
+    """The tour's download card without its policy, with `changes`: a variant with a test's own inputs."""
+    return ApprovalCard(**{**download_card().model_dump(exclude={"policy"}), **changes})
+
+
 def tool_card() -> ApprovalCard:
     """A gated tool call (`--confirm-tools save_note`)."""
     return ApprovalCard(
