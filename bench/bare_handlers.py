@@ -1,7 +1,7 @@
 """Bare click handlers: only the platform's part of a click, for bench.bench_cpu (issue 34, target 2).
 
-    .venv/bin/python -m bench.bare_handlers --platform slack --port 8123 --api URL [--durable]
-    .venv/bin/python -m bench.bare_handlers --platform teams --port 8123 [--durable]
+    .venv/bin/python -m bench.bare_handlers --platform slack --port 8123 --api URL [--durable | --least | --libraries]
+    .venv/bin/python -m bench.bare_handlers --platform teams --port 8123 [--durable | --least | --libraries]
 
 Slack (POST /slack/events): the signature verified (slack_sdk's SignatureVerifier, what Bolt uses),
 the block_actions payload read, the 200 ack, then one `chat.update` of the clicked message through
@@ -19,6 +19,20 @@ bound for target 2): the card's claim and the turn's finish, each one fsync'd SQ
 (WAL, synchronous=FULL, as the server's) through a thread, the claim reading a snapshot-sized blob
 back and the finish writing one; and for Slack one more Web API call, the resumed turn's reply
 (`chat.postMessage`; Teams's bare handler already posts its reply). No audit, no card, no policy.
+
+`--least` is `--durable` with the agent's part in the same process: between the claim and the
+finish each click resumes a Strands Agent paused here beforehand (bench.bench_peers' agent, the
+bench's agent in memory; `POST /prepare?n=N` pauses N of them, outside the measured burst), as the
+server resumes the turn it holds. The least click any durable server on Strands can serve, run for
+real: its CPU is the bound the bench prints, where `--durable` plus the agent timed alone is only
+arithmetic (the agent alone runs with warm caches, between nothing else).
+
+`--libraries` is `--least` on the libraries DESIGN names for each front end, used as the server uses
+them: for Slack the outcome and the reply built with slack_sdk's Block Kit models
+(`slack_sdk.models.blocks`); for Teams the invoke handed to botbuilder-core (the server's own
+`teams_compat.process` and adapter: the R20 edge check, botbuilder's CloudAdapter without an app
+id, as the bench's server runs), a TeamsActivityHandler answering it in its turn and sending the
+reply through the turn's connector client. Still no audit, card, policy or protocol.
 """
 
 from __future__ import annotations
@@ -26,10 +40,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import sqlite3
 import tempfile
 import threading
+from collections import deque
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -37,29 +54,37 @@ from urllib.parse import parse_qs
 
 import aiohttp
 from aiohttp import web
-from botbuilder.schema import Activity
+from botbuilder.core import InvokeResponse, TurnContext
+from botbuilder.core.teams import TeamsActivityHandler
+from botbuilder.schema import Activity, ActivityTypes
+from slack_sdk.models.blocks import MarkdownTextObject, SectionBlock
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
+from strands import Agent
 
-from chat_approvals.bots import teams_deserializer
+from bench.bench_peers import _pause, _resume, new_agent
+from chat_approvals.bots import slack_compat, teams_compat, teams_deserializer
 from chat_approvals.bots.cli import LISTEN_BACKLOG
 from chat_approvals.bots.cpus import pin_process
 from chat_approvals.bots.slack_config import remember_urls
+from chat_approvals.bots.teams_activity import SentActivity, text_activity
 from chat_approvals.bots.teams_serializer import PresentOnlySerializer
 from tests.support.slack_payloads import SIGNING_SECRET
 
-OUTCOME = [{"type": "section", "text": {"type": "mrkdwn", "text": "Approved by <@U0BENCH>"}}]
-REPLY = [{"type": "section", "text": {"type": "mrkdwn", "text": "Fetched: 200 OK, 1,204 bytes."}}]
+OUTCOME_TEXT, REPLY_TEXT = "Approved by <@U0BENCH>", "Fetched: 200 OK, 1,204 bytes."
+OUTCOME = [{"type": "section", "text": {"type": "mrkdwn", "text": OUTCOME_TEXT}}]
+REPLY = [{"type": "section", "text": {"type": "mrkdwn", "text": REPLY_TEXT}}]
 SNAPSHOT = 1500  # bytes: the bench agent's stored snapshot and history are 1.3-1.8 KB each
 ROWS = 4096  # cards, reused in turn: the finish opens its row again
 
 
 def bare_speedups() -> None:
     """The server's speed-ups to the libraries that apply to any handler (bots/slack_config.py
-    `remember_urls`, bots/teams_compat.py workaround 14; workaround 12's serialiser is used for the
-    reply below, workaround 15's reader for the invoke): the bare handler must not pay for a step
-    more than the server does."""
+    `remember_urls`, bots/slack_compat.py, bots/teams_compat.py workaround 14; workaround 12's
+    serialiser is used for the reply below, workaround 15's reader for the invoke): the bare
+    handler must not pay for a step more than the server does."""
     remember_urls()
+    slack_compat.apply()
     teams_deserializer.apply()
 
 
@@ -102,11 +127,14 @@ class DurableSteps:
             conn.execute("COMMIT")
         return rows
 
-    async def click(self) -> None:
+    async def click(self, resume: Callable[[], Awaitable[None]] | None = None) -> None:
+        """The claim's commit, `resume` (--least: the held agent), the finish's commit."""
         n, self._next = self._next, (self._next + 1) % ROWS
         loop = asyncio.get_running_loop()
         claim = "UPDATE cards SET state = 'claimed' WHERE n = ? AND state = 'open' RETURNING snapshot"
         (row,) = await loop.run_in_executor(self._pool, self._commit, claim, (n,))
+        if resume is not None:
+            await resume()
         finish = "UPDATE cards SET state = 'open', snapshot = ? WHERE n = ? AND state = 'claimed'"
         await loop.run_in_executor(self._pool, self._commit, finish, (bytes(reversed(row[0])), n))
 
@@ -114,7 +142,35 @@ class DurableSteps:
         self._pool.shutdown()
 
 
-def slack_app(api_url: str, secret: str = SIGNING_SECRET, durable: DurableSteps | None = None) -> web.Application:
+class HeldAgents:
+    """--least: Agents paused in this process before a burst, one resumed by each click, in turn."""
+
+    def __init__(self) -> None:
+        self._held: deque[tuple[Agent, str]] = deque()
+
+    async def prepare(self, request: web.Request) -> web.Response:
+        for _ in range(int(request.query["n"])):
+            agent = new_agent()
+            self._held.append((agent, await _pause(agent)))
+        return web.Response(status=200)
+
+    async def resume(self) -> None:
+        agent, interrupt_id = self._held.popleft()
+        await _resume(agent, interrupt_id)
+
+
+def block_kit(text: str) -> list[dict[str, Any]]:
+    """--libraries: a message's blocks built with slack_sdk's models, as DESIGN has the server build them."""
+    return [SectionBlock(text=MarkdownTextObject(text=text)).to_dict()]
+
+
+def slack_app(
+    api_url: str,
+    secret: str = SIGNING_SECRET,
+    durable: DurableSteps | None = None,
+    held: HeldAgents | None = None,
+    libraries: bool = False,
+) -> web.Application:
     verifier = SignatureVerifier(secret)
     client = AsyncWebClient(token="xoxb-bare", base_url=api_url.rstrip("/") + "/")
     tasks: set[asyncio.Task[Any]] = set()
@@ -126,11 +182,17 @@ def slack_app(api_url: str, secret: str = SIGNING_SECRET, durable: DurableSteps 
         if client.session is not None:
             await client.session.close()
 
-    async def durably(channel: str, ts: str, update: Any) -> None:
+    def ended(task: asyncio.Task[Any]) -> None:
+        tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # seen, not swallowed: the bench counts calls
+            logging.error("a click failed after its ack", exc_info=task.exception())
+
+    async def durably(channel: str, ts: str) -> None:
         assert durable is not None
-        await durable.click()
-        await update
-        await client.chat_postMessage(channel=channel, thread_ts=ts, text="Fetched.", blocks=REPLY)
+        await durable.click(None if held is None else held.resume)
+        outcome, reply = (block_kit(OUTCOME_TEXT), block_kit(REPLY_TEXT)) if libraries else (OUTCOME, REPLY)
+        await client.chat_update(channel=channel, ts=ts, text="Approved", blocks=outcome)
+        await client.chat_postMessage(channel=channel, thread_ts=ts, text="Fetched.", blocks=reply)
 
     async def click(request: web.Request) -> web.Response:
         body = await request.read()
@@ -138,22 +200,26 @@ def slack_app(api_url: str, secret: str = SIGNING_SECRET, durable: DurableSteps 
             return web.Response(status=401)
         payload = json.loads(parse_qs(body.decode())["payload"][0])
         channel, ts = payload["channel"]["id"], payload["message"]["ts"]
-        update = client.chat_update(channel=channel, ts=ts, text="Approved", blocks=OUTCOME)
-        task = asyncio.ensure_future(update if durable is None else durably(channel, ts, update))
+        if durable is None:
+            task = asyncio.ensure_future(client.chat_update(channel=channel, ts=ts, text="Approved", blocks=OUTCOME))
+        else:
+            task = asyncio.ensure_future(durably(channel, ts))
         # after the ack, as a server must (Slack's 3 s)
         tasks.add(task)
-        task.add_done_callback(tasks.discard)
+        task.add_done_callback(ended)
         return web.Response(status=200)
 
     app = web.Application()
     app.router.add_post("/slack/events", click)
     app.router.add_get("/readyz", ready)
+    if held is not None:
+        app.router.add_post("/prepare", held.prepare)
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
     return app
 
 
-def teams_app(durable: DurableSteps | None = None) -> web.Application:
+def teams_app(durable: DurableSteps | None = None, held: HeldAgents | None = None) -> web.Application:
     holder: dict[str, aiohttp.ClientSession] = {}
 
     async def start(_: web.Application) -> None:
@@ -174,7 +240,7 @@ def teams_app(durable: DurableSteps | None = None) -> web.Application:
         reply = REPLY_SERIALIZER._serialize(answer)
         url = f"{activity.service_url.rstrip('/')}/v3/conversations/{conversation}/activities"
         if durable is not None:
-            await durable.click()
+            await durable.click(None if held is None else held.resume)
         async with holder["http"].post(url, json=reply) as r:
             await r.read()
         return web.json_response({"statusCode": 200, "type": "application/vnd.microsoft.card.adaptive", "value": card})
@@ -182,7 +248,51 @@ def teams_app(durable: DurableSteps | None = None) -> web.Application:
     app = web.Application()
     app.router.add_post("/api/messages", invoke)
     app.router.add_get("/readyz", ready)
+    if held is not None:
+        app.router.add_post("/prepare", held.prepare)
     app.on_startup.append(start)
+    app.on_cleanup.append(stop)
+    return app
+
+
+APPROVED_CARD = {
+    "type": "AdaptiveCard",
+    "version": "1.4",
+    "body": [{"type": "TextBlock", "text": "Approved by Alex Wilber", "wrap": True}],
+}
+
+
+class LeastTeamsBot(TeamsActivityHandler):
+    """--libraries: the least Teams click in botbuilder's turn, sent as the server's bot sends."""
+
+    def __init__(self, durable: DurableSteps, held: HeldAgents) -> None:
+        super().__init__()
+        self._durable, self._held = durable, held
+
+    async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse | None:
+        await self._durable.click(self._held.resume)
+        await turn_context.send_activity(text_activity("Approved: fetched."))
+        answer = teams_compat.invoke_response(200, {
+            "statusCode": 200, "type": "application/vnd.microsoft.card.adaptive", "value": APPROVED_CARD
+        })  # fmt: skip
+        await turn_context.send_activity(SentActivity(type=ActivityTypes.invoke_response, value=answer))
+        return answer
+
+
+def teams_library_app(durable: DurableSteps, held: HeldAgents) -> web.Application:
+    adapter = teams_compat.make_adapter(teams_compat.TeamsAuth())
+    bot = LeastTeamsBot(durable, held)
+
+    async def invoke(request: web.Request) -> web.Response:
+        return await teams_compat.process(adapter, request, bot, auth_enabled=False)
+
+    async def stop(_: web.Application) -> None:
+        await teams_compat.close_clients(adapter)
+
+    app = web.Application()
+    app.router.add_post("/api/messages", invoke)
+    app.router.add_get("/readyz", ready)
+    app.router.add_post("/prepare", held.prepare)
     app.on_cleanup.append(stop)
     return app
 
@@ -197,15 +307,25 @@ def main() -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--api", help="Slack Web API base URL (with --platform slack)")
-    p.add_argument("--durable", action="store_true", help="also the claim's and the finish's commits (the bound)")
+    modes = p.add_mutually_exclusive_group()
+    modes.add_argument("--durable", action="store_true", help="also the claim's and the finish's commits")
+    modes.add_argument("--least", action="store_true", help="--durable with the agent resumed in between (the bound)")
+    modes.add_argument("--libraries", action="store_true", help="--least on the libraries DESIGN names")
     args = p.parse_args()
     if args.platform == "slack" and not args.api:
         p.error("--platform slack needs --api")
     pin_process(os.environ.get("CHAT_APPROVALS_CPUS", ""))
     bare_speedups()
     with tempfile.TemporaryDirectory(prefix="bare-") as folder:
-        durable = DurableSteps(Path(folder)) if args.durable else None
-        app = slack_app(args.api, durable=durable) if args.platform == "slack" else teams_app(durable)
+        durable = DurableSteps(Path(folder)) if args.durable or args.least or args.libraries else None
+        held = HeldAgents() if args.least or args.libraries else None
+        if args.platform == "slack":
+            app = slack_app(args.api, durable=durable, held=held, libraries=args.libraries)
+        elif args.libraries:
+            assert durable is not None and held is not None
+            app = teams_library_app(durable, held)
+        else:
+            app = teams_app(durable, held)
         try:
             web.run_app(app, host=args.host, port=args.port, access_log=None, print=None, backlog=LISTEN_BACKLOG)
         finally:
