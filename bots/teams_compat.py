@@ -64,6 +64,12 @@ SDK. Keeping each workaround here means a move to it touches this file and no ot
    it, which for a JSON body always answers None. `_process_read` reads the activity with
    `bots.teams_deserializer.read_activity`: one Deserializer kept, JSON's key extractor only; the
    same activity.
+16. msrest's `Serializer.body()` first walks a model "just in case this is a dict", then its
+   `_serialize` dispatches each attribute by a type lookup and serialises each string by raising
+   and catching an AttributeError: about 90 us for a reply. The pooled clients' serialiser
+   (`bots.teams_serializer`, with 12) copies a model whose values are plain strings, str enums,
+   nested models and JSON values from a plan made once per class, and hands any other model to
+   msrest's own path: the same bodies, key for key and in order.
 """
 
 from __future__ import annotations
