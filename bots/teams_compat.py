@@ -70,6 +70,11 @@ SDK. Keeping each workaround here means a move to it touches this file and no ot
    (`bots.teams_serializer`, with 12) copies a model whose values are plain strings, str enums,
    nested models and JSON values from a plan made once per class, and hands any other model to
    msrest's own path: the same bodies, key for key and in order.
+17. msrest reads each attribute of a model from JSON by copying its description, running its key
+   extractors and dispatching the value by a type lookup, raising and catching a NameError for
+   every string. The kept activity reader (15) and the pooled clients' deserialiser
+   (`bots.teams_deserializer.PlainDeserializer`) read the values msrest keeps as they are from a
+   plan made once per class and hand every other value to msrest: the same models.
 """
 
 from __future__ import annotations
@@ -288,7 +293,8 @@ class _PooledConnectorFactory(ConnectorFactory):
         async def make() -> ConnectorClient:
             client = await self._inner.create(service_url, audience)
             client._serialize.client_side_validation = False  # workaround 10
-            serialize_set_attributes_only(client)  # workaround 12
+            serialize_set_attributes_only(client)  # workarounds 12 and 16
+            teams_deserializer.read_plainly(client)  # workaround 17
             client.config.pipeline = aiohttp_pipeline(client.config)  # workaround 11
             return client
 

@@ -394,6 +394,101 @@ def test_workaround_15_one_kept_reader_reads_every_activity_as_msrest_does() -> 
     assert activity_reader() is activity_reader()
 
 
+def model_state(value: Any) -> Any:
+    """A read model as data: every attribute (additional properties included), with each value's type."""
+    from msrest.serialization import Model
+
+    if isinstance(value, Model):
+        return type(value).__name__, {k: model_state(v) for k, v in sorted(vars(value).items())}
+    if isinstance(value, dict):
+        return "dict", [(k, model_state(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        return "list", [model_state(v) for v in value]
+    return type(value).__name__, repr(value), repr(getattr(value, "tzinfo", None))
+
+
+def reader_cases() -> list[tuple[str, dict[str, Any]]]:
+    """What Teams sends, and the values msrest must read its own way."""
+    bodies, _ = fixture_bodies()
+    cases: list[tuple[str, dict[str, Any]]] = [("Activity", b) for b in bodies]
+    base = fixture("playground-invoke-adaptiveCard-action.json")
+    odd = [
+        {"id": 5, "text": 1.5, "locale": True},  # numbers and a bool where strings are mapped
+        {"timestamp": "2026-12-02T14:15:26.4301234567+02:00", "localTimezone": None},
+        {"timestamp": "not a date"},
+        {"conversation": {"id": "c", "isGroup": "true", "tenantId": "t", "extra": [1, {"a": None}]}},
+        {"conversation": {"id": "c", "isGroup": 1}},
+        {"from": "a string where a model is mapped"},
+        {"entities": [None, {"type": "mention", "mentioned": {"id": "u"}}, "text"]},
+        {"entities": {"type": "mention"}},
+        {"membersAdded": [{"id": "a"}, None], "attachments": [{"contentType": "x", "content": "plain"}]},
+        {"channelData": [1, 2.5, None, {"b": [True]}], "value": "a string value"},
+        {"attachmentLayout": "carousel", "importance": "high", "deliveryMode": "notification"},
+        {"expiration": "2026-12-02T14:15:26Z", "textHighlights": [{"text": "x", "occurrence": 1}]},
+    ]
+    cases += [("Activity", {**base, **o}) for o in odd]
+    cases += [
+        ("ResourceResponse", {"id": "1796220926142"}),
+        ("ResourceResponse", {"id": "1", "extra": "kept"}),
+        ("ChannelAccount", {"id": "u", "name": "Alex", "aadObjectId": "a", "userPrincipalName": "x"}),
+        ("ConversationReference", json.loads(json.dumps(fixture("playground-message-text.json")))),
+    ]
+    return cases
+
+
+@pytest.mark.parametrize("case", range(len(reader_cases())))
+def test_workaround_17_the_reader_s_plan_reads_msrest_s_models(case: int) -> None:
+    """A plan per model class reads what msrest keeps as it is (strings, bools, numbers, JSON,
+    nested objects); any other value goes to msrest's own reading. Every model is msrest's own,
+    attribute for attribute and type for type, additional properties included, and a value msrest
+    refuses is refused with msrest's error. No rule covers msrest's reading: this checks that what
+    the bot reads from Teams and from the Bot Connector does not change."""
+    from msrest.serialization import Deserializer
+
+    from chat_approvals.bots.teams_deserializer import PlainDeserializer
+
+    teams_compat.apply()
+    name, body = reader_cases()[case]
+    models = Activity._infer_class_models()
+
+    def read(reader: Deserializer) -> Any:
+        try:
+            return model_state(reader(name, copy.deepcopy(body)))
+        except Exception as e:  # msrest refuses some values: the same refusal
+            return type(e).__name__, str(e)
+
+    assert read(PlainDeserializer(models)) == read(Deserializer(models))
+
+
+def test_workaround_17_the_kept_reader_and_the_pooled_clients_read_with_plans() -> None:
+    """The activity reader and a pooled connector client's deserialiser (and its operation groups')
+    are workaround 17's, with msrest's settings kept; an activity's plain values never reach
+    msrest's per-value reading."""
+    from chat_approvals.bots.teams_deserializer import PlainDeserializer, activity_reader, read_activity
+
+    teams_compat.apply()
+    assert isinstance(activity_reader(), PlainDeserializer)
+    own, pooled = asyncio.run(own_and_pooled_clients())
+    assert isinstance(pooled._deserialize, PlainDeserializer)
+    assert pooled.conversations._deserialize is pooled._deserialize
+    assert pooled._deserialize.key_extractors == own._deserialize.key_extractors
+    read: list[str] = []
+    real = activity_reader().deserialize_data
+
+    def counting(data: Any, data_type: str) -> Any:
+        read.append(data_type)
+        return real(data, data_type)
+
+    body = fixture("playground-invoke-adaptiveCard-action.json")
+    body.pop("timestamp"), body.pop("localTimestamp")
+    activity_reader().deserialize_data = counting  # type: ignore[method-assign]
+    try:
+        read_activity(body)
+    finally:
+        del activity_reader().deserialize_data
+    assert read == []
+
+
 SERVICE = "http://127.0.0.1:9/_connector"
 
 
