@@ -80,6 +80,7 @@ SDK. Keeping each workaround here means a move to it touches this file and no ot
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections import OrderedDict
@@ -111,7 +112,7 @@ from pydantic import BaseModel, ConfigDict
 
 from chat_approvals.bots import teams_deserializer
 from chat_approvals.bots.teams_auth import TokenRejected, TokenValidator
-from chat_approvals.bots.teams_serializer import serialize_set_attributes_only
+from chat_approvals.bots.teams_serializer import PresentOnlySerializer, serialize_set_attributes_only
 from chat_approvals.bots.teams_shapes import activity_problem
 from chat_approvals.bots.teams_token import OffLoopCredentials, TokenSource
 from chat_approvals.bots.teams_transport import aiohttp_pipeline
@@ -444,6 +445,20 @@ def tenant_of(activity: Activity) -> str | None:
     return None
 
 
+@functools.cache
+def _references_out() -> PresentOnlySerializer:
+    """Workaround 16 for a stored conversation reference: `Model.serialize` builds a new msrest
+    Serializer (a dict of every botbuilder class) each time; this one is kept, and writes the same."""
+    return PresentOnlySerializer(ConversationReference._infer_class_models())
+
+
+@functools.cache
+def _references_in() -> teams_deserializer.PlainDeserializer:
+    """Workaround 17 for a stored conversation reference read back (`Model.deserialize` builds a new
+    msrest Deserializer each time): kept, and the same reference."""
+    return teams_deserializer.PlainDeserializer(ConversationReference._infer_class_models())
+
+
 @dataclass(frozen=True)
 class TeamsCardLocation:
     """Where a card lives in Teams: the serialised conversation reference (to post or update from
@@ -459,7 +474,8 @@ class TeamsCardLocation:
     @classmethod
     def of(cls, activity: Activity, card_activity_id: str = "") -> TeamsCardLocation:
         ref = TurnContext.get_conversation_reference(activity)
-        return cls(json.dumps(ref.serialize(), sort_keys=True), card_activity_id, tenant_of(activity) or "")
+        stored = _references_out()._serialize(ref, keep_readonly=False)  # as ref.serialize() (16)
+        return cls(json.dumps(stored, sort_keys=True), card_activity_id, tenant_of(activity) or "")
 
     @classmethod
     def parse(cls, stored: Mapping[str, str] | None) -> TeamsCardLocation | None:
@@ -524,7 +540,7 @@ class TeamsCardLocation:
         return replace(self, activity_id=activity_id)
 
     def conversation_reference(self) -> ConversationReference:
-        ref = ConversationReference().deserialize(json.loads(self.reference))
+        ref: ConversationReference = _references_in()("ConversationReference", json.loads(self.reference))  # (17)
         if self.tenant and ref.conversation is not None:
             ref.conversation.tenant_id = self.tenant  # real Teams wants it for proactive sends
         return ref

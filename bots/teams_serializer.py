@@ -169,7 +169,7 @@ class PresentOnlySerializer(Serializer):
         return out
 
     def _plain(self, kwargs: dict[str, Any]) -> bool:
-        """Nothing asked of msrest's walk that the plan does not do (XML, read-only, other keys)."""
+        """Nothing asked of msrest's walk that the plan does not do (XML, another key transformer)."""
         return self.key_transformer is remembered_rest_keys and not kwargs.get("is_xml") and kwargs.keys() <= _CONTEXT
 
     def body(self, data: Any, data_type: str, **kwargs: Any) -> Any:
@@ -196,7 +196,9 @@ class PresentOnlySerializer(Serializer):
         return super()._serialize(target_obj, data_type, **kwargs)
 
 
-_CONTEXT = frozenset({"is_xml", "serialization_ctxt"})  # what msrest's own walk passes down
+# What msrest's own walk passes down, and Model.serialize's keep_readonly (a plan is made only for
+# a class without read-only attributes)
+_CONTEXT = frozenset({"is_xml", "serialization_ctxt", "keep_readonly"})
 
 
 def serialize_set_attributes_only(client: Any) -> None:

@@ -182,6 +182,25 @@ def test_location_round_trip_keeps_the_tenant() -> None:
     assert ref.user.id == "user-id-0"
 
 
+def test_a_location_stores_and_reads_back_the_reference_as_msrest_s_own_model_methods() -> None:
+    """Workarounds 16 and 17 for the stored conversation reference: written as `ref.serialize()`
+    writes it (string for string), read back as `ConversationReference().deserialize` reads it
+    (attribute for attribute), for every Teams activity in the fixtures and an approvers' copy."""
+    from botbuilder.schema import ConversationReference
+
+    bodies, _ = fixture_bodies()
+    for body in bodies:
+        act = Activity().deserialize(body)
+        loc = teams_compat.TeamsCardLocation.of(act, "1796220926142")
+        reference = TurnContext.get_conversation_reference(act)
+        assert loc.reference == json.dumps(reference.serialize(), sort_keys=True)
+        for where in (loc, loc.in_conversation("19:approvers@thread.tacv2")):
+            own = ConversationReference().deserialize(json.loads(where.reference))
+            if where.tenant and own.conversation is not None:
+                own.conversation.tenant_id = where.tenant
+            assert model_state(where.conversation_reference()) == model_state(own)
+
+
 @pytest.mark.parametrize(
     "auth",
     [
