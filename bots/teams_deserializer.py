@@ -94,6 +94,7 @@ def _json_read(value: Any) -> Any:
 _STR, _BOOL, _INT, _FLOAT, _OBJECT, _MODEL, _MODEL_LIST, _OTHER = range(8)
 _BASIC = {"str": _STR, "bool": _BOOL, "int": _INT, "float": _FLOAT, "object": _OBJECT}
 _EXACT = {_STR: str, _BOOL: bool, _INT: int, _FLOAT: float}
+_MODEL_CLASSIFY = Model._classify.__func__  # type: ignore[attr-defined]  # msrest's: the class itself, unless polymorphic
 _JSON_EXTRACTORS = ([rest_key_extractor], [rest_key_extractor, xml_key_extractor])  # for a dict: the same keys
 
 Plan = tuple[tuple[str, str, int, str, Any], ...]  # (attribute, JSON key, kind, type, model class)
@@ -101,8 +102,8 @@ Plan = tuple[tuple[str, str, int, str, Any], ...]  # (attribute, JSON key, kind,
 
 def _plan(cls: type, dependencies: dict[str, Any]) -> Plan | None:
     """How to read `cls` from a JSON object, or None when msrest does more than look each key up
-    (a flattened or escaped key, a polymorphic class)."""
-    if cls.__dict__.get("_subtype_map"):
+    (a flattened or escaped key, a polymorphic class, a class that classifies itself)."""
+    if cls.__dict__.get("_subtype_map") or cls._classify.__func__ is not _MODEL_CLASSIFY:  # type: ignore[attr-defined]
         return None
     plan = []
     for attr, desc in cls._attribute_map.items():  # type: ignore[attr-defined]
