@@ -64,11 +64,23 @@ SDK. Keeping each workaround here means a move to it touches this file and no ot
    it, which for a JSON body always answers None. `_process_read` reads the activity with
    `bots.teams_deserializer.read_activity`: one Deserializer kept, JSON's key extractor only; the
    same activity.
+16. msrest's `Serializer.body()` first walks a model "just in case this is a dict", then its
+   `_serialize` dispatches each attribute by a type lookup and serialises each string by raising
+   and catching an AttributeError: about 90 us for a reply. The pooled clients' serialiser
+   (`bots.teams_serializer`, with 12) copies a model whose values are plain strings, str enums,
+   nested models and JSON values from a plan made once per class, and hands any other model to
+   msrest's own path: the same bodies, key for key and in order.
+17. msrest reads each attribute of a model from JSON by copying its description, running its key
+   extractors and dispatching the value by a type lookup, raising and catching a NameError for
+   every string. The kept activity reader (15) and the pooled clients' deserialiser
+   (`bots.teams_deserializer.PlainDeserializer`) read the values msrest keeps as they are from a
+   plan made once per class and hand every other value to msrest: the same models.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections import OrderedDict
@@ -100,7 +112,7 @@ from pydantic import BaseModel, ConfigDict
 
 from chat_approvals.bots import teams_deserializer
 from chat_approvals.bots.teams_auth import TokenRejected, TokenValidator
-from chat_approvals.bots.teams_serializer import serialize_set_attributes_only
+from chat_approvals.bots.teams_serializer import PresentOnlySerializer, serialize_set_attributes_only
 from chat_approvals.bots.teams_shapes import activity_problem
 from chat_approvals.bots.teams_token import OffLoopCredentials, TokenSource
 from chat_approvals.bots.teams_transport import aiohttp_pipeline
@@ -282,7 +294,8 @@ class _PooledConnectorFactory(ConnectorFactory):
         async def make() -> ConnectorClient:
             client = await self._inner.create(service_url, audience)
             client._serialize.client_side_validation = False  # workaround 10
-            serialize_set_attributes_only(client)  # workaround 12
+            serialize_set_attributes_only(client)  # workarounds 12 and 16
+            teams_deserializer.read_plainly(client)  # workaround 17
             client.config.pipeline = aiohttp_pipeline(client.config)  # workaround 11
             return client
 
@@ -432,6 +445,20 @@ def tenant_of(activity: Activity) -> str | None:
     return None
 
 
+@functools.cache
+def _references_out() -> PresentOnlySerializer:
+    """Workaround 16 for a stored conversation reference: `Model.serialize` builds a new msrest
+    Serializer (a dict of every botbuilder class) each time; this one is kept, and writes the same."""
+    return PresentOnlySerializer(ConversationReference._infer_class_models())
+
+
+@functools.cache
+def _references_in() -> teams_deserializer.PlainDeserializer:
+    """Workaround 17 for a stored conversation reference read back (`Model.deserialize` builds a new
+    msrest Deserializer each time): kept, and the same reference."""
+    return teams_deserializer.PlainDeserializer(ConversationReference._infer_class_models())
+
+
 @dataclass(frozen=True)
 class TeamsCardLocation:
     """Where a card lives in Teams: the serialised conversation reference (to post or update from
@@ -447,7 +474,8 @@ class TeamsCardLocation:
     @classmethod
     def of(cls, activity: Activity, card_activity_id: str = "") -> TeamsCardLocation:
         ref = TurnContext.get_conversation_reference(activity)
-        return cls(json.dumps(ref.serialize(), sort_keys=True), card_activity_id, tenant_of(activity) or "")
+        stored = _references_out()._serialize(ref, keep_readonly=False)  # as ref.serialize() (16)
+        return cls(json.dumps(stored, sort_keys=True), card_activity_id, tenant_of(activity) or "")
 
     @classmethod
     def parse(cls, stored: Mapping[str, str] | None) -> TeamsCardLocation | None:
@@ -512,7 +540,7 @@ class TeamsCardLocation:
         return replace(self, activity_id=activity_id)
 
     def conversation_reference(self) -> ConversationReference:
-        ref = ConversationReference().deserialize(json.loads(self.reference))
+        ref: ConversationReference = _references_in()("ConversationReference", json.loads(self.reference))  # (17)
         if self.tenant and ref.conversation is not None:
             ref.conversation.tenant_id = self.tenant  # real Teams wants it for proactive sends
         return ref

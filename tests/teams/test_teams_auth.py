@@ -188,3 +188,70 @@ async def test_a_slow_key_endpoint_holds_up_only_the_request_that_waits_for_it(
     async with asyncio.timeout(10):  # bounded by the fetch timeout, then refused
         status, _ = await waiting
     assert status == 401
+
+
+async def test_a_verified_token_is_remembered_and_every_other_check_still_runs(
+    issuer: LocalIssuer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token's signature is checked once; the same token again skips only that check and its
+    thread hop: its expiry is checked against the clock again, its key must still be the cached
+    one, and the channel's endorsement and the serviceurl are checked on every request. A rejected
+    token is never remembered; the memory is bounded."""
+    from chat_approvals.bots import teams_auth
+    from chat_approvals.bots.teams_auth import TokenRejected
+
+    validator = issuer.validator()
+    await validator.start()
+    decoded: list[str] = []
+    real = validator._decode
+
+    def counting(token: str, key: Any) -> dict[str, Any]:
+        decoded.append(token)
+        return real(token, key)
+
+    monkeypatch.setattr(validator, "_decode", counting)
+    token = issuer.token(SERVICE_URL)
+    try:
+        first = await validator.validate(f"Bearer {token}", channel_id="msteams", service_url=SERVICE_URL)
+        again = await validator.validate(f"Bearer {token}", channel_id="msteams", service_url=SERVICE_URL)
+        assert again == first and again is not first and decoded == [token]
+        with pytest.raises(TokenRejected, match="endorsed"):
+            await validator.validate(f"Bearer {token}", channel_id="webchat", service_url=SERVICE_URL)
+        with pytest.raises(TokenRejected, match="serviceurl"):
+            await validator.validate(f"Bearer {token}", channel_id="msteams", service_url="http://127.0.0.1:8/x")
+        assert decoded == [token]
+
+        # past its expiry, the remembered token is refused as PyJWT refuses it (no leeway here)
+        brief = issuer.token(SERVICE_URL, exp=int(time.time()) + 1)
+        validator.leeway = 0.0
+        await validator.validate(f"Bearer {brief}", channel_id="msteams", service_url=SERVICE_URL)
+        assert brief in validator._verified
+        await asyncio.sleep(max(0.0, int(time.time()) + 1.05 - time.time()) + 1.0)
+        with pytest.raises(TokenRejected, match="ExpiredSignature"):
+            await validator.validate(f"Bearer {brief}", channel_id="msteams", service_url=SERVICE_URL)
+        assert brief not in validator._verified
+        validator.leeway = 300.0
+
+        # a refresh that replaces the key: checked in full again; one that drops it: refused
+        await validator.validate(f"Bearer {token}", channel_id="msteams", service_url=SERVICE_URL)
+        decoded.clear()
+        await validator._refresh()
+        await validator.validate(f"Bearer {token}", channel_id="msteams", service_url=SERVICE_URL)
+        assert decoded == [token]
+        issuer.keys = {"key-2": new_key()}
+        await validator._refresh()
+        with pytest.raises(TokenRejected, match="unknown"):
+            await validator.validate(f"Bearer {token}", channel_id="msteams", service_url=SERVICE_URL)
+
+        # rejected tokens are not remembered; the memory keeps the most recent MAX_VERIFIED
+        forged = issuer.token(SERVICE_URL, kid="key-2", key=new_key())
+        with pytest.raises(TokenRejected):
+            await validator.validate(f"Bearer {forged}", channel_id="msteams", service_url=SERVICE_URL)
+        assert forged not in validator._verified
+        monkeypatch.setattr(teams_auth, "MAX_VERIFIED", 3)
+        tokens = [issuer.token(SERVICE_URL, kid="key-2", jti=str(i)) for i in range(5)]
+        for t in tokens:
+            await validator.validate(f"Bearer {t}", channel_id="msteams", service_url=SERVICE_URL)
+        assert list(validator._verified) == tokens[2:]
+    finally:
+        await validator.close()

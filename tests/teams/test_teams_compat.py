@@ -182,6 +182,25 @@ def test_location_round_trip_keeps_the_tenant() -> None:
     assert ref.user.id == "user-id-0"
 
 
+def test_a_location_stores_and_reads_back_the_reference_as_msrest_s_own_model_methods() -> None:
+    """Workarounds 16 and 17 for the stored conversation reference: written as `ref.serialize()`
+    writes it (string for string), read back as `ConversationReference().deserialize` reads it
+    (attribute for attribute), for every Teams activity in the fixtures and an approvers' copy."""
+    from botbuilder.schema import ConversationReference
+
+    bodies, _ = fixture_bodies()
+    for body in bodies:
+        act = Activity().deserialize(body)
+        loc = teams_compat.TeamsCardLocation.of(act, "1796220926142")
+        reference = TurnContext.get_conversation_reference(act)
+        assert loc.reference == json.dumps(reference.serialize(), sort_keys=True)
+        for where in (loc, loc.in_conversation("19:approvers@thread.tacv2")):
+            own = ConversationReference().deserialize(json.loads(where.reference))
+            if where.tenant and own.conversation is not None:
+                own.conversation.tenant_id = where.tenant
+            assert model_state(where.conversation_reference()) == model_state(own)
+
+
 @pytest.mark.parametrize(
     "auth",
     [
@@ -394,6 +413,101 @@ def test_workaround_15_one_kept_reader_reads_every_activity_as_msrest_does() -> 
     assert activity_reader() is activity_reader()
 
 
+def model_state(value: Any) -> Any:
+    """A read model as data: every attribute (additional properties included), with each value's type."""
+    from msrest.serialization import Model
+
+    if isinstance(value, Model):
+        return type(value).__name__, {k: model_state(v) for k, v in sorted(vars(value).items())}
+    if isinstance(value, dict):
+        return "dict", [(k, model_state(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        return "list", [model_state(v) for v in value]
+    return type(value).__name__, repr(value), repr(getattr(value, "tzinfo", None))
+
+
+def reader_cases() -> list[tuple[str, dict[str, Any]]]:
+    """What Teams sends, and the values msrest must read its own way."""
+    bodies, _ = fixture_bodies()
+    cases: list[tuple[str, dict[str, Any]]] = [("Activity", b) for b in bodies]
+    base = fixture("playground-invoke-adaptiveCard-action.json")
+    odd = [
+        {"id": 5, "text": 1.5, "locale": True},  # numbers and a bool where strings are mapped
+        {"timestamp": "2026-12-02T14:15:26.4301234567+02:00", "localTimezone": None},
+        {"timestamp": "not a date"},
+        {"conversation": {"id": "c", "isGroup": "true", "tenantId": "t", "extra": [1, {"a": None}]}},
+        {"conversation": {"id": "c", "isGroup": 1}},
+        {"from": "a string where a model is mapped"},
+        {"entities": [None, {"type": "mention", "mentioned": {"id": "u"}}, "text"]},
+        {"entities": {"type": "mention"}},
+        {"membersAdded": [{"id": "a"}, None], "attachments": [{"contentType": "x", "content": "plain"}]},
+        {"channelData": [1, 2.5, None, {"b": [True]}], "value": "a string value"},
+        {"attachmentLayout": "carousel", "importance": "high", "deliveryMode": "notification"},
+        {"expiration": "2026-12-02T14:15:26Z", "textHighlights": [{"text": "x", "occurrence": 1}]},
+    ]
+    cases += [("Activity", {**base, **o}) for o in odd]
+    cases += [
+        ("ResourceResponse", {"id": "1796220926142"}),
+        ("ResourceResponse", {"id": "1", "extra": "kept"}),
+        ("ChannelAccount", {"id": "u", "name": "Alex", "aadObjectId": "a", "userPrincipalName": "x"}),
+        ("ConversationReference", json.loads(json.dumps(fixture("playground-message-text.json")))),
+    ]
+    return cases
+
+
+@pytest.mark.parametrize("case", range(len(reader_cases())))
+def test_workaround_17_the_reader_s_plan_reads_msrest_s_models(case: int) -> None:
+    """A plan per model class reads what msrest keeps as it is (strings, bools, numbers, JSON,
+    nested objects); any other value goes to msrest's own reading. Every model is msrest's own,
+    attribute for attribute and type for type, additional properties included, and a value msrest
+    refuses is refused with msrest's error. No rule covers msrest's reading: this checks that what
+    the bot reads from Teams and from the Bot Connector does not change."""
+    from msrest.serialization import Deserializer
+
+    from chat_approvals.bots.teams_deserializer import PlainDeserializer
+
+    teams_compat.apply()
+    name, body = reader_cases()[case]
+    models = Activity._infer_class_models()
+
+    def read(reader: Deserializer) -> Any:
+        try:
+            return model_state(reader(name, copy.deepcopy(body)))
+        except Exception as e:  # msrest refuses some values: the same refusal
+            return type(e).__name__, str(e)
+
+    assert read(PlainDeserializer(models)) == read(Deserializer(models))
+
+
+def test_workaround_17_the_kept_reader_and_the_pooled_clients_read_with_plans() -> None:
+    """The activity reader and a pooled connector client's deserialiser (and its operation groups')
+    are workaround 17's, with msrest's settings kept; an activity's plain values never reach
+    msrest's per-value reading."""
+    from chat_approvals.bots.teams_deserializer import PlainDeserializer, activity_reader, read_activity
+
+    teams_compat.apply()
+    assert isinstance(activity_reader(), PlainDeserializer)
+    own, pooled = asyncio.run(own_and_pooled_clients())
+    assert isinstance(pooled._deserialize, PlainDeserializer)
+    assert pooled.conversations._deserialize is pooled._deserialize
+    assert pooled._deserialize.key_extractors == own._deserialize.key_extractors
+    read: list[str] = []
+    real = activity_reader().deserialize_data
+
+    def counting(data: Any, data_type: str) -> Any:
+        read.append(data_type)
+        return real(data, data_type)
+
+    body = fixture("playground-invoke-adaptiveCard-action.json")
+    body.pop("timestamp"), body.pop("localTimestamp")
+    activity_reader().deserialize_data = counting  # type: ignore[method-assign]
+    try:
+        read_activity(body)
+    finally:
+        del activity_reader().deserialize_data
+    assert read == []
+
+
 SERVICE = "http://127.0.0.1:9/_connector"
 
 
@@ -522,6 +636,103 @@ def test_workaround_12_the_serialiser_keeps_msrest_s_keys_per_attribute_key() ->
         ours = remembered_rest_keys("x", dict(desc), 7)
         assert ours == full_restapi_key_transformer("x", dict(desc), 7)
         assert ours[0] is not remembered_rest_keys("x", dict(desc), 7)[0]
+
+
+def serialiser_cases() -> list[Activity]:
+    """Activities as botbuilder sends them, and the values msrest must serialise its own way."""
+    import datetime
+
+    from botbuilder.schema import ChannelAccount, ConversationAccount, Entity, InputHints
+    from botbuilder.schema.teams import TeamsChannelAccount
+
+    from chat_approvals.bots.teams_compat import SentBody
+    from chat_approvals.cards import adaptive
+
+    incoming = Activity().deserialize(fixture("playground-invoke-adaptiveCard-action.json"))
+    reference = TurnContext.get_conversation_reference(incoming)
+    card = adaptive.message_card("Answer recorded", "Resuming the agent's turn… café ☕")
+    nested = {"a": [1, 2.5, True, None, {"b": "é", "c": []}], "d": None, "e": {"f": -3}}
+    built = [
+        text_activity("Approved: fetched."),
+        card_activity(card, summary="Approval needed: data.example.org"),
+        card_activity(card, activity_id="1796220926142"),
+        Activity(type="message", text="x", entities=[Entity(type="mention"), Entity(type="clientInfo")]),
+        Activity(type="message", attachments=[Attachment(content_type="x", content=nested)], value=nested),
+        Activity(type="message", members_added=[ChannelAccount(id="a", properties={"k": 1}), None]),
+        Activity(type="message", from_property=TeamsChannelAccount(id="u", email="a@b.c", user_principal_name="a")),
+        Activity(type="message", conversation=ConversationAccount(id="c", is_group=True, tenant_id="t")),
+    ]
+
+    # what the plan hands to msrest: a date, a dict where a model is mapped, a dict subclass (msrest
+    # writes it as its str), a key that is not a str, a str subclass, an int where a bool is mapped
+    class Name(str):
+        pass
+
+    odd = [
+        Activity(type="message", text="x", timestamp=datetime.datetime(2026, 12, 5, tzinfo=datetime.UTC)),
+        Activity(type="message", entities=[{"type": "mention", "locale": "en-US"}]),
+        Activity(type="message", attachments=[{"contentType": "x", "content": {"a": [1]}}]),
+        Activity(type="message", channel_data=SentBody({"a": 1})),
+        Activity(type="message", value={1: "one"}),
+        Activity(type="message", text=Name("a name")),
+        Activity(type="message", conversation=ConversationAccount(id="c", is_group=1)),
+        Activity(type="message", input_hint=InputHints.expecting_input, attachments=[]),
+    ]
+    sent = [TurnContext.apply_conversation_reference(copy.copy(a), reference) for a in built + odd]
+    return [*sent, *built, *odd, incoming]
+
+
+@pytest.mark.parametrize("case", range(len(serialiser_cases())))
+def test_workaround_16_the_serialiser_s_plan_makes_msrest_s_bodies(case: int) -> None:
+    """A plan per model class copies what msrest copies (strings, botbuilder's str enums, nested
+    models, JSON values); any other value goes to msrest's own path. Every body is msrest's own,
+    key for key and in order, from `body()` (which first runs msrest's "just in case this is a
+    dict" pass) and from `_serialize`. No rule covers msrest's serialiser: this checks that what
+    Teams receives does not change."""
+    from msrest.serialization import Serializer
+
+    from chat_approvals.bots.teams_serializer import PresentOnlySerializer
+
+    models = Activity._infer_class_models()
+    ours = PresentOnlySerializer(models)
+    ours.client_side_validation = False  # as the pooled clients' (workaround 10)
+    msrest = Serializer(models)
+
+    def made(serialise: Any) -> str:
+        try:
+            return json.dumps(serialise())
+        except Exception as e:  # msrest refuses some values: the same refusal
+            return type(e).__name__
+
+    mine, theirs = serialiser_cases()[case], serialiser_cases()[case]
+    assert made(lambda: ours.body(mine, "Activity")) == made(lambda: msrest.body(theirs, "Activity"))
+    mine, theirs = serialiser_cases()[case], serialiser_cases()[case]
+    assert made(lambda: ours._serialize(mine)) == made(lambda: msrest._serialize(theirs))
+
+
+def test_workaround_16_a_reply_and_a_card_are_serialised_without_msrest_s_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plain activities this front end sends (a reply, a card, its update, after botbuilder
+    applied the conversation reference) never reach msrest's per-attribute walk; a date does."""
+    from msrest.serialization import Serializer
+
+    from chat_approvals.bots.teams_serializer import PresentOnlySerializer
+
+    ours = PresentOnlySerializer(Activity._infer_class_models())
+    ours.client_side_validation = False
+    walked: list[str] = []
+    real = Serializer.serialize_data
+
+    def counting(self: Serializer, data: Any, data_type: str, **kwargs: Any) -> Any:
+        walked.append(data_type)
+        return real(self, data, data_type, **kwargs)
+
+    monkeypatch.setattr(Serializer, "serialize_data", counting)
+    plain, odd = serialiser_cases()[:3], serialiser_cases()[8]
+    for activity in plain:
+        ours.body(activity, "Activity")
+    assert walked == []
+    ours.body(odd, "Activity")
+    assert "iso-8601" in walked
 
 
 async def test_activities_built_here_are_copied_shallow_by_botbuilder_and_sent_as_message_factory_s() -> None:
