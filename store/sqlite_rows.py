@@ -40,7 +40,7 @@ from chat_approvals.core.models import (
 )
 from chat_approvals.store import sqlite_rebuild, sqlite_writes
 from chat_approvals.store.base import RowStore, StoreError
-from chat_approvals.store.pointer_docs import PointerDocs, row_columns
+from chat_approvals.store.pointer_docs import PointerDocs
 from chat_approvals.store.sqlite_writes import connect, connect_writer, write_gate
 
 SCHEMA = """
@@ -109,6 +109,11 @@ CREATE TABLE IF NOT EXISTS timer_leases (name TEXT PRIMARY KEY, holder TEXT NOT 
 # Columns added after the first release: a database made before gets them on open.
 _ADDED = {"pointers": {"votes": "TEXT"}, "grants": {"turn_id": "TEXT"}}
 _HOLDING = "chat = ? AND card_id = ? AND state = 'claimed' AND worker = ? AND claim_count = ?"
+# What a pointer read returns, in the order _to_pointer reads it.
+_POINTER = (
+    "card_id, sh, state, expires_at, ttl, claim_count, worker, lease_until, resume_deadline, answer_key, "
+    "card_location, votes, doc"
+)
 _SWEEP_BATCH = 500
 # What names a row of each table to the sweep: a WITHOUT ROWID table (store/sqlite_rebuild.py
 # says why those) by its primary key.
@@ -296,16 +301,29 @@ class SqliteRows(RowStore):
 
     # --- pointers ----------------------------------------------------------------------
     def _to_pointer(self, row: sqlite3.Row | None) -> Pointer | None:
-        """The row as a Pointer: its document (the pointer as written) validated once per text
-        (store/pointer_docs.py), its columns (what changes after the card is written) every time,
-        each checked by Pointer's rules."""
+        """The row (_POINTER's columns, in order) as a Pointer: its document (the pointer as
+        written) validated once per text (store/pointer_docs.py), its columns (what changes after
+        the card is written) every time, each checked by Pointer's rules. The columns are read
+        by position: a Row looks a name up among its columns (fifteen lookups a pointer)."""
         if row is None:
             return None
-        location, votes = row["card_location"], row["votes"]
-        columns = row_columns(
-            row, None if location is None else json.loads(location), json.loads(votes) if votes else []
-        )
-        return self._docs.pointer(row["doc"], columns)
+        card_id, sh, state, expires_at, ttl, count, worker, lease, deadline, answer_key, location, votes, doc = row
+        columns = {
+            "card_id": card_id,
+            "secret_hash": sh,
+            "state": state,
+            "expires_at": expires_at,
+            "ttl": ttl,
+            "claim_count": count,
+            "worker": worker,
+            "lease_until": lease,
+            "resume_deadline": deadline,
+            "answer_key": answer_key,
+            "card_location": None if location is None else json.loads(location),
+            # most cards take no votes: their column holds the text `[]` (_columns)
+            "votes": [] if not votes or votes == "[]" else json.loads(votes),
+        }
+        return self._docs.pointer(doc, columns)
 
     def _columns(self, p: Pointer) -> tuple[Any, ...]:
         return (
@@ -344,21 +362,21 @@ class SqliteRows(RowStore):
         return cur.rowcount == 1
 
     def get_pointer(self, chat: str) -> Pointer | None:
-        return self._to_pointer(self._exec("SELECT * FROM pointers WHERE chat = ?", (chat,)).fetchone())
+        return self._to_pointer(self._exec(f"SELECT {_POINTER} FROM pointers WHERE chat = ?", (chat,)).fetchone())
 
     def get_pointer_by_card(self, card_id: str) -> Pointer | None:
-        return self._to_pointer(self._exec("SELECT * FROM pointers WHERE card_id = ?", (card_id,)).fetchone())
+        return self._to_pointer(self._exec(f"SELECT {_POINTER} FROM pointers WHERE card_id = ?", (card_id,)).fetchone())
 
     def claim(
         self, read: ClaimRead, *, worker: str, now: float, lease_until: float, resume_deadline: float
     ) -> Pointer | None:
         cur = self._exec(
-            """UPDATE pointers SET state = 'claimed', worker = ?, lease_until = ?, resume_deadline = ?,
+            f"""UPDATE pointers SET state = 'claimed', worker = ?, lease_until = ?, resume_deadline = ?,
                  claim_count = claim_count + 1
                WHERE chat = ? AND card_id = ? AND sh = ?
                  AND (state = 'pending' OR (state = 'claimed' AND lease_until < ?))
                  AND expires_at > ? AND claim_count = ?
-               RETURNING *""",
+               RETURNING {_POINTER}""",
             (
                 worker,
                 lease_until,
@@ -415,11 +433,11 @@ class SqliteRows(RowStore):
 
     def vote(self, *, chat: str, card_id: str, secret_hash: str, vote: Vote, now: float) -> Pointer | None:
         cur = self._exec(
-            """UPDATE pointers SET votes = json_insert(COALESCE(votes, '[]'), '$[#]', json(?))
+            f"""UPDATE pointers SET votes = json_insert(COALESCE(votes, '[]'), '$[#]', json(?))
                WHERE chat = ? AND card_id = ? AND sh = ? AND state = 'pending' AND expires_at > ?
                  AND NOT EXISTS (SELECT 1 FROM json_each(COALESCE(pointers.votes, '[]'))
                                  WHERE json_extract(value, '$.user') = ?)
-               RETURNING *""",
+               RETURNING {_POINTER}""",
             (vote.model_dump_json(), chat, card_id, secret_hash, now, vote.user),
         )
         return self._to_pointer(cur.fetchone())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from chat_approvals.core.models import Timer, Vote
+from chat_approvals.core.models import ClaimRead, Timer, Vote
 from chat_approvals.store.base import ObjectExists
 from chat_approvals.store.sqlite_objects import SqliteObjects
 from chat_approvals.store.sqlite_rows import SqliteRows
@@ -30,6 +30,27 @@ def test_a_pointer_read_back_has_its_columns_not_the_document_written_first(
     assert read is not None
     assert read.card_location == {"channel": "C1", "ts": "1.5"} and read.votes == voted.votes
     assert read.model_copy(update={"card_location": None, "votes": []}) == p  # the rest as written
+
+
+def test_a_pointer_read_by_position_is_the_pointer_of_its_columns(
+    embedded: tuple[SqliteRows, SqliteObjects],
+) -> None:
+    """R8: every read (by chat, by card, the claim's and the vote's rows) gives the same pointer,
+    whatever order the table's columns are in; a votes column of a file made before votes
+    (NULL) or of a card nobody voted on (the text []) reads as no votes."""
+    rows, _ = embedded
+    p = make_pointer("http:a")
+    assert rows.put_pointer(p, T0)
+    assert rows.get_pointer("http:a") == rows.get_pointer_by_card(p.card_id) == p
+    rows._exec("UPDATE pointers SET votes = NULL WHERE chat = 'http:a'")
+    assert rows.get_pointer("http:a") == p
+    voted = rows.vote(chat="http:a", card_id=p.card_id, secret_hash=p.secret_hash, vote=Vote(user="U2", at=T0), now=T0)
+    assert voted is not None and voted == rows.get_pointer_by_card(p.card_id)
+    assert voted.model_copy(update={"votes": []}) == p
+    won = rows.claim(ClaimRead("http:a", p.card_id, p.secret_hash, 0), worker="w", now=T0, lease_until=T0 + 30,
+                     resume_deadline=T0 + 60)  # fmt: skip
+    assert won is not None and won == rows.get_pointer("http:a")
+    assert (won.state, won.worker, won.claim_count, won.votes) == ("claimed", "w", 1, voted.votes)
 
 
 def test_many_timers_of_a_card_are_all_stored_once(embedded: tuple[SqliteRows, SqliteObjects]) -> None:
