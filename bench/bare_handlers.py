@@ -81,8 +81,8 @@ ROWS = 4096  # cards, reused in turn: the finish opens its row again
 def bare_speedups() -> None:
     """The server's speed-ups to the libraries that apply to any handler (bots/slack_config.py
     `remember_urls`, bots/slack_compat.py, bots/teams_compat.py workaround 14; workaround 12's
-    serialiser is used for the reply below, workaround 15's reader for the invoke): the bare
-    handler must not pay for a step more than the server does."""
+    serialiser (with 16's plans) is used for the reply below, workaround 15's reader (with 17's
+    plans) for the invoke): the bare handler must not pay for a step more than the server does."""
     remember_urls()
     slack_compat.apply()
     teams_deserializer.apply()
