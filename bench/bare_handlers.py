@@ -219,6 +219,19 @@ def slack_app(
     return app
 
 
+TEAMS_REPLY = "Approved: fetched."
+
+
+def approved_invoke() -> dict[str, Any]:
+    """The invoke's answer: the card replaced by its outcome (built per click, as a server builds it)."""
+    card = {
+        "type": "AdaptiveCard",
+        "version": "1.4",
+        "body": [{"type": "TextBlock", "text": "Approved by Alex Wilber", "wrap": True}],
+    }
+    return {"statusCode": 200, "type": "application/vnd.microsoft.card.adaptive", "value": card}
+
+
 def teams_app(durable: DurableSteps | None = None, held: HeldAgents | None = None) -> web.Application:
     holder: dict[str, aiohttp.ClientSession] = {}
 
@@ -231,19 +244,14 @@ def teams_app(durable: DurableSteps | None = None, held: HeldAgents | None = Non
     async def invoke(request: web.Request) -> web.Response:
         activity = teams_deserializer.read_activity(await request.json())  # as the server reads it
         conversation = activity.conversation.id
-        card = {
-            "type": "AdaptiveCard",
-            "version": "1.4",
-            "body": [{"type": "TextBlock", "text": "Approved by Alex Wilber", "wrap": True}],
-        }
-        answer = Activity(type="message", text="Approved: fetched.", reply_to_id=activity.id)
+        answer = Activity(type="message", text=TEAMS_REPLY, reply_to_id=activity.id)
         reply = REPLY_SERIALIZER._serialize(answer)
         url = f"{activity.service_url.rstrip('/')}/v3/conversations/{conversation}/activities"
         if durable is not None:
             await durable.click(None if held is None else held.resume)
         async with holder["http"].post(url, json=reply) as r:
             await r.read()
-        return web.json_response({"statusCode": 200, "type": "application/vnd.microsoft.card.adaptive", "value": card})
+        return web.json_response(approved_invoke())
 
     app = web.Application()
     app.router.add_post("/api/messages", invoke)
@@ -255,13 +263,6 @@ def teams_app(durable: DurableSteps | None = None, held: HeldAgents | None = Non
     return app
 
 
-APPROVED_CARD = {
-    "type": "AdaptiveCard",
-    "version": "1.4",
-    "body": [{"type": "TextBlock", "text": "Approved by Alex Wilber", "wrap": True}],
-}
-
-
 class LeastTeamsBot(TeamsActivityHandler):
     """--libraries: the least Teams click in botbuilder's turn, sent as the server's bot sends."""
 
@@ -271,10 +272,8 @@ class LeastTeamsBot(TeamsActivityHandler):
 
     async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse | None:
         await self._durable.click(self._held.resume)
-        await turn_context.send_activity(text_activity("Approved: fetched."))
-        answer = teams_compat.invoke_response(200, {
-            "statusCode": 200, "type": "application/vnd.microsoft.card.adaptive", "value": APPROVED_CARD
-        })  # fmt: skip
+        await turn_context.send_activity(text_activity(TEAMS_REPLY))
+        answer = teams_compat.invoke_response(200, approved_invoke())
         await turn_context.send_activity(SentActivity(type=ActivityTypes.invoke_response, value=answer))
         return answer
 

@@ -16,6 +16,7 @@ Bounded in count and in text (a card may carry a tool call's input): the oldest 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import create_model
@@ -37,23 +38,23 @@ _FIELDS: dict[str, Any] = {name: (Pointer.model_fields[name].annotation, ...) fo
 PointerColumns = create_model("PointerColumns", __base__=Strict, **_FIELDS)
 
 
+# A SQL pointer row's plain columns (SQLite's and PostgreSQL's), as SQL names them, in COLUMNS'
+# order; card_location and votes, which each backend stores its own way, follow them.
+_PLAIN = COLUMNS[:-2]
+SQL_COLUMNS = tuple("sh" if name == "secret_hash" else name for name in _PLAIN)
+
+
 def row_columns(row: Any, card_location: dict[str, str] | None, votes: list[Any]) -> dict[str, Any]:
-    """PointerColumns' fields from a SQL pointer row (SQLite's or PostgreSQL's: the same column
-    names); the JSON columns, which each backend stores its own way, come decoded."""
-    return {
-        "card_id": row["card_id"],
-        "secret_hash": row["sh"],
-        "state": row["state"],
-        "expires_at": row["expires_at"],
-        "ttl": row["ttl"],
-        "claim_count": row["claim_count"],
-        "worker": row["worker"],
-        "lease_until": row["lease_until"],
-        "resume_deadline": row["resume_deadline"],
-        "answer_key": row["answer_key"],
-        "card_location": card_location,
-        "votes": votes,
-    }
+    """PointerColumns' fields from a SQL pointer row read by column name; the JSON columns come decoded."""
+    return plain_columns([row[name] for name in SQL_COLUMNS], card_location, votes)
+
+
+def plain_columns(plain: Sequence[Any], card_location: dict[str, str] | None, votes: list[Any]) -> dict[str, Any]:
+    """PointerColumns' fields from SQL_COLUMNS' values in their order (a row read by position:
+    a name looked up in a row costs more than its place); the JSON columns come decoded."""
+    columns = dict(zip(_PLAIN, plain, strict=True))
+    columns["card_location"], columns["votes"] = card_location, votes
+    return columns
 
 
 class PointerDocs:

@@ -40,7 +40,7 @@ from chat_approvals.core.models import (
 )
 from chat_approvals.store import sqlite_rebuild, sqlite_writes
 from chat_approvals.store.base import RowStore, StoreError
-from chat_approvals.store.pointer_docs import PointerDocs
+from chat_approvals.store.pointer_docs import SQL_COLUMNS, PointerDocs, plain_columns
 from chat_approvals.store.sqlite_writes import connect, connect_writer, write_gate
 
 SCHEMA = """
@@ -110,10 +110,7 @@ CREATE TABLE IF NOT EXISTS timer_leases (name TEXT PRIMARY KEY, holder TEXT NOT 
 _ADDED = {"pointers": {"votes": "TEXT"}, "grants": {"turn_id": "TEXT"}}
 _HOLDING = "chat = ? AND card_id = ? AND state = 'claimed' AND worker = ? AND claim_count = ?"
 # What a pointer read returns, in the order _to_pointer reads it.
-_POINTER = (
-    "card_id, sh, state, expires_at, ttl, claim_count, worker, lease_until, resume_deadline, answer_key, "
-    "card_location, votes, doc"
-)
+_POINTER = ", ".join((*SQL_COLUMNS, "card_location", "votes", "doc"))
 _SWEEP_BATCH = 500
 # What names a row of each table to the sweep: a WITHOUT ROWID table (store/sqlite_rebuild.py
 # says why those) by its primary key.
@@ -307,22 +304,13 @@ class SqliteRows(RowStore):
         by position: a Row looks a name up among its columns (fifteen lookups a pointer)."""
         if row is None:
             return None
-        card_id, sh, state, expires_at, ttl, count, worker, lease, deadline, answer_key, location, votes, doc = row
-        columns = {
-            "card_id": card_id,
-            "secret_hash": sh,
-            "state": state,
-            "expires_at": expires_at,
-            "ttl": ttl,
-            "claim_count": count,
-            "worker": worker,
-            "lease_until": lease,
-            "resume_deadline": deadline,
-            "answer_key": answer_key,
-            "card_location": None if location is None else json.loads(location),
-            # most cards take no votes: their column holds the text `[]` (_columns)
-            "votes": [] if not votes or votes == "[]" else json.loads(votes),
-        }
+        *plain, location, votes, doc = row
+        # most cards take no votes: their column holds the text `[]` (_columns)
+        columns = plain_columns(
+            plain,
+            None if location is None else json.loads(location),
+            [] if not votes or votes == "[]" else json.loads(votes),
+        )
         return self._docs.pointer(doc, columns)
 
     def _columns(self, p: Pointer) -> tuple[Any, ...]:

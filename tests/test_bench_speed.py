@@ -58,6 +58,19 @@ def test_bench_burst_acks_every_click_and_resumes_each_card_once() -> None:
     assert re.search(r"^targets \(issue 34, 3\): (met|not met)$", out, re.M), out
 
 
+# What the target leaves (2 x (bare + agent) - least), from figures each printed to 0.01
+ROOM_ROUNDING = 2 * 0.01 + 0.005 + 0.005 + 1e-9
+
+
+def follows(printed: str, ms: float, total: float) -> bool:
+    """A ratio printed to 0.01 ("2.13x") is `ms / total` within what the rounding of the printed
+    figures allows: with a tiny --clicks the bare total can be a tick or less, and a fixed
+    tolerance then fails a ratio that is right."""
+    ratio = ms / total
+    allowed = 0.005 + (0.005 + ratio * 0.01) / total  # `ms` and the total's two parts, each to 0.01
+    return abs(float(printed.removesuffix("x")) - ratio) <= 1.2 * allowed
+
+
 @pytest.mark.slow  # two served processes and two bare handlers
 def test_bench_cpu_prints_server_bare_and_agent_for_each_platform() -> None:
     out = run_bench("bench.bench_cpu", "--clicks", "5", "--rounds", "1")
@@ -76,19 +89,19 @@ def test_bench_cpu_prints_server_bare_and_agent_for_each_platform() -> None:
         durable, agent, bare, least = float(b[1]), float(r[3]), float(r[2]), float(b[4])
         assert abs(float(b[2]) - (durable + agent)) < 0.02, b
         assert re.fullmatch(r"\d+\.\d\dx", b[3]), b
-        assert abs(float(b[3][:-1]) - (durable + agent) / (bare + agent)) < 0.05, b  # from the rounded figures
+        assert follows(b[3], durable + agent, bare + agent), b
         assert re.fullmatch(r"\d+\.\d\dx", b[5]) and b[6] == "<= 2x", b
-        assert abs(float(b[5][:-1]) - least / (bare + agent)) < 0.05, b
+        assert follows(b[5], least, bare + agent), b
         if abs(float(b[5][:-1]) - 2) > 0.01:  # the verdict follows the ratio (unrounded at the line)
             assert b[7] == ("yes" if float(b[5][:-1]) < 2 else "no"), b
-        assert abs(float(b[8]) - (2 * (bare + agent) - least)) < 0.03, b  # what the target leaves for the rest
+        assert abs(float(b[8]) - (2 * (bare + agent) - least)) <= ROOM_ROUNDING, b  # what the target leaves
     # the same least click on the libraries DESIGN names (Block Kit models; botbuilder-core's turn)
     design = table_rows(out, "platform | least click on DESIGN's libraries ms")
     assert [d[0] for d in design] == ["slack", "teams"], out
     for r, d in zip(rows, design, strict=True):
         bare, agent, libraries = float(r[2]), float(r[3]), float(d[1])
         assert re.fullmatch(r"\d+\.\d\dx", d[2]) and d[3] == "<= 2x", d
-        assert abs(float(d[2][:-1]) - libraries / (bare + agent)) < 0.05, d
+        assert follows(d[2], libraries, bare + agent), d
         if abs(float(d[2][:-1]) - 2) > 0.01:
             assert d[4] == ("yes" if float(d[2][:-1]) < 2 else "no"), d
-        assert abs(float(d[5]) - (2 * (bare + agent) - libraries)) < 0.03, d
+        assert abs(float(d[5]) - (2 * (bare + agent) - libraries)) <= ROOM_ROUNDING, d

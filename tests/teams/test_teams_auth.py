@@ -196,7 +196,9 @@ async def test_a_verified_token_is_remembered_and_every_other_check_still_runs(
     """A token's signature is checked once; the same token again skips only that check and its
     thread hop: its expiry is checked against the clock again, its key must still be the cached
     one, and the channel's endorsement and the serviceurl are checked on every request. A rejected
-    token is never remembered; the memory is bounded."""
+    token is never remembered; the memory is bounded. No rule names the token check; R17's Teams
+    identity (tenant + Entra object id) is only as good as it. The expiry needs PyJWT's own clock,
+    so this waits about two seconds of real time."""
     from chat_approvals.bots import teams_auth
     from chat_approvals.bots.teams_auth import TokenRejected
 

@@ -185,7 +185,8 @@ def test_location_round_trip_keeps_the_tenant() -> None:
 def test_a_location_stores_and_reads_back_the_reference_as_msrest_s_own_model_methods() -> None:
     """Workarounds 16 and 17 for the stored conversation reference: written as `ref.serialize()`
     writes it (string for string), read back as `ConversationReference().deserialize` reads it
-    (attribute for attribute), for every Teams activity in the fixtures and an approvers' copy."""
+    (attribute for attribute), for every Teams activity in the fixtures and an approvers' copy. No
+    rule covers msrest's model methods: this checks that where a card is posted reads back the same."""
     from botbuilder.schema import ConversationReference
 
     bodies, _ = fixture_bodies()
@@ -482,7 +483,7 @@ def test_workaround_17_the_reader_s_plan_reads_msrest_s_models(case: int) -> Non
 def test_workaround_17_the_kept_reader_and_the_pooled_clients_read_with_plans() -> None:
     """The activity reader and a pooled connector client's deserialiser (and its operation groups')
     are workaround 17's, with msrest's settings kept; an activity's plain values never reach
-    msrest's per-value reading."""
+    msrest's per-value reading. No rule covers msrest's reading."""
     from chat_approvals.bots.teams_deserializer import PlainDeserializer, activity_reader, read_activity
 
     teams_compat.apply()
@@ -712,7 +713,8 @@ def test_workaround_16_the_serialiser_s_plan_makes_msrest_s_bodies(case: int) ->
 
 def test_workaround_16_a_reply_and_a_card_are_serialised_without_msrest_s_walk(monkeypatch: pytest.MonkeyPatch) -> None:
     """The plain activities this front end sends (a reply, a card, its update, after botbuilder
-    applied the conversation reference) never reach msrest's per-attribute walk; a date does."""
+    applied the conversation reference) never reach msrest's per-attribute walk; a date does. No
+    rule covers msrest's serialiser."""
     from msrest.serialization import Serializer
 
     from chat_approvals.bots.teams_serializer import PresentOnlySerializer
